@@ -1,0 +1,65 @@
+"""Exactly-once batch ingestion from Apache Kafka with Apache Spark, for Apache Airflow.
+
+Each batch is planned (exact offset ranges written to a PostgreSQL ledger),
+read by a PySpark job, and committed: the output is published and the
+pipeline's cursor advances in the one transaction that marks the batch
+committed.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "get_provider_info"]
+
+
+def get_provider_info() -> dict:
+    """Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
+    return {
+        "package-name": "airflow-kafka-offsets",
+        "name": "Kafka Offsets (exactly-once Kafka to Spark batches)",
+        "description": __doc__.strip().splitlines()[0],
+        "versions": [__version__],
+        "operators": [
+            {
+                "integration-name": "Kafka Offsets",
+                "python-modules": ["airflow_kafka_offsets.operators.ingest"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Kafka Offsets",
+                "python-modules": ["airflow_kafka_offsets.hooks"],
+            }
+        ],
+        "config": {
+            "kafka_offsets": {
+                "description": "Defaults for the Kafka Offsets operators.",
+                "options": {
+                    "spark_jars": {
+                        "description": "Comma-separated local paths of Spark's Kafka connector jars "
+                        "(spark-sql-kafka-0-10 and its dependencies) handed to spark-submit --jars.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/opt/jars/spark-sql-kafka-0-10_2.13-4.2.0.jar,...",
+                        "default": "",
+                    },
+                    "spark_packages": {
+                        "description": "Maven coordinates handed to spark-submit --packages when no "
+                        "spark_jars are set. Empty means the connector matching the local pyspark.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
+                        "default": "",
+                    },
+                    "ledger_schema": {
+                        "description": "PostgreSQL schema holding the ledger tables.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "kafka_offsets",
+                        "default": "kafka_offsets",
+                    },
+                },
+            }
+        },
+    }

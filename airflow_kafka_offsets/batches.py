@@ -1,0 +1,188 @@
+"""The three steps of a batch (plan, read, commit), wired from the pure planner, the ledger,
+Kafka, Spark and the sink. Operators and the CLI are thin wrappers over these functions.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_kafka_offsets.errors import BatchStateError, SparkJobError
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.model import BatchPlan, BatchState, PartitionOffsets, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.ranges import check_report, has_work, plan_ranges
+from airflow_kafka_offsets.reports import parse_report
+from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.tables import partition_table
+
+log = logging.getLogger(__name__)
+
+OffsetsSource = Callable[[Sequence[str]], Mapping[TopicPartition, PartitionOffsets]]
+JOB_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """``plan`` is None when there is nothing to do; ``replayed`` when an earlier plan was found."""
+
+    plan: BatchPlan | None
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    """``committed_now`` is False when another run had already committed the batch."""
+
+    plan: BatchPlan
+    committed_now: bool
+    records: int
+
+
+def plan_batch(
+    ledger: Ledger,
+    spec: PipelineSpec,
+    offsets_source: OffsetsSource,
+    sink: LocalDirectorySink,
+    actor: Mapping[str, Any],
+) -> PlanOutcome:
+    """Return the pipeline's planned batch, or write the next plan ahead of any work (I2).
+
+    The pipeline row stays locked while Kafka is asked for offsets, so two runs
+    can never plan different batches from the same cursor.
+    """
+    with ledger.transaction() as tx:
+        epoch, next_batch_id = tx.lock_pipeline(spec)
+        planned = tx.planned_batch_id(spec.name)
+        if planned is not None:
+            record = tx.batch(spec.name, planned)
+            log.info("pipeline %s: batch %s is already planned (since %s); replaying it", spec.name, planned,
+                     record.planned_at)
+            tx.audit(spec.name, planned, "replayed", {}, actor)
+            return PlanOutcome(record.plan, replayed=True)
+        cursors = tx.cursors(spec.name)
+        offsets = offsets_source(spec.topics)
+        ranges = plan_ranges(spec, cursors, offsets)
+        if not has_work(ranges, cursors):
+            log.info("pipeline %s: nothing new in %s; no batch planned", spec.name, ", ".join(spec.topics))
+            return PlanOutcome(None, replayed=False)
+        plan = BatchPlan(spec.name, next_batch_id, epoch, ranges, sink.output_uri(spec.name, next_batch_id))
+        new_cursors = {r.topic_partition: r.start for r in ranges if r.topic_partition not in cursors}
+        tx.insert_plan(plan, new_cursors, actor)
+    log.info("pipeline %s: planned batch %s (%s records)\n%s", spec.name, plan.batch_id, plan.records_planned,
+             partition_table(plan.ranges, offsets=offsets))
+    return PlanOutcome(plan, replayed=False)
+
+
+def load_batch(ledger: Ledger, pipeline: str, batch_id: int | None) -> BatchPlan | None:
+    """The given batch if it still needs work, else the pipeline's planned batch, else None."""
+    with ledger.transaction() as tx:
+        if batch_id is None:
+            batch_id = tx.planned_batch_id(pipeline)
+            if batch_id is None:
+                return None
+        record = tx.batch(pipeline, batch_id)
+    if record.state is BatchState.COMMITTED:
+        log.info("pipeline %s: batch %s was already committed at %s by %s", pipeline, batch_id,
+                 record.committed_at, record.committed_by)
+        return None
+    if record.state is BatchState.ABORTED:
+        raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} was aborted; it cannot run")
+    return record.plan
+
+
+def build_job(plan: BatchPlan, attempt_id: str, staging_uri: str, kafka_properties: Mapping[str, str],
+              min_partitions: int | None = None) -> dict[str, Any]:
+    """The job file handed to the Spark app (see spark_apps/kafka_range_batch.py for the format)."""
+    return {
+        "format": JOB_FORMAT,
+        "pipeline": plan.pipeline,
+        "batch_id": plan.batch_id,
+        "attempt_id": attempt_id,
+        "staging_uri": staging_uri,
+        "min_partitions": min_partitions,
+        "ranges": [
+            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
+            for r in plan.readable_ranges
+        ],
+        "kafka": dict(kafka_properties),
+    }
+
+
+def run_batch(
+    ledger: Ledger,
+    sink: LocalDirectorySink,
+    plan: BatchPlan,
+    submit: Callable[[dict[str, Any]], None],
+    kafka_properties: Mapping[str, str],
+    actor: Mapping[str, Any],
+    min_partitions: int | None = None,
+) -> dict[str, Any] | None:
+    """Run one Spark attempt of a planned batch into its own staging location; returns its report.
+
+    An empty batch (only new partitions or skipped spans) needs no Spark run.
+    """
+    if not plan.readable_ranges:
+        log.info("pipeline %s: batch %s reads no records; Spark is skipped", plan.pipeline, plan.batch_id)
+        return None
+    attempt_id = uuid.uuid4().hex
+    staging_uri = sink.staging_uri(plan.pipeline, plan.batch_id, attempt_id)
+    with ledger.transaction() as tx:
+        tx.start_attempt(plan, attempt_id, staging_uri, actor)
+    try:
+        submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions))
+        report = sink.read_report(staging_uri)
+        if report is None:
+            raise SparkJobError(f"Spark finished but wrote no report to {staging_uri}")
+        check_report(plan, parse_report(report))
+    except BaseException as exc:
+        with ledger.transaction() as tx:
+            tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])
+        raise
+    with ledger.transaction() as tx:
+        tx.finish_attempt(attempt_id, report, None)
+    log.info("pipeline %s: batch %s staged by attempt %s\n%s", plan.pipeline, plan.batch_id, attempt_id,
+             partition_table(plan.ranges, report=parse_report(report)))
+    return report
+
+
+def commit_batch(
+    ledger: Ledger,
+    sink: LocalDirectorySink,
+    pipeline: str,
+    batch_id: int,
+    actor: Mapping[str, Any],
+) -> CommitOutcome:
+    """Publish the batch's staged output and advance the cursor in one transaction (I3).
+
+    The batch row stays locked from the check to the commit, so a concurrent or
+    stale run either waits and then finds the batch committed, or fails the
+    compare-and-set; it never publishes or commits a second time.
+    """
+    with ledger.transaction() as tx:
+        record = tx.batch(pipeline, batch_id, for_update=True)
+        plan = record.plan
+        if record.state is BatchState.COMMITTED:
+            log.info("pipeline %s: batch %s was already committed at %s by %s; nothing to do", pipeline,
+                     batch_id, record.committed_at, record.committed_by)
+            return CommitOutcome(plan, committed_now=False, records=record.records_committed or 0)
+        if record.state is not BatchState.PLANNED:
+            raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
+        report = None
+        if plan.readable_ranges:
+            attempt = tx.latest_succeeded_attempt(pipeline, batch_id)
+            if attempt is None or attempt.report is None:
+                raise BatchStateError(
+                    f"batch {batch_id} of pipeline {pipeline!r} has no successful Spark attempt to commit"
+                )
+            report = attempt.report
+            check_report(plan, parse_report(report))
+            sink.publish(attempt.staging_uri, plan.output_uri)
+        tx.advance_cursors(plan)
+        records = tx.record_commit(plan, report, actor)
+    sink.discard_staging(pipeline, batch_id)
+    log.info("pipeline %s: committed batch %s (%s records) at %s\n%s", pipeline, batch_id, records,
+             plan.output_uri, partition_table(plan.ranges, report=parse_report(report) if report else None))
+    return CommitOutcome(plan, committed_now=True, records=records)

@@ -1,0 +1,75 @@
+"""Specific exceptions, so callers and task logs can tell what went wrong."""
+
+from __future__ import annotations
+
+
+class KafkaOffsetsError(Exception):
+    """Base class of every error raised by this package."""
+
+
+class InvalidPipelineSpecError(KafkaOffsetsError, ValueError):
+    """A pipeline definition (name, topics, policies, caps) is not valid."""
+
+
+class DataLossError(KafkaOffsetsError):
+    """Records between the cursor and the log start offset were deleted by retention."""
+
+
+class OffsetOutOfRangeError(KafkaOffsetsError):
+    """A cursor lies beyond a partition's latest offset (topic recreated or truncated)."""
+
+
+class NoStartingOffsetError(KafkaOffsetsError):
+    """A partition has no cursor and the pipeline's policy is to fail rather than pick one."""
+
+
+class PartitionVanishedError(KafkaOffsetsError):
+    """A partition the pipeline has a cursor for is no longer in Kafka."""
+
+
+class UnknownTopicError(KafkaOffsetsError):
+    """A topic of the pipeline does not exist in Kafka."""
+
+
+class KafkaUnavailableError(KafkaOffsetsError):
+    """Kafka did not answer in time (unreachable broker, wrong listener, bad credentials)."""
+
+
+class LedgerError(KafkaOffsetsError):
+    """Base class of ledger (PostgreSQL) errors."""
+
+
+class LedgerSchemaTooNewError(LedgerError):
+    """The ledger was migrated by a newer version of this package."""
+
+
+class PipelineBusyError(LedgerError):
+    """Another run holds the pipeline's lock for longer than the configured wait."""
+
+
+class BatchNotFoundError(LedgerError):
+    """The ledger has no such batch."""
+
+
+class BatchStateError(LedgerError):
+    """The batch is not in a state that allows the requested step."""
+
+
+class CursorMovedError(LedgerError):
+    """Compare-and-set failed: the cursor no longer equals the batch's start offsets."""
+
+
+class ReportMismatchError(KafkaOffsetsError):
+    """What Spark reports having read does not fit the batch's planned ranges."""
+
+
+class SparkJobError(KafkaOffsetsError):
+    """The Spark job failed or produced no report."""
+
+
+class ConfigurationError(KafkaOffsetsError):
+    """A connection or setting needed by an operator is missing or wrong."""
+
+
+class OutputLocationError(KafkaOffsetsError):
+    """An output path is not usable (escapes the output root, not writable, wrong scheme)."""

@@ -1,0 +1,429 @@
+"""The PostgreSQL ledger: pipelines, cursors, write-ahead batch plans, attempts and an audit trail.
+
+PostgreSQL enforces the contract where it can: the pipeline row lock
+serialises planning, a partial unique index allows one planned batch per
+pipeline, an exclusion constraint keeps ranges of one epoch from overlapping,
+and the commit is a compare-and-set on the cursors inside the transaction that
+marks the batch committed.
+
+Works with psycopg2 and psycopg 3 connections (the Postgres provider hands out
+either): only DB-API calls and ``%s`` parameters are used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_kafka_offsets import __version__
+from airflow_kafka_offsets.errors import (
+    BatchNotFoundError,
+    BatchStateError,
+    CursorMovedError,
+    LedgerError,
+    LedgerSchemaTooNewError,
+    PipelineBusyError,
+)
+from airflow_kafka_offsets.ledger_schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
+from airflow_kafka_offsets.model import BatchPlan, BatchState, PartitionRange, PipelineSpec, TopicPartition
+
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """A batch as the ledger holds it."""
+
+    plan: BatchPlan
+    state: BatchState
+    planned_at: datetime
+    committed_at: datetime | None
+    records_committed: int | None
+    planned_by: dict[str, Any]
+    committed_by: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One Spark run of a batch; several may exist, any succeeded one may be committed."""
+
+    attempt_id: str
+    pipeline: str
+    batch_id: int
+    state: str
+    staging_uri: str
+    report: dict[str, Any] | None
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    return getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+
+
+def _jsonb(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+class LedgerTransaction:
+    """Statements inside one open transaction; use :meth:`Ledger.transaction`."""
+
+    def __init__(self, cursor: Any, schema: str) -> None:
+        self._cur = cursor
+        self.s = quote_schema(schema)
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        self._cur.execute(sql.format(s=self.s), params)
+        return self._cur
+
+    def fetchone(self, sql: str, params: Sequence[Any] | None = None) -> tuple | None:
+        return self.execute(sql, params).fetchone()
+
+    def fetchall(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        return list(self.execute(sql, params).fetchall())
+
+    # pipelines -----------------------------------------------------------------
+
+    def lock_pipeline(self, spec: PipelineSpec) -> tuple[int, int]:
+        """Create or update the pipeline and lock its row; returns (epoch, next batch id)."""
+        self.execute(
+            "INSERT INTO {s}.pipelines (name, spec) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING",
+            (spec.name, _jsonb(spec.to_json())),
+        )
+        epoch, next_batch_id, stored = self.fetchone(
+            "SELECT epoch, next_batch_id, spec FROM {s}.pipelines WHERE name = %s FOR UPDATE", (spec.name,)
+        )
+        if _json(stored) != spec.to_json():
+            self.execute(
+                "UPDATE {s}.pipelines SET spec = %s::jsonb, updated_at = now() WHERE name = %s",
+                (_jsonb(spec.to_json()), spec.name),
+            )
+            self.audit(spec.name, None, "spec_changed", {"before": _json(stored), "after": spec.to_json()}, {})
+        return int(epoch), int(next_batch_id)
+
+    def lock_existing_pipeline(self, pipeline: str) -> tuple[int, int]:
+        row = self.fetchone(
+            "SELECT epoch, next_batch_id FROM {s}.pipelines WHERE name = %s FOR UPDATE", (pipeline,)
+        )
+        if row is None:
+            raise BatchNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
+        return int(row[0]), int(row[1])
+
+    def output_root(self, pipeline: str) -> str:
+        row = self.fetchone("SELECT spec->>'output_root' FROM {s}.pipelines WHERE name = %s", (pipeline,))
+        if row is None:
+            raise BatchNotFoundError(f"pipeline {pipeline!r} is not in the ledger: run its plan task first")
+        return str(row[0])
+
+    def cursors(self, pipeline: str) -> dict[TopicPartition, int]:
+        rows = self.fetchall(
+            "SELECT topic, partition, next_offset FROM {s}.cursors WHERE pipeline = %s", (pipeline,)
+        )
+        return {TopicPartition(t, int(p)): int(o) for t, p, o in rows}
+
+    # batches -------------------------------------------------------------------
+
+    def planned_batch_id(self, pipeline: str) -> int | None:
+        row = self.fetchone(
+            "SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'planned'", (pipeline,)
+        )
+        return None if row is None else int(row[0])
+
+    def insert_plan(self, plan: BatchPlan, new_cursors: Mapping[TopicPartition, int], actor: Mapping) -> None:
+        """Write the plan ahead of any work; cursors of first-seen partitions start at the plan's start."""
+        self.execute(
+            "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, planned_by)"
+            " VALUES (%s, %s, %s, 'planned', %s, %s, %s::jsonb)",
+            (plan.pipeline, plan.batch_id, plan.epoch, plan.output_uri, plan.records_planned, _jsonb(actor)),
+        )
+        ranges = plan.ranges
+        self.execute(
+            "INSERT INTO {s}.batch_ranges"
+            " (pipeline, batch_id, epoch, topic, partition, cursor_offset, start_offset, end_offset)"
+            " SELECT %s, %s, %s, * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[])",
+            (
+                plan.pipeline,
+                plan.batch_id,
+                plan.epoch,
+                [r.topic for r in ranges],
+                [r.partition for r in ranges],
+                [r.cursor for r in ranges],
+                [r.start for r in ranges],
+                [r.end for r in ranges],
+            ),
+        )
+        if new_cursors:
+            tps = sorted(new_cursors)
+            self.execute(
+                "INSERT INTO {s}.cursors (pipeline, topic, partition, next_offset)"
+                " SELECT %s, * FROM unnest(%s::text[], %s::int[], %s::bigint[])",
+                (plan.pipeline, [tp.topic for tp in tps], [tp.partition for tp in tps], [new_cursors[tp] for tp in tps]),
+            )
+        self.execute(
+            "UPDATE {s}.pipelines SET next_batch_id = %s, updated_at = now() WHERE name = %s",
+            (plan.batch_id + 1, plan.pipeline),
+        )
+        lost = {str(r.topic_partition): [r.cursor, r.start] for r in ranges if r.lost}
+        detail = {"records_planned": plan.records_planned, "partitions": len(ranges)}
+        if lost:
+            detail["lost_to_retention"] = lost
+        if new_cursors:
+            detail["new_partitions"] = {str(tp): off for tp, off in sorted(new_cursors.items())}
+        self.audit(plan.pipeline, plan.batch_id, "planned", detail, actor)
+
+    def batch(self, pipeline: str, batch_id: int, *, for_update: bool = False) -> BatchRecord:
+        row = self.fetchone(
+            "SELECT epoch, state, output_uri, planned_at, committed_at, records_committed, planned_by, committed_by"
+            " FROM {s}.batches WHERE pipeline = %s AND batch_id = %s" + (" FOR UPDATE" if for_update else ""),
+            (pipeline, batch_id),
+        )
+        if row is None:
+            raise BatchNotFoundError(f"pipeline {pipeline!r} has no batch {batch_id}")
+        epoch, state, output_uri, planned_at, committed_at, records, planned_by, committed_by = row
+        ranges = tuple(
+            PartitionRange(t, int(p), start=int(s), end=int(e), cursor=int(c))
+            for t, p, c, s, e in self.fetchall(
+                "SELECT topic, partition, cursor_offset, start_offset, end_offset FROM {s}.batch_ranges"
+                " WHERE pipeline = %s AND batch_id = %s ORDER BY topic, partition",
+                (pipeline, batch_id),
+            )
+        )
+        return BatchRecord(
+            plan=BatchPlan(pipeline, int(batch_id), int(epoch), ranges, output_uri),
+            state=BatchState(state),
+            planned_at=planned_at,
+            committed_at=committed_at,
+            records_committed=records,
+            planned_by=_json(planned_by) or {},
+            committed_by=_json(committed_by),
+        )
+
+    def advance_cursors(self, plan: BatchPlan) -> None:
+        """Compare-and-set every cursor from the batch's expected start to its end."""
+        ranges = plan.ranges
+        moved = self.fetchall(
+            "UPDATE {s}.cursors c SET next_offset = r.end_offset, updated_at = now()"
+            " FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[])"
+            "   AS r(topic, partition, cursor_offset, end_offset)"
+            " WHERE c.pipeline = %s AND c.topic = r.topic AND c.partition = r.partition"
+            "   AND c.next_offset = r.cursor_offset"
+            " RETURNING c.topic, c.partition",
+            (
+                [r.topic for r in ranges],
+                [r.partition for r in ranges],
+                [r.cursor for r in ranges],
+                [r.end for r in ranges],
+                plan.pipeline,
+            ),
+        )
+        if len(moved) != len(ranges):
+            stale = sorted({r.topic_partition for r in ranges} - {TopicPartition(t, int(p)) for t, p in moved})
+            current = self.cursors(plan.pipeline)
+            detail = ", ".join(f"{tp} expected {r.cursor} found {current.get(tp)}" for r in ranges
+                               for tp in [r.topic_partition] if tp in stale)
+            raise CursorMovedError(
+                f"batch {plan.batch_id} of {plan.pipeline!r} cannot commit: cursor moved ({detail})"
+            )
+
+    def record_commit(self, plan: BatchPlan, report: Mapping[str, Any] | None, actor: Mapping) -> int:
+        partitions = (report or {}).get("partitions", [])
+        records = sum(int(p["records"]) for p in partitions)
+        if partitions:
+            self.execute(
+                "UPDATE {s}.batch_ranges b SET records = r.records, min_offset = r.min_offset,"
+                " max_offset = r.max_offset, payload_bytes = r.payload_bytes"
+                " FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])"
+                "   AS r(topic, partition, records, min_offset, max_offset, payload_bytes)"
+                " WHERE b.pipeline = %s AND b.batch_id = %s AND b.topic = r.topic AND b.partition = r.partition",
+                (
+                    [p["topic"] for p in partitions],
+                    [int(p["partition"]) for p in partitions],
+                    [int(p["records"]) for p in partitions],
+                    [p["min_offset"] for p in partitions],
+                    [p["max_offset"] for p in partitions],
+                    [int(p.get("payload_bytes") or 0) for p in partitions],
+                    plan.pipeline,
+                    plan.batch_id,
+                ),
+            )
+        self.execute(
+            "UPDATE {s}.batch_ranges SET records = 0 WHERE pipeline = %s AND batch_id = %s AND records IS NULL",
+            (plan.pipeline, plan.batch_id),
+        )
+        self.execute(
+            "UPDATE {s}.batches SET state = 'committed', committed_at = now(), records_committed = %s,"
+            " output_bytes = %s, report = %s::jsonb, committed_by = %s::jsonb"
+            " WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
+            (
+                records,
+                (report or {}).get("output_bytes", 0),
+                _jsonb(report) if report is not None else None,
+                _jsonb(actor),
+                plan.pipeline,
+                plan.batch_id,
+            ),
+        )
+        self.audit(plan.pipeline, plan.batch_id, "committed", {"records": records}, actor)
+        return records
+
+    # attempts ------------------------------------------------------------------
+
+    def start_attempt(self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Mapping) -> None:
+        self.execute(
+            "INSERT INTO {s}.attempts (attempt_id, pipeline, batch_id, state, staging_uri, actor)"
+            " VALUES (%s, %s, %s, 'running', %s, %s::jsonb)",
+            (attempt_id, plan.pipeline, plan.batch_id, staging_uri, _jsonb(actor)),
+        )
+
+    def finish_attempt(self, attempt_id: str, report: Mapping[str, Any] | None, error: str | None) -> None:
+        self.execute(
+            "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
+            " WHERE attempt_id = %s",
+            ("failed" if error else "succeeded", _jsonb(report) if report else None, error, attempt_id),
+        )
+
+    def latest_succeeded_attempt(self, pipeline: str, batch_id: int) -> Attempt | None:
+        row = self.fetchone(
+            "SELECT attempt_id, pipeline, batch_id, state, staging_uri, report FROM {s}.attempts"
+            " WHERE pipeline = %s AND batch_id = %s AND state = 'succeeded'"
+            " ORDER BY finished_at DESC LIMIT 1",
+            (pipeline, batch_id),
+        )
+        if row is None:
+            return None
+        attempt_id, pipe, bid, state, staging_uri, report = row
+        return Attempt(attempt_id, pipe, int(bid), state, staging_uri, _json(report))
+
+    def audit(self, pipeline: str, batch_id: int | None, event: str, detail: Mapping, actor: Mapping) -> None:
+        self.execute(
+            "INSERT INTO {s}.audit (pipeline, batch_id, event, detail, actor) VALUES (%s, %s, %s, %s::jsonb, %s::jsonb)",
+            (pipeline, batch_id, event, _jsonb(detail), _jsonb(actor)),
+        )
+
+
+class Ledger:
+    """Entry point: migrations and transactions on connections from ``connect``."""
+
+    def __init__(self, connect: Callable[[], Any], schema: str = "kafka_offsets", lock_timeout_s: float = 60.0):
+        quote_schema(schema)
+        self.schema = schema
+        self._connect = connect
+        self._lock_timeout_ms = int(lock_timeout_s * 1000)
+
+    @contextmanager
+    def transaction(self) -> Iterator[LedgerTransaction]:
+        """One transaction on a fresh connection: committed on success, rolled back on any error."""
+        conn = self._connect()
+        try:
+            cursor = conn.cursor()
+            cursor.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+            try:
+                yield LedgerTransaction(cursor, self.schema)
+                conn.commit()
+            except BaseException as exc:
+                conn.rollback()
+                if _sqlstate(exc) == LOCK_NOT_AVAILABLE:
+                    raise PipelineBusyError(
+                        f"gave up after {self._lock_timeout_ms / 1000:.0f}s waiting for a ledger lock held by "
+                        "another run of the same pipeline"
+                    ) from exc
+                raise
+        finally:
+            conn.close()
+
+    def schema_version(self) -> int | None:
+        with self.transaction() as tx:
+            exists = tx.fetchone("SELECT to_regclass(%s)", (f"{tx.s}.schema_version",))[0]
+            if exists is None:
+                return None
+            row = tx.fetchone("SELECT version FROM {s}.schema_version")
+            return None if row is None else int(row[0])
+
+    def migrate(self) -> int:
+        """Create or upgrade the ledger schema; safe to call from many runs at once."""
+        with self.transaction() as tx:
+            tx.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"airflow_kafka_offsets:{self.schema}",))
+            tx.execute("CREATE EXTENSION IF NOT EXISTS btree_gist")
+            tx.execute("CREATE SCHEMA IF NOT EXISTS {s}")
+            tx.execute(
+                "CREATE TABLE IF NOT EXISTS {s}.schema_version ("
+                " singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),"
+                " version integer NOT NULL, package_version text NOT NULL,"
+                " migrated_at timestamptz NOT NULL DEFAULT now())"
+            )
+            row = tx.fetchone("SELECT version FROM {s}.schema_version")
+            current = 0 if row is None else int(row[0])
+            if current > SCHEMA_VERSION:
+                raise LedgerSchemaTooNewError(
+                    f"ledger schema {self.schema!r} is at version {current}, newer than version {SCHEMA_VERSION} "
+                    f"known to airflow-kafka-offsets {__version__}: upgrade the package"
+                )
+            for statements in MIGRATIONS[current:]:
+                for statement in statements:
+                    tx.execute(statement)
+            tx.execute(
+                "INSERT INTO {s}.schema_version (version, package_version) VALUES (%s, %s)"
+                " ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version,"
+                " package_version = EXCLUDED.package_version, migrated_at = now()"
+                " WHERE {s}.schema_version.version < EXCLUDED.version",
+                (SCHEMA_VERSION, __version__),
+            )
+            return SCHEMA_VERSION
+
+    def check_version(self) -> None:
+        """Refuse to work on a ledger this package does not know (missing or newer)."""
+        version = self.schema_version()
+        if version is None or version < SCHEMA_VERSION:
+            self.migrate()
+        elif version > SCHEMA_VERSION:
+            raise LedgerSchemaTooNewError(
+                f"ledger schema {self.schema!r} is at version {version}, newer than version {SCHEMA_VERSION} "
+                f"known to airflow-kafka-offsets {__version__}: upgrade the package"
+            )
+
+    def batch(self, pipeline: str, batch_id: int) -> BatchRecord:
+        with self.transaction() as tx:
+            return tx.batch(pipeline, batch_id)
+
+    def cursors(self, pipeline: str) -> dict[TopicPartition, int]:
+        with self.transaction() as tx:
+            return tx.cursors(pipeline)
+
+    def committed_batches(self, pipeline: str) -> list[BatchRecord]:
+        with self.transaction() as tx:
+            ids = tx.fetchall(
+                "SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'committed' ORDER BY batch_id",
+                (pipeline,),
+            )
+            return [tx.batch(pipeline, int(bid)) for (bid,) in ids]
+
+    def contiguity_problems(self, pipeline: str) -> list[str]:
+        """Gaps or overlaps between consecutive committed ranges of each partition (I1); empty when sound."""
+        with self.transaction() as tx:
+            rows = tx.fetchall(
+                "SELECT topic, partition, batch_id, cursor_offset, prev_end FROM ("
+                "  SELECT r.topic, r.partition, r.batch_id, r.cursor_offset,"
+                "         lag(r.end_offset) OVER (PARTITION BY r.epoch, r.topic, r.partition ORDER BY r.batch_id)"
+                "           AS prev_end"
+                "  FROM {s}.batch_ranges r JOIN {s}.batches b USING (pipeline, batch_id)"
+                "  WHERE r.pipeline = %s AND b.state = 'committed') w"
+                " WHERE prev_end IS NOT NULL AND prev_end <> cursor_offset ORDER BY topic, partition, batch_id",
+                (pipeline,),
+            )
+        return [f"{t}-{p} batch {b} starts at {c} but the previous batch ended at {e}" for t, p, b, c, e in rows]
+
+
+def raise_for_state(record: BatchRecord, wanted: BatchState) -> None:
+    if record.state is not wanted:
+        raise BatchStateError(
+            f"batch {record.plan.batch_id} of {record.plan.pipeline!r} is {record.state.value}, not {wanted.value}"
+        )
+
+
+__all__ = ["Attempt", "BatchRecord", "Ledger", "LedgerError", "LedgerTransaction", "raise_for_state"]

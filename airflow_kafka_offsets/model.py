@@ -1,0 +1,151 @@
+"""Values that cross module boundaries: pipeline specs, offsets, plans and reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class StartPolicy(str, Enum):
+    """Where a partition without a cursor starts (like Kafka's ``auto.offset.reset``)."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    ERROR = "error"
+
+
+class DataLossPolicy(str, Enum):
+    """What to do when retention deleted records the pipeline has not read yet."""
+
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+class BatchState(str, Enum):
+    PLANNED = "planned"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """Kafka's view of one partition: log start offset and last stable offset (exclusive end)."""
+
+    earliest: int
+    latest: int
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """What a pipeline ingests and how it behaves at the edges of the log."""
+
+    name: str
+    topics: tuple[str, ...]
+    output_root: str
+    starting_offsets: StartPolicy = StartPolicy.EARLIEST
+    new_partition_offsets: StartPolicy = StartPolicy.EARLIEST
+    on_data_loss: DataLossPolicy = DataLossPolicy.FAIL
+    max_records_per_batch: int | None = None
+    max_records_per_partition: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "topics": list(self.topics),
+            "output_root": self.output_root,
+            "starting_offsets": self.starting_offsets.value,
+            "new_partition_offsets": self.new_partition_offsets.value,
+            "on_data_loss": self.on_data_loss.value,
+            "max_records_per_batch": self.max_records_per_batch,
+            "max_records_per_partition": self.max_records_per_partition,
+        }
+
+
+@dataclass(frozen=True, order=True)
+class PartitionRange:
+    """The offsets ``[start, end)`` of one partition in a batch.
+
+    ``cursor`` is the committed cursor the batch expects to find (compare-and-set);
+    it equals ``start`` except when retention deleted ``[cursor, start)`` and the
+    pipeline allows skipping it, so the ledger still accounts for every offset.
+    """
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    cursor: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    @property
+    def span(self) -> int:
+        return self.end - self.start
+
+    @property
+    def lost(self) -> int:
+        return self.start - self.cursor
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """A batch as written to the ledger before Spark runs; it never changes afterwards."""
+
+    pipeline: str
+    batch_id: int
+    epoch: int
+    ranges: tuple[PartitionRange, ...]
+    output_uri: str
+
+    @property
+    def records_planned(self) -> int:
+        return sum(r.span for r in self.ranges)
+
+    @property
+    def readable_ranges(self) -> tuple[PartitionRange, ...]:
+        return tuple(r for r in self.ranges if r.span > 0)
+
+
+@dataclass(frozen=True)
+class PartitionReport:
+    """What the Spark job wrote for one partition."""
+
+    topic: str
+    partition: int
+    records: int
+    min_offset: int | None
+    max_offset: int | None
+    distinct_offsets: int
+    payload_bytes: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """The Spark job's account of a batch, checked against the plan before commit."""
+
+    pipeline: str
+    batch_id: int
+    partitions: tuple[PartitionReport, ...]
+    output_bytes: int
+    spark_version: str
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)

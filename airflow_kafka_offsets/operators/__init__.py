@@ -1,0 +1,15 @@
+"""Airflow operators: plan, read (Spark) and commit a Kafka batch, and a TaskGroup of the three."""
+
+from airflow_kafka_offsets.operators.ingest import (
+    KafkaBatchCommitOperator,
+    KafkaBatchPlanOperator,
+    KafkaBatchSparkOperator,
+    kafka_ingest_task_group,
+)
+
+__all__ = [
+    "KafkaBatchCommitOperator",
+    "KafkaBatchPlanOperator",
+    "KafkaBatchSparkOperator",
+    "kafka_ingest_task_group",
+]

@@ -1,0 +1,43 @@
+"""Parse the Spark app's result report (a documented JSON format) into a :class:`BatchReport`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_kafka_offsets.errors import ReportMismatchError
+from airflow_kafka_offsets.model import BatchReport, PartitionReport
+
+REPORT_FORMAT = 1
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def parse_report(raw: Mapping[str, Any]) -> BatchReport:
+    if raw.get("format") != REPORT_FORMAT:
+        raise ReportMismatchError(f"unsupported report format {raw.get('format')!r}, expected {REPORT_FORMAT}")
+    try:
+        partitions = tuple(
+            PartitionReport(
+                topic=str(p["topic"]),
+                partition=int(p["partition"]),
+                records=int(p["records"]),
+                min_offset=_optional_int(p.get("min_offset")),
+                max_offset=_optional_int(p.get("max_offset")),
+                distinct_offsets=int(p["distinct_offsets"]),
+                payload_bytes=int(p.get("payload_bytes") or 0),
+            )
+            for p in raw["partitions"]
+        )
+        return BatchReport(
+            pipeline=str(raw["pipeline"]),
+            batch_id=int(raw["batch_id"]),
+            partitions=partitions,
+            output_bytes=int(raw.get("output_bytes") or 0),
+            spark_version=str(raw.get("spark_version", "")),
+            extra={k: raw[k] for k in ("application_id", "master", "attempt_id") if k in raw},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReportMismatchError(f"malformed batch report: {exc!r}") from exc

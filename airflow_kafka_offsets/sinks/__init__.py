@@ -1,0 +1,5 @@
+"""Where batch output goes and how a staged attempt is published."""
+
+from airflow_kafka_offsets.sinks.local import LocalDirectorySink, REPORT_NAME
+
+__all__ = ["LocalDirectorySink", "REPORT_NAME"]

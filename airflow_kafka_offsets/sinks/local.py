@@ -1,0 +1,124 @@
+"""Parquet output on a local or mounted filesystem (file:// URIs), published by atomic rename.
+
+Layout under the output root::
+
+    <root>/<pipeline>/batch=<id>/                    committed output (one dir per batch)
+    <root>/_staging/<pipeline>/batch=<id>/<attempt>/ what one Spark attempt wrote
+
+The output location is a function of (pipeline, batch id) only, so a replay
+lands in the same place. Staging sits under the same root so publishing is a
+rename on one filesystem.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from airflow_kafka_offsets.errors import OutputLocationError
+from airflow_kafka_offsets.ranges import validate_pipeline_name
+
+REPORT_NAME = "_kafka_batch_report.json"
+STAGING_DIR = "_staging"
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+
+
+def _local_path(uri_or_path: str) -> Path:
+    parsed = urlparse(uri_or_path)
+    if parsed.scheme in ("", "file"):
+        path = Path(unquote(parsed.path) if parsed.scheme else uri_or_path)
+        if not path.is_absolute():
+            raise OutputLocationError(f"output location {uri_or_path!r} must be an absolute path or file:// URI")
+        return path
+    raise OutputLocationError(
+        f"output location {uri_or_path!r}: scheme {parsed.scheme!r} is not supported by the local sink "
+        "(use an absolute path or a file:// URI on a filesystem the Airflow worker and Spark share)"
+    )
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one step (Linux renameat2); False where unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    result = renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
+    return result == 0
+
+
+class LocalDirectorySink:
+    """Output root on a POSIX filesystem shared by the Airflow worker and Spark."""
+
+    def __init__(self, root: str) -> None:
+        self.root = _local_path(root).resolve()
+
+    def _inside(self, path: Path) -> Path:
+        resolved = path.resolve()
+        if resolved != self.root and self.root not in resolved.parents:
+            raise OutputLocationError(f"path {path} escapes the output root {self.root}")
+        return resolved
+
+    def check_writable(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".write-probe-{uuid.uuid4().hex}"
+            probe.touch()
+            probe.unlink()
+        except OSError as exc:
+            raise OutputLocationError(f"output root {self.root} is not writable: {exc.strerror}") from exc
+
+    def output_uri(self, pipeline: str, batch_id: int) -> str:
+        validate_pipeline_name(pipeline)
+        return self._inside(self.root / pipeline / f"batch={batch_id:012d}").as_uri()
+
+    def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
+        validate_pipeline_name(pipeline)
+        return self._inside(self.root / STAGING_DIR / pipeline / f"batch={batch_id:012d}" / attempt_id).as_uri()
+
+    def read_report(self, staging_uri: str) -> dict | None:
+        path = self._inside(_local_path(staging_uri)) / REPORT_NAME
+        if not path.exists():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def publish(self, staging_uri: str, output_uri: str) -> None:
+        """Make the staged attempt the batch's output, replacing whatever an earlier attempt left.
+
+        Called while the batch's ledger row is locked, so no two runs publish at once.
+        A staged attempt is consumed: it is moved, not copied.
+        """
+        staged = self._inside(_local_path(staging_uri))
+        final = self._inside(_local_path(output_uri))
+        if not (staged / REPORT_NAME).exists():
+            raise OutputLocationError(f"staged output {staged} is incomplete: no {REPORT_NAME}")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():
+            if not _exchange(staged, final):
+                trash = staged.with_name(staged.name + ".replaced")
+                final.rename(trash)
+                staged.rename(final)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                shutil.rmtree(staged, ignore_errors=True)  # now holds the replaced output
+        else:
+            staged.rename(final)
+        fd = os.open(final.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def discard_staging(self, pipeline: str, batch_id: int) -> None:
+        """Remove every staged attempt of a batch (after it is committed)."""
+        validate_pipeline_name(pipeline)
+        shutil.rmtree(self.root / STAGING_DIR / pipeline / f"batch={batch_id:012d}", ignore_errors=True)

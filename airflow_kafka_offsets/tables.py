@@ -1,0 +1,43 @@
+"""Compact per-partition tables for task logs and the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from airflow_kafka_offsets.model import BatchReport, PartitionOffsets, PartitionRange, TopicPartition
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def partition_table(
+    ranges: Sequence[PartitionRange],
+    *,
+    offsets: Mapping[TopicPartition, PartitionOffsets] | None = None,
+    report: BatchReport | None = None,
+) -> str:
+    """One row per partition: planned range, and Kafka's bounds or what was read when known."""
+    read = {p.topic_partition: p for p in report.partitions} if report else {}
+    headers = ["partition", "start", "end", "planned"]
+    if offsets is not None:
+        headers += ["log start", "log end", "lag after"]
+    if report is not None:
+        headers += ["read", "min offset", "max offset"]
+    headers += ["lost"]
+    rows = []
+    for r in ranges:
+        row: list[object] = [str(r.topic_partition), r.start, r.end, r.span]
+        if offsets is not None:
+            kafka = offsets.get(r.topic_partition)
+            row += [kafka.earliest, kafka.latest, kafka.latest - r.end] if kafka else ["?", "?", "?"]
+        if report is not None:
+            part = read.get(r.topic_partition)
+            row += [part.records, part.min_offset, part.max_offset] if part else [0, None, None]
+        row.append(r.lost or "")
+        rows.append(row)
+    return render_table(headers, rows)

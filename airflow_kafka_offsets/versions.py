@@ -1,0 +1,86 @@
+"""Check that the pyspark that runs is the one the Kafka connector jars were built for.
+
+The Spark provider depends on ``pyspark-client``, which installs into the same
+``pyspark/`` directory as ``pyspark``; mismatched versions leave Python files
+of one release next to the JVM jars of another. Run ``python -m
+airflow_kafka_offsets.versions`` to see what is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from airflow_kafka_offsets.errors import ConfigurationError
+
+CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10_2.13"
+CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
+
+
+def distribution_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def local_pyspark_version() -> str:
+    """The version of the pyspark Python files, checked against the installed pyspark wheel and its jars."""
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise ConfigurationError("pyspark is not installed") from exc
+    files_version = pyspark.__version__
+    wheel_version = distribution_version("pyspark")
+    if wheel_version is not None and wheel_version != files_version:
+        raise ConfigurationError(
+            f"pyspark's Python files are version {files_version} but the pyspark wheel is {wheel_version} "
+            f"(pyspark-client {distribution_version('pyspark-client')} was installed over it?): "
+            f"reinstall with `pip install --force-reinstall --no-deps pyspark=={wheel_version}`"
+        )
+    jars = Path(pyspark.__file__).parent / "jars"
+    core = sorted(jars.glob("spark-core_2.13-*.jar"))
+    if core and f"-{files_version}.jar" not in core[0].name:
+        raise ConfigurationError(f"pyspark {files_version} ships {core[0].name}: the install is mixed")
+    return files_version
+
+
+def connector_coordinates(spark_version: str) -> str:
+    return f"org.apache.spark:{CONNECTOR_ARTIFACT}:{spark_version}"
+
+
+def check_connector_jars(jars: Sequence[str], spark_version: str) -> None:
+    """Local connector jars must be built for the Spark that will run them."""
+    found = [m.group(1) for j in jars if (m := CONNECTOR_JAR.search(j))]
+    if not found:
+        raise ConfigurationError(
+            f"none of the configured Spark jars is {CONNECTOR_ARTIFACT} (Spark's Kafka connector): {list(jars)}"
+        )
+    wrong = sorted(set(found) - {spark_version})
+    if wrong:
+        raise ConfigurationError(
+            f"the Kafka connector jar is version {', '.join(wrong)} but pyspark is {spark_version}: "
+            f"use {connector_coordinates(spark_version)}"
+        )
+
+
+def main() -> int:
+    try:
+        version = local_pyspark_version()
+    except ConfigurationError as exc:
+        print(f"versions: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"versions: pyspark {version} (pyspark-client {distribution_version('pyspark-client')}), "
+        f"apache-airflow {distribution_version('apache-airflow')}, "
+        f"confluent-kafka {distribution_version('confluent-kafka')}, "
+        f"connector {connector_coordinates(version)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""PySpark applications submitted by the operators; they import nothing from Airflow."""

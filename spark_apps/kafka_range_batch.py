@@ -1,0 +1,214 @@
+"""Read exact Kafka offset ranges with Spark and stage them as Parquet.
+
+Submitted by airflow-kafka-offsets through spark-submit. It imports nothing
+from Airflow (executors and cluster drivers do not have it) and shares only
+two documented JSON formats with the package:
+
+job file (argument ``--job-file``, shipped with ``--files``; private: it holds
+the Kafka client settings, so secrets never reach the command line)::
+
+    {"format": 1, "pipeline": str, "batch_id": int, "attempt_id": str,
+     "staging_uri": str, "min_partitions": int | null,
+     "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
+     "kafka": {"bootstrap.servers": ..., ...}}       # Java client properties
+
+report (``<staging_uri>/_kafka_batch_report.json``, written last)::
+
+    {"format": 1, "pipeline", "batch_id", "attempt_id", "spark_version",
+     "application_id", "master", "output_bytes",
+     "partitions": [{"topic", "partition", "records", "min_offset",
+                     "max_offset", "distinct_offsets", "payload_bytes"}]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+from pyspark import SparkFiles
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+JOB_FORMAT = 1
+REPORT_NAME = "_kafka_batch_report.json"
+COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
+
+
+class BatchCheckError(RuntimeError):
+    """What was written does not match the requested ranges."""
+
+
+def load_job(job_file: str) -> dict:
+    """The job file arrives through --files (cluster modes) or as a local path (client mode)."""
+    candidates = [job_file]
+    try:
+        candidates.insert(0, SparkFiles.get(os.path.basename(job_file)))
+    except Exception:  # no SparkContext files directory yet
+        pass
+    for path in candidates:
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                job = json.load(handle)
+            if job.get("format") != JOB_FORMAT:
+                raise ValueError(f"unsupported job format {job.get('format')!r}, expected {JOB_FORMAT}")
+            return job
+    raise FileNotFoundError(f"job file {job_file} not found (looked in {candidates})")
+
+
+def connector_version(spark: SparkSession) -> str | None:
+    jvm = spark.sparkContext._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        cls = jvm.java.lang.Class.forName(CONNECTOR_CLASS, False, loader)
+    except Exception as exc:
+        raise RuntimeError(
+            "Spark's Kafka connector is not on the classpath: pass spark-sql-kafka-0-10 and its dependencies "
+            "with --jars or --packages"
+        ) from exc
+    version = cls.getPackage().getImplementationVersion() if cls.getPackage() else None
+    if version:
+        return str(version)
+    source = cls.getProtectionDomain().getCodeSource()
+    match = CONNECTOR_JAR.search(str(source.getLocation().getPath())) if source else None
+    return match.group(1) if match else None
+
+
+def check_versions(spark: SparkSession) -> None:
+    """Fail early when pyspark, the JVM Spark and the Kafka connector disagree."""
+    import pyspark
+
+    if pyspark.__version__ != spark.version:
+        raise RuntimeError(
+            f"pyspark {pyspark.__version__} drives Spark {spark.version}: the Python files do not match the "
+            "JVM (pyspark-client installed over pyspark?); reinstall pyspark at Spark's version"
+        )
+    found = connector_version(spark)
+    if found is not None and found != spark.version:
+        raise RuntimeError(
+            f"Spark's Kafka connector is version {found} but Spark is {spark.version}: "
+            f"use org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}"
+        )
+
+
+def read_ranges(spark: SparkSession, job: dict) -> DataFrame:
+    ranges = job["ranges"]
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for rng in ranges:
+        assign.setdefault(rng["topic"], []).append(int(rng["partition"]))
+        starting.setdefault(rng["topic"], {})[str(rng["partition"])] = int(rng["start"])
+        ending.setdefault(rng["topic"], {})[str(rng["partition"])] = int(rng["end"])
+    reader = (
+        spark.read.format("kafka")
+        .option("assign", json.dumps(assign))
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .option("includeHeaders", "true")
+        .option("failOnDataLoss", "true")
+    )
+    if job.get("min_partitions"):
+        reader = reader.option("minPartitions", str(job["min_partitions"]))
+    for key, value in job["kafka"].items():
+        reader = reader.option(f"kafka.{key}", str(value))
+    # Set last so no client setting can weaken it.
+    reader = reader.option("kafka.isolation.level", "read_committed")
+    return reader.load().select(*COLUMNS)
+
+
+def summarize(written: DataFrame) -> list[dict]:
+    rows = (
+        written.groupBy("topic", "partition")
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.min("offset").alias("min_offset"),
+            F.max("offset").alias("max_offset"),
+            F.countDistinct("offset").alias("distinct_offsets"),
+            F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias(
+                "payload_bytes"
+            ),
+        )
+        .collect()
+    )
+    return sorted((row.asDict() for row in rows), key=lambda r: (r["topic"], r["partition"]))
+
+
+def check_against_ranges(job: dict, partitions: list[dict]) -> None:
+    """Every offset inside its range, none twice; gaps (markers, compaction) are allowed."""
+    planned = {(r["topic"], int(r["partition"])): r for r in job["ranges"]}
+    problems = []
+    for part in partitions:
+        rng = planned.get((part["topic"], part["partition"]))
+        if rng is None:
+            problems.append(f"{part['topic']}-{part['partition']}: not requested")
+            continue
+        if part["distinct_offsets"] != part["records"]:
+            problems.append(f"{part['topic']}-{part['partition']}: repeated offsets")
+        if part["min_offset"] < rng["start"] or part["max_offset"] >= rng["end"]:
+            problems.append(
+                f"{part['topic']}-{part['partition']}: offsets [{part['min_offset']}, {part['max_offset']}] "
+                f"outside [{rng['start']}, {rng['end']})"
+            )
+    if problems:
+        raise BatchCheckError("; ".join(problems))
+
+
+def hadoop_path(spark: SparkSession, uri: str):
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def write_report(spark: SparkSession, staging_uri: str, report: dict) -> None:
+    path, fs = hadoop_path(spark, staging_uri.rstrip("/") + "/" + REPORT_NAME)
+    stream = fs.create(path, True)
+    try:
+        stream.write(bytearray(json.dumps(report, sort_keys=True).encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def run(job: dict, spark: SparkSession) -> dict:
+    check_versions(spark)
+    staging = job["staging_uri"]
+    read_ranges(spark, job).write.mode("overwrite").parquet(staging)
+    partitions = summarize(spark.read.parquet(staging))
+    check_against_ranges(job, partitions)
+    path, fs = hadoop_path(spark, staging)
+    report = {
+        "format": JOB_FORMAT,
+        "pipeline": job["pipeline"],
+        "batch_id": job["batch_id"],
+        "attempt_id": job["attempt_id"],
+        "spark_version": spark.version,
+        "application_id": spark.sparkContext.applicationId,
+        "master": spark.sparkContext.master,
+        "output_bytes": int(fs.getContentSummary(path).getLength()),
+        "partitions": partitions,
+    }
+    write_report(spark, staging, report)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--job-file", required=True)
+    args = parser.parse_args(argv)
+    spark = SparkSession.builder.getOrCreate()
+    try:
+        job = load_job(args.job_file)
+        report = run(job, spark)
+        records = sum(p["records"] for p in report["partitions"])
+        print(f"kafka_range_batch: {job['pipeline']} batch {job['batch_id']}: {records} records staged", flush=True)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
