@@ -1,0 +1,86 @@
+"""Session fixtures: the real local stack (Kafka, PostgreSQL, Spark) and a migrated Airflow DB.
+
+A service that cannot start fails the tests that need it; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg2
+import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+import devstack
+from airflow_kafka_offsets.ledger import Ledger
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[devstack.StackInfo]:
+    already_running = bool(devstack.current())
+    info = devstack.up()
+    os.environ.update(info.airflow_env())
+    yield info
+    if not already_running:
+        devstack.down()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(stack: devstack.StackInfo) -> Iterator[str]:
+    url = devstack.start_spark_cluster()
+    os.environ["AIRFLOW_CONN_SPARK_CLUSTER"] = json.dumps({"conn_type": "spark", "host": url})
+    yield url
+    devstack.stop_spark_cluster()
+
+
+@pytest.fixture(scope="session")
+def airflow_db(stack: devstack.StackInfo) -> str:
+    """`airflow db migrate` once per session on the throwaway AIRFLOW_HOME."""
+    airflow = str(Path(sys.executable).parent / "airflow")
+    result = subprocess.run([airflow, "db", "migrate"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return os.environ["AIRFLOW_HOME"]
+
+
+@pytest.fixture()
+def schema() -> str:
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture()
+def ledger(stack: devstack.StackInfo, schema: str) -> Ledger:
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
+    ledger.migrate()
+    return ledger
+
+
+@pytest.fixture()
+def kafka_admin(stack: devstack.StackInfo) -> AdminClient:
+    return AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+
+
+@pytest.fixture()
+def make_topic(kafka_admin: AdminClient) -> Callable[..., str]:
+    def create(partitions: int = 3, config: dict[str, str] | None = None, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        futures = kafka_admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+        )
+        futures[name].result(timeout=30)
+        return name
+
+    return create
+
+
+@pytest.fixture()
+def add_partitions(kafka_admin: AdminClient) -> Callable[[str, int], None]:
+    def grow(topic: str, total: int) -> None:
+        kafka_admin.create_partitions([NewPartitions(topic, total)])[topic].result(timeout=30)
+
+    return grow

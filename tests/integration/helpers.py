@@ -1,0 +1,81 @@
+"""Producing records with unique ids and reading back what the ledger says was committed."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pyarrow.parquet as pq
+from confluent_kafka import Producer
+
+from airflow_kafka_offsets.ledger import Ledger
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int, tag: str = "") -> list[dict]:
+    """Produce ``count`` records round-robin over partitions; returns what was acknowledged, with offsets."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    acked: list[dict] = []
+
+    def on_delivery(err, msg):
+        assert err is None, err
+        acked.append({"id": msg.key().decode(), "partition": msg.partition(), "offset": msg.offset()})
+
+    for i in range(count):
+        rid = f"{tag}{uuid.uuid4().hex}"
+        producer.produce(
+            topic,
+            key=rid.encode(),
+            value=json.dumps({"id": rid, "n": i}).encode(),
+            partition=i % partitions,
+            headers=[("source", b"test"), ("seq", str(i).encode())],
+            on_delivery=on_delivery,
+        )
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    assert len(acked) == count
+    return acked
+
+
+def local_path(uri: str) -> Path:
+    return Path(urlparse(uri).path)
+
+
+def committed_rows(ledger: Ledger, pipeline: str) -> list[dict]:
+    """Every record in the outputs of the pipeline's committed batches (what a ledger-following reader sees)."""
+    rows: list[dict] = []
+    for record in ledger.committed_batches(pipeline):
+        path = local_path(record.plan.output_uri)
+        if not record.plan.readable_ranges:
+            continue
+        table = pq.read_table(path)
+        rows.extend(table.to_pylist())
+    return rows
+
+
+def assert_exactly_once(rows: list[dict], produced: list[dict]) -> None:
+    keys = Counter(r["key"].decode() for r in rows)
+    duplicated = {k: n for k, n in keys.items() if n > 1}
+    expected = {p["id"] for p in produced}
+    lost = expected - set(keys)
+    unexpected = set(keys) - expected
+    assert not duplicated, f"{len(duplicated)} ids duplicated, e.g. {list(duplicated)[:3]}"
+    assert not lost, f"{len(lost)} ids lost, e.g. {list(lost)[:3]}"
+    assert not unexpected, f"{len(unexpected)} unexpected ids, e.g. {list(unexpected)[:3]}"
+    by_id = {p["id"]: p for p in produced}
+    for r in rows:
+        p = by_id[r["key"].decode()]
+        assert (r["partition"], r["offset"]) == (p["partition"], p["offset"])
+
+
+def ledger_ranges(ledger: Ledger, pipeline: str) -> list[tuple]:
+    with ledger.transaction() as tx:
+        return tx.fetchall(
+            "SELECT b.batch_id, b.state, r.topic, r.partition, r.cursor_offset, r.start_offset, r.end_offset, r.records"
+            " FROM {s}.batch_ranges r JOIN {s}.batches b USING (pipeline, batch_id)"
+            " WHERE r.pipeline = %s ORDER BY b.batch_id, r.topic, r.partition",
+            (pipeline,),
+        )

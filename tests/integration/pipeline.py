@@ -1,0 +1,40 @@
+"""Run plan -> Spark -> commit at the service level, as the operators do, on the real stack."""
+
+from __future__ import annotations
+
+from airflow_kafka_offsets.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.model import PipelineSpec
+from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.spark import SparkBatchSubmitter, SparkSettings
+
+ACTOR = {"dag_id": "tests", "run_id": "manual"}
+
+
+def submitter(stack, conn_id: str = "spark_default") -> SparkBatchSubmitter:
+    return SparkBatchSubmitter(SparkSettings(conn_id=conn_id, jars=stack.connector_jars))
+
+
+def plan(ledger: Ledger, spec: PipelineSpec, stack) -> PlanOutcome:
+    kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
+    return plan_batch(ledger, spec, kafka.offsets, LocalDirectorySink(spec.output_root), ACTOR)
+
+
+def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_id: str = "spark_default"):
+    return run_batch(
+        ledger, LocalDirectorySink(spec.output_root), outcome.plan, submitter(stack, conn_id),
+        {"bootstrap.servers": stack.bootstrap_servers}, ACTOR,
+    )
+
+
+def commit(ledger: Ledger, spec: PipelineSpec, batch_id: int) -> CommitOutcome:
+    return commit_batch(ledger, LocalDirectorySink(spec.output_root), spec.name, batch_id, ACTOR)
+
+
+def run_once(ledger: Ledger, spec: PipelineSpec, stack, conn_id: str = "spark_default") -> CommitOutcome | None:
+    outcome = plan(ledger, spec, stack)
+    if outcome.plan is None:
+        return None
+    read(ledger, spec, stack, outcome, conn_id)
+    return commit(ledger, spec, outcome.plan.batch_id)
