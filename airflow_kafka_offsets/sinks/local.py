@@ -19,7 +19,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.ranges import validate_pipeline_name
@@ -30,10 +30,15 @@ RENAME_EXCHANGE = 2
 AT_FDCWD = -100
 
 
+def _file_uri(path: Path) -> str:
+    """A file:// URI as Spark and Hadoop take it: not percent-encoded ('=' stays '=')."""
+    return f"file://{path}"
+
+
 def _local_path(uri_or_path: str) -> Path:
     parsed = urlparse(uri_or_path)
     if parsed.scheme in ("", "file"):
-        path = Path(unquote(parsed.path) if parsed.scheme else uri_or_path)
+        path = Path(parsed.path if parsed.scheme else uri_or_path)
         if not path.is_absolute():
             raise OutputLocationError(f"output location {uri_or_path!r} must be an absolute path or file:// URI")
         return path
@@ -79,11 +84,11 @@ class LocalDirectorySink:
 
     def output_uri(self, pipeline: str, batch_id: int) -> str:
         validate_pipeline_name(pipeline)
-        return self._inside(self.root / pipeline / f"batch={batch_id:012d}").as_uri()
+        return _file_uri(self._inside(self.root / pipeline / f"batch={batch_id:012d}"))
 
     def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
         validate_pipeline_name(pipeline)
-        return self._inside(self.root / STAGING_DIR / pipeline / f"batch={batch_id:012d}" / attempt_id).as_uri()
+        return _file_uri(self._inside(self.root / STAGING_DIR / pipeline / f"batch={batch_id:012d}" / attempt_id))
 
     def read_report(self, staging_uri: str) -> dict | None:
         path = self._inside(_local_path(staging_uri)) / REPORT_NAME

@@ -23,7 +23,10 @@ from airflow_kafka_offsets.ledger import Ledger
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[devstack.StackInfo]:
-    already_running = bool(devstack.current())
+    try:
+        already_running = bool(devstack.current())
+    except devstack.StackError:
+        already_running = False
     info = devstack.up()
     os.environ.update(info.airflow_env())
     yield info

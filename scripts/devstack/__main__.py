@@ -1,0 +1,92 @@
+"""CLI: ``python -m devstack up|down|status|env|jars|restart|spark`` (PYTHONPATH=scripts)."""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from . import jars, stack
+from .errors import StackError
+
+
+def _print_status(st: dict) -> None:
+    print(f"state dir: {st['state_dir']}")
+    if not st["services"]:
+        print("stack is down")
+        return
+    for name, svc in st["services"].items():
+        where = svc.get("address") or svc.get("webui", "")
+        health = ("DEAD" if not svc["alive"] else
+                  "alive" if svc.get("answers", True) else "NOT ANSWERING")
+        print(f"  {name:<13} pid {svc['pid']!s:<8} {health:<6} {where}")
+    c = st.get("connect")
+    if c:
+        print("connect:")
+        print(f"  bootstrap.servers  {c['bootstrap_servers']}")
+        print(f"  postgres DSN       {c['pg_dsn']}  (password in {c['pg_password_file']})")
+        if c["spark_master_url"]:
+            print(f"  spark master       {c['spark_master_url']}")
+        print(f"  connector jars     {','.join(c['connector_jars'])}")
+        print(f"  kafka tools        java -cp '{c['kafka_libs_dir']}/*' "
+              "org.apache.kafka.tools.ConsumerPerformance ...")
+        print(f"  airflow env        eval \"$(scripts/stack env)\"  -> {' '.join(c['airflow_env_vars'])}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="stack", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka [+ Spark cluster]")
+    up.add_argument("--spark-cluster", action="store_true",
+                    help="also start a Spark standalone master + worker")
+    down = sub.add_parser("down", help="stop everything `up` started; delete the state dir")
+    down.add_argument("--keep", action="store_true", help="keep the data for the next `up`")
+    stat = sub.add_parser("status", help="what runs where and how to connect")
+    stat.add_argument("--json", action="store_true")
+    sub.add_parser("env", help="print `export` lines (Airflow connections etc.) for a shell")
+    jp = sub.add_parser("jars", help="fetch the Kafka and Spark connector jars, print their paths")
+    jp.add_argument("--spark-version", help="connector version (default: installed pyspark's)")
+    rs = sub.add_parser("restart", help="restart one service on the same ports and data")
+    rs.add_argument("service", choices=["kafka", "postgres"])
+    rs.add_argument("--hard", action="store_true",
+                    help="crash it: SIGKILL kafka / pg_ctl stop -m immediate")
+    sp = sub.add_parser("spark", help="start or stop only the Spark standalone cluster")
+    sp.add_argument("action", choices=["start", "stop"])
+    args = p.parse_args(argv)
+
+    try:
+        if args.cmd == "up":
+            stack.up(spark_cluster=args.spark_cluster)
+            _print_status(stack.status())
+        elif args.cmd == "down":
+            stack.down(keep_data=args.keep)
+        elif args.cmd == "status":
+            st = stack.status()
+            print(json.dumps(st, indent=2)) if args.json else _print_status(st)
+            return 0 if st["up"] else 3
+        elif args.cmd == "env":
+            for key, value in stack.current().airflow_env().items():
+                print(f"export {key}={shlex.quote(value)}")
+        elif args.cmd == "jars":
+            libs, connector = jars.fetch_all(args.spark_version)
+            print(f"kafka libs:     {libs}  ({len(list(libs.glob('*.jar')))} jars)")
+            print("connector jars: " + ",".join(str(j) for j in connector))
+        elif args.cmd == "restart":
+            if args.service == "kafka":
+                stack.restart_kafka(hard=args.hard)
+            else:
+                stack.restart_postgres(mode="immediate" if args.hard else "fast")
+            _print_status(stack.status())
+        elif args.cmd == "spark":
+            if args.action == "start":
+                print(stack.start_spark_cluster())
+            else:
+                stack.stop_spark_cluster()
+    except StackError as exc:
+        print(f"devstack: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

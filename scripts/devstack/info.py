@@ -1,0 +1,74 @@
+"""StackInfo: how to reach the running stack (for pytest fixtures, benchmarks, the CLI)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import state
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    bootstrap_servers: str
+    pg_host: str
+    pg_port: int
+    pg_user: str
+    pg_password: str
+    pg_database: str
+    connector_jars: tuple[str, ...]
+    kafka_libs_dir: str
+    spark_master_url: str | None
+    state_dir: str
+
+    def __repr__(self) -> str:  # keep the password out of logs and tracebacks
+        return (f"StackInfo(bootstrap_servers={self.bootstrap_servers!r}, "
+                f"pg={self.pg_user}@{self.pg_host}:{self.pg_port}/{self.pg_database}, "
+                f"spark_master_url={self.spark_master_url!r}, state_dir={self.state_dir!r})")
+
+    def pg_dsn(self, dbname: str | None = None) -> str:
+        """libpq key=value DSN (includes the password)."""
+        parts = {"host": self.pg_host, "port": self.pg_port, "user": self.pg_user,
+                 "password": self.pg_password, "dbname": dbname or self.pg_database}
+        return " ".join(f"{k}={_libpq_quote(str(v))}" for k, v in parts.items())
+
+    def airflow_env(self) -> dict[str, str]:
+        """Airflow connections + provider settings for this stack, as env vars."""
+        env = {
+            "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
+                {"conn_type": "kafka", "extra": {"bootstrap.servers": self.bootstrap_servers}}),
+            "AIRFLOW_CONN_POSTGRES_DEFAULT": json.dumps(
+                {"conn_type": "postgres", "host": self.pg_host, "port": self.pg_port,
+                 "login": self.pg_user, "password": self.pg_password,
+                 "schema": self.pg_database}),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "AIRFLOW__KAFKA_OFFSETS__SPARK_JARS": ",".join(self.connector_jars),
+            "SPARK_LOCAL_IP": state.LOOPBACK,
+        }
+        if self.spark_master_url:
+            scheme_host, port = self.spark_master_url.rsplit(":", 1)
+            env["AIRFLOW_CONN_SPARK_CLUSTER"] = json.dumps(
+                {"conn_type": "spark", "host": scheme_host, "port": int(port)})
+        return env
+
+
+def _libpq_quote(value: str) -> str:
+    if value and not any(c in value for c in " '\\"):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def from_stack(stack: dict[str, Any]) -> StackInfo:
+    """Build a StackInfo from a stack.json record (reads the password file)."""
+    pg, kafka, spark = stack["postgres"], stack["kafka"], stack.get("spark") or {}
+    return StackInfo(
+        bootstrap_servers=f"{kafka['host']}:{kafka['port']}",
+        pg_host=pg["host"], pg_port=pg["port"], pg_user=pg["user"],
+        pg_password=Path(pg["password_file"]).read_text().strip(),
+        pg_database=pg["database"],
+        connector_jars=tuple(stack["connector_jars"]),
+        kafka_libs_dir=kafka["libs_dir"],
+        spark_master_url=spark.get("master_url"),
+        state_dir=stack["state_dir"],
+    )

@@ -1,0 +1,187 @@
+"""A single-node Kafka 4.x KRaft broker (combined broker+controller) run from cached jars."""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import struct
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from . import procs, state
+from .errors import StackError
+
+MAIN_CLASS = "kafka.Kafka"
+HEAP = os.environ.get("AKO_KAFKA_HEAP", "512m")
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: url-safe base64 of a random UUID (never starting with '-')."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+def configure(sd: Path, libs_dir: Path, port: int, controller_port: int) -> dict[str, Any]:
+    """Write server.properties + log4j2.properties; return the config record."""
+    base = sd / "kafka"
+    if base.exists():
+        shutil.rmtree(base)
+    (base / "logs").mkdir(parents=True)
+    cfg: dict[str, Any] = {
+        "host": state.LOOPBACK, "port": port, "controller_port": controller_port,
+        "cluster_id": new_cluster_id(), "libs_dir": str(libs_dir), "base_dir": str(base),
+        "config": str(base / "server.properties"), "log_dirs": str(base / "data"),
+        "log": str(base / "logs" / "server.log"), "stdout": str(base / "logs" / "kafka.out"),
+    }
+    h = state.LOOPBACK
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        # Static quorum: no endpoint is baked into the metadata log, so the broker
+        # can be restarted from its config alone. (The dynamic alternative is
+        # controller.quorum.bootstrap.servers + `StorageTool format --standalone`.)
+        "controller.quorum.voters": f"1@{h}:{controller_port}",
+        "listeners": f"PLAINTEXT://{h}:{port},CONTROLLER://{h}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{h}:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": cfg["log_dirs"],
+        "num.partitions": "1",
+        "default.replication.factor": "1",
+        "min.insync.replicas": "1",
+        "auto.create.topics.enable": "false",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "5",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # short housekeeping intervals so retention/compaction tests finish quickly
+        "log.retention.check.interval.ms": "5000",
+        "log.initial.task.delay.ms": "1000",  # default 30 s before the first retention check
+        "log.segment.delete.delay.ms": "1000",
+        "log.cleaner.enable": "true",
+        "log.cleaner.threads": "1",
+        "log.cleaner.backoff.ms": "1000",
+        "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+    }
+    Path(cfg["config"]).write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    (base / "log4j2.properties").write_text(LOG4J2.format(log=cfg["log"]))
+    return cfg
+
+
+def _java_cmd(cfg: dict[str, Any], main: str, *args: str, heap: str | None = None) -> list[str]:
+    java = procs.require_tool("java", "install a JDK 17, e.g. apt-get install openjdk-17-jre-headless")
+    opts = [f"-Xmx{heap}", f"-Xms{heap}"] if heap else ["-Xmx256m"]
+    return [java, *opts, "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={cfg['base_dir']}/log4j2.properties",
+            f"-Dkafka.logs.dir={cfg['base_dir']}/logs", f"-Dako.stack.dir={cfg['base_dir']}",
+            "-cp", f"{cfg['libs_dir']}/*", main, *args]
+
+
+def format_storage(cfg: dict[str, Any]) -> None:
+    """``kafka.tools.StorageTool format`` once per data dir (static quorum: no --standalone)."""
+    if (Path(cfg["log_dirs"]) / "meta.properties").exists():
+        return
+    procs.run(_java_cmd(cfg, "kafka.tools.StorageTool", "format", "-t", cfg["cluster_id"],
+                        "-c", cfg["config"]),
+              "kafka-storage format", cwd=cfg["base_dir"], timeout=120)
+
+
+def start(cfg: dict[str, Any], timeout: float = 90) -> int:
+    """Start the broker detached and wait until it serves metadata; return its pid."""
+    procs.ensure_port_free(cfg["port"], "Kafka")
+    procs.ensure_port_free(cfg["controller_port"], "Kafka controller")
+    format_storage(cfg)
+    pid = procs.spawn_detached(_java_cmd(cfg, MAIN_CLASS, cfg["config"], heap=HEAP),
+                               Path(cfg["stdout"]), cwd=Path(cfg["base_dir"]))
+    if not wait_ready(cfg, pid, timeout):
+        procs.terminate(pid, marker=cfg["config"], timeout=10)
+        raise StackError(f"Kafka broker did not answer on {cfg['host']}:{cfg['port']} within "
+                         f"{timeout:.0f}s; tail of {cfg['log']}:\n{procs.tail(cfg['log'])}")
+    return pid
+
+
+def wait_ready(cfg: dict[str, Any], pid: int, timeout: float) -> bool:
+    """Poll :func:`probe` until the broker answers (True) or ``timeout`` passes (False).
+
+    Raises with the log tail if the process dies meanwhile.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if not procs.pid_alive(pid):
+            raise StackError(f"Kafka broker (pid {pid}) exited; tail of {cfg['log']}:\n"
+                             f"{procs.tail(cfg['log'])}\n--- {cfg['stdout']}:\n"
+                             f"{procs.tail(cfg['stdout'], 15)}")
+        if probe(cfg["host"], cfg["port"]):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+
+
+def stop(cfg: dict[str, Any], hard: bool = False, timeout: float = 30) -> None:
+    """SIGTERM (controlled shutdown), SIGKILL after ``timeout``; ``hard`` kills at once."""
+    procs.terminate(cfg.get("pid"), marker=cfg["config"], timeout=timeout, kill=hard)
+
+
+def is_running(cfg: dict[str, Any]) -> bool:
+    return procs.pid_alive(cfg.get("pid"), marker=cfg["config"])
+
+
+def probe(host: str, port: int, timeout: float = 3.0) -> bool:
+    """True if the broker answers a Metadata (v4) request listing at least one broker.
+
+    Plain-socket Kafka protocol so the devstack needs no Kafka client library.
+    """
+    client_id = b"devstack"
+    # header v1: api_key=3 (Metadata), api_version=4, correlation_id, client_id
+    body = struct.pack(">hhih", 3, 4, 7, len(client_id)) + client_id
+    body += struct.pack(">ib", -1, 0)  # topics=null (all), allow_auto_topic_creation=false
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(struct.pack(">i", len(body)) + body)
+            size = struct.unpack(">i", _recv(s, 4))[0]
+            resp = _recv(s, size)
+    except (OSError, struct.error):
+        return False
+    corr, _throttle, n_brokers = struct.unpack(">iii", resp[:12])
+    return corr == 7 and n_brokers >= 1
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return buf

@@ -1,0 +1,204 @@
+"""Orchestration: bring the whole stack up/down idempotently, report status, restart parts."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import info, jars, kafka, postgres, procs, state
+from . import spark_cluster as spark
+from .errors import StackError
+from .info import StackInfo
+
+STACK_VERSION = 1
+
+
+def _say(msg: str) -> None:
+    print(f"devstack: {msg}", file=sys.stderr, flush=True)
+
+
+def up(spark_cluster: bool = False) -> StackInfo:
+    """Start (or reuse) PostgreSQL + Kafka, and a Spark cluster if asked; return StackInfo."""
+    with state.lock():
+        sd = state.ensure_state_dir()
+        stack = state.load() or {"version": STACK_VERSION, "state_dir": str(sd)}
+        libs_dir, connector = jars.fetch_all()
+        stack["cache_dir"] = str(state.cache_dir())
+        stack["connector_jars"] = [str(p) for p in connector]
+        stack["postgres"] = _ensure_postgres(sd, stack.get("postgres"))
+        state.save(stack)
+        stack["kafka"] = _ensure_kafka(sd, stack.get("kafka"), libs_dir)
+        state.save(stack)
+        if spark_cluster or stack.get("spark"):
+            stack["spark"] = _ensure_spark(sd, stack.get("spark"))
+            state.save(stack)
+        return info.from_stack(stack)
+
+
+def _ensure_postgres(sd: Path, pg: dict[str, Any] | None) -> dict[str, Any]:
+    if pg and postgres.is_running(pg):
+        _say(f"PostgreSQL already running (pid {pg['pid']}, port {pg['port']})")
+    elif pg and (Path(pg["data_dir"]) / "PG_VERSION").exists():
+        _say(f"starting existing PostgreSQL cluster on port {pg['port']}")
+        pg["pid"] = postgres.start(pg)
+    else:
+        pg = postgres.initdb(sd, procs.free_port())
+        _say(f"initialised PostgreSQL cluster in {pg['data_dir']}; starting on port {pg['port']}")
+        pg["pid"] = postgres.start(pg)
+    postgres.ensure_database(pg)  # also waits (30 s) for a running server to accept logins
+    return pg
+
+
+def _ensure_kafka(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[str, Any]:
+    if kc and kafka.is_running(kc):
+        if kafka.wait_ready(kc, kc["pid"], timeout=30):
+            _say(f"Kafka already running (pid {kc['pid']}, {kc['host']}:{kc['port']})")
+            return kc
+        _say(f"Kafka pid {kc['pid']} does not answer; restarting it")
+        kafka.stop(kc)
+    if kc and (Path(kc["log_dirs"]) / "meta.properties").exists():
+        _say(f"starting existing Kafka broker on {kc['host']}:{kc['port']}")
+    else:
+        kc = kafka.configure(sd, libs_dir, *procs.free_ports(2))
+        _say(f"starting new Kafka KRaft broker on {kc['host']}:{kc['port']}")
+    kc["pid"] = kafka.start(kc)
+    return kc
+
+
+def _ensure_spark(sd: Path, sc: dict[str, Any] | None) -> dict[str, Any]:
+    if sc and spark.is_running(sc) and spark.alive_workers(sc) > 0:
+        _say(f"Spark cluster already running ({sc['master_url']})")
+        return sc
+    sc = sc or spark.configure(sd)
+    _say(f"starting Spark standalone master + worker ({sc['master_url']})")
+    return spark.start(sc)
+
+
+def start_spark_cluster() -> str:
+    """Start (or reuse) the Spark standalone cluster of the running stack; return its URL."""
+    with state.lock():
+        stack = _require_stack()
+        stack["spark"] = _ensure_spark(Path(stack["state_dir"]), stack.get("spark"))
+        state.save(stack)
+        return stack["spark"]["master_url"]
+
+
+def stop_spark_cluster() -> None:
+    """Stop the Spark cluster (if any) and forget it."""
+    with state.lock():
+        stack = state.load()
+        if stack.get("spark"):
+            spark.stop(stack["spark"])
+            shutil.rmtree(stack["spark"]["base_dir"], ignore_errors=True)
+            stack.pop("spark")
+            state.save(stack)
+
+
+def down(keep_data: bool = False) -> None:
+    """Stop exactly what ``up`` started (by pid); remove the state dir unless ``keep_data``."""
+    with state.lock():
+        sd = state.state_dir()
+        stack = state.load()
+        if not stack:
+            _say(f"nothing recorded in {sd}; nothing to stop")
+        if stack.get("spark"):
+            _say("stopping Spark worker + master")
+            spark.stop(stack["spark"])
+        if stack.get("kafka"):
+            _say("stopping Kafka")
+            kafka.stop(stack["kafka"])
+        if stack.get("postgres"):
+            _say("stopping PostgreSQL")
+            postgres.stop(stack["postgres"])
+        if keep_data:
+            stack.pop("spark", None)  # spark has no data worth keeping; `up` starts it anew
+            if stack:
+                state.save(stack)
+            _say(f"data kept in {sd}")
+        elif sd.exists():
+            shutil.rmtree(sd)
+            _say(f"removed {sd}")
+
+
+def restart_kafka(hard: bool = False) -> None:
+    """Stop and start the broker on the same ports and data (``hard``: SIGKILL, no clean shutdown)."""
+    with state.lock():
+        stack = _require_stack()
+        kc = stack["kafka"]
+        kafka.stop(kc, hard=hard)
+        kc["pid"] = kafka.start(kc)
+        state.save(stack)
+
+
+def restart_postgres(mode: str = "fast") -> None:
+    """Stop (``pg_ctl stop -m mode``: smart|fast|immediate) and start on the same port and data."""
+    with state.lock():
+        stack = _require_stack()
+        pg = stack["postgres"]
+        postgres.stop(pg, mode=mode)
+        pg["pid"] = postgres.start(pg)
+        state.save(stack)
+
+
+def current() -> StackInfo:
+    """StackInfo of the running stack without starting anything."""
+    return info.from_stack(_require_stack())
+
+
+def _require_stack() -> dict[str, Any]:
+    stack = state.load()
+    if not stack.get("postgres") or not stack.get("kafka"):
+        raise StackError(f"the stack is not up (no {state.state_dir() / state.STACK_FILE}); "
+                         "run `scripts/stack up`")
+    return stack
+
+
+def status() -> dict[str, Any]:
+    """What runs where (pid, alive) and how to connect; never includes the password."""
+    stack = state.load()
+    out: dict[str, Any] = {"state_dir": str(state.state_dir()), "up": False, "services": {}}
+    if not stack:
+        return out
+    services = out["services"]
+    pg, kc, sc = stack.get("postgres"), stack.get("kafka"), stack.get("spark")
+    if pg:
+        alive = postgres.is_running(pg)
+        services["postgres"] = {"pid": pg.get("pid"), "alive": alive,
+                                "answers": alive and postgres.ready(pg),
+                                "address": f"{pg['host']}:{pg['port']}",
+                                "data_dir": pg["data_dir"], "log": pg["log"]}
+    if kc:
+        alive = kafka.is_running(kc)
+        services["kafka"] = {"pid": kc.get("pid"), "alive": alive,
+                             "answers": alive and kafka.probe(kc["host"], kc["port"]),
+                             "address": f"{kc['host']}:{kc['port']}",
+                             "controller": f"{kc['host']}:{kc['controller_port']}",
+                             "log_dirs": kc["log_dirs"], "log": kc["log"]}
+    if sc:
+        marker = f"-Dako.stack.dir={sc['base_dir']}"
+        services["spark_master"] = {"pid": sc.get("master_pid"),
+                                    "alive": procs.pid_alive(sc.get("master_pid"), marker),
+                                    "address": sc["master_url"],
+                                    "webui": f"http://{sc['host']}:{sc['master_webui_port']}",
+                                    "log": sc["master_log"]}
+        services["spark_worker"] = {"pid": sc.get("worker_pid"),
+                                    "alive": procs.pid_alive(sc.get("worker_pid"), marker),
+                                    "webui": f"http://{sc['host']}:{sc['worker_webui_port']}",
+                                    "alive_workers": spark.alive_workers(sc),
+                                    "log": sc["worker_log"]}
+    out["up"] = bool(services) and all(s["alive"] and s.get("answers", True)
+                                       for s in services.values())
+    if pg and kc:
+        si = info.from_stack(stack)
+        out["connect"] = {
+            "bootstrap_servers": si.bootstrap_servers,
+            "pg_dsn": f"host={si.pg_host} port={si.pg_port} user={si.pg_user} "
+                      f"dbname={si.pg_database}",
+            "pg_password_file": pg["password_file"],
+            "spark_master_url": si.spark_master_url,
+            "connector_jars": list(si.connector_jars),
+            "kafka_libs_dir": si.kafka_libs_dir,
+            "airflow_env_vars": sorted(si.airflow_env()),
+        }
+    return out

@@ -1,0 +1,265 @@
+"""docker-compose.yml and docker/ agree with each other and with the project's pins.
+
+No Docker needed: the compose file is read as YAML and `${VAR:-default}`
+references are resolved with their defaults, as `docker compose` would with an
+empty environment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = REPO / "docker-compose.yml"
+AIRFLOW_DOCKERFILE = REPO / "docker" / "airflow" / "Dockerfile"
+CORE_SERVICES = {"kafka", "postgres", "spark-master", "spark-worker", "airflow"}
+CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+OUTPUT_PATH = "/data/kafka-offsets"
+
+_VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<default>[^}]*))?\}")
+
+
+def interpolate(value: str) -> str:
+    """Resolve ${VAR}, ${VAR:-default} and ${VAR-default} with an empty environment; $$ is a literal $."""
+
+    def replace(match: re.Match) -> str:
+        op = match.group("op")
+        if op is None:
+            return ""
+        if op.endswith("?"):
+            raise AssertionError(f"{match.group(0)} makes the stack fail without an .env file")
+        return match.group("default")
+
+    parts = value.split("$$")
+    return "$".join(_VAR.sub(replace, part) for part in parts)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def pins() -> dict[str, str]:
+    result = {}
+    for line in (REPO / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            result[name.strip().lower()] = version.strip()
+    return result
+
+
+def env(service: dict) -> dict[str, str]:
+    raw = service.get("environment") or {}
+    if isinstance(raw, list):
+        raw = dict(item.split("=", 1) for item in raw)
+    return {key: "" if value is None else str(value) for key, value in raw.items()}
+
+
+def image_tag(image: str) -> tuple[str, str]:
+    name, _, tag = image.rpartition(":")
+    assert name and "/" not in tag, f"image {image!r} has no tag"
+    return name, tag
+
+
+def volume_mounts(service: dict) -> list[tuple[str, str]]:
+    """(source, target) of every volume entry, short or long syntax."""
+    mounts = []
+    for entry in service.get("volumes", []):
+        if isinstance(entry, dict):
+            mounts.append((str(entry.get("source", "")), str(entry["target"])))
+        else:
+            source, target = entry.split(":")[:2]
+            mounts.append((source, target))
+    return mounts
+
+
+def test_core_services_exist(services):
+    assert CORE_SERVICES <= set(services)
+
+
+def test_images_are_pinned(services):
+    for name, service in services.items():
+        if "image" not in service:
+            assert "build" in service, f"{name} has neither image nor build"
+            continue
+        _, tag = image_tag(service["image"])
+        assert tag != "latest" and re.match(r"^\d", tag), f"{name}: image {service['image']!r} is not pinned"
+
+
+def test_kafka_is_single_node_kraft(services):
+    kafka = services["kafka"]
+    e = env(kafka)
+    assert kafka["image"] == "apache/kafka:4.1.1"
+    assert e["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    node_id = e["KAFKA_NODE_ID"]
+    assert node_id.isdigit()
+    assert e["CLUSTER_ID"]
+    listeners = dict(item.split("://", 1) for item in e["KAFKA_LISTENERS"].split(","))
+    advertised = dict(item.split("://", 1) for item in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    protocols = dict(item.split(":", 1) for item in e["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    controller = e["KAFKA_CONTROLLER_LISTENER_NAMES"]
+    assert set(listeners) <= set(protocols) and set(advertised) <= set(protocols)
+    assert controller in listeners and controller not in advertised
+    voter_id, voter = e["KAFKA_CONTROLLER_QUORUM_VOTERS"].split("@", 1)
+    assert voter_id == node_id and voter == f"kafka{listeners[controller]}"
+    assert "kafka:9092" in advertised.values()
+    assert "127.0.0.1:9094" in advertised.values()
+    for key in ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+                "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"):
+        assert e[key] == "1", key
+    assert e["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    assert "127.0.0.1:9094:9094" in kafka["ports"]
+    assert "healthcheck" in kafka
+
+
+def test_airflow_connections(services):
+    e = env(services["airflow"])
+    conns = {key: json.loads(interpolate(e[key])) for key in e if key.startswith("AIRFLOW_CONN_")}
+    assert set(conns) == {"AIRFLOW_CONN_KAFKA_DEFAULT", "AIRFLOW_CONN_POSTGRES_DEFAULT", "AIRFLOW_CONN_SPARK_DEFAULT"}
+
+    assert conns["AIRFLOW_CONN_KAFKA_DEFAULT"] == {"conn_type": "kafka", "extra": {"bootstrap.servers": "kafka:9092"}}
+    assert conns["AIRFLOW_CONN_SPARK_DEFAULT"] == {"conn_type": "spark", "host": "spark://spark-master:7077"}
+
+    pg = conns["AIRFLOW_CONN_POSTGRES_DEFAULT"]
+    assert pg["conn_type"] == "postgres"
+    assert (pg["host"], pg["port"], pg["schema"]) == ("postgres", 5432, "ledger")
+    pg_env = env(services["postgres"])
+    assert pg_env["POSTGRES_DB"] == "ledger"
+    assert pg["login"] == interpolate(pg_env["POSTGRES_USER"]) == "airflow_kafka_offsets"
+    assert pg["password"] == interpolate(pg_env["POSTGRES_PASSWORD"])
+    # The password only ever comes from the variable, never written out.
+    assert "${POSTGRES_PASSWORD:-change-me}" in e["AIRFLOW_CONN_POSTGRES_DEFAULT"]
+    assert pg_env["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-change-me}"
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    assert text.count("change-me") == text.count("${POSTGRES_PASSWORD:-change-me}") + text.count("`change-me`")
+
+
+def test_spark_master_url_matches_the_cluster(services):
+    worker_command = services["spark-worker"]["command"]
+    assert worker_command[:2] == ["/opt/spark/bin/spark-class", "org.apache.spark.deploy.worker.Worker"]
+    assert worker_command[2] == "spark://spark-master:7077"
+    assert services["spark-master"]["command"] == ["/opt/spark/bin/spark-class", "org.apache.spark.deploy.master.Master"]
+    assert env(services["spark-master"]).get("SPARK_MASTER_PORT", "7077") == "7077"
+
+
+def test_spark_versions_match_pyspark_pin(services, pins):
+    pyspark = pins["pyspark"]
+    assert pins.get("pyspark-client", pyspark) == pyspark
+    for name in ("spark-master", "spark-worker"):
+        image, tag = image_tag(services[name]["image"])
+        assert image == "apache/spark"
+        assert tag == pyspark, f"{name} runs Spark {tag}, pyspark is pinned to {pyspark}"
+    for name, service in services.items():
+        if service.get("image", "").startswith("apache/spark:"):
+            assert image_tag(service["image"])[1] == pyspark, name
+    packages = env(services["airflow"])["AIRFLOW__KAFKA_OFFSETS__SPARK_PACKAGES"].split(",")
+    connectors = [p for p in packages if p.startswith(CONNECTOR + ":")]
+    assert connectors == [f"{CONNECTOR}:{pyspark}"]
+
+
+def test_postgres_is_15(services):
+    image, tag = image_tag(services["postgres"]["image"])
+    assert image == "postgres" and tag.split(".")[0] == "15"
+    assert "healthcheck" in services["postgres"]
+    assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
+    assert "127.0.0.1:5433:5432" in services["postgres"]["ports"]
+
+
+def test_published_ports_are_loopback_only(services):
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            if isinstance(port, dict):
+                assert port.get("host_ip") == "127.0.0.1", f"{name}: {port}"
+            else:
+                assert str(port).startswith("127.0.0.1:") and str(port).count(":") == 2, f"{name}: {port}"
+
+
+def test_output_volume_shared_at_the_same_path(compose, services):
+    named = set(compose.get("volumes") or {})
+    airflow = {t: s for s, t in volume_mounts(services["airflow"]) if s in named}
+    worker = {t: s for s, t in volume_mounts(services["spark-worker"]) if s in named}
+    assert OUTPUT_PATH in airflow and OUTPUT_PATH in worker
+    assert airflow[OUTPUT_PATH] == worker[OUTPUT_PATH]
+    assert env(services["airflow"])["AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT"] == OUTPUT_PATH
+    # Both sides rename what the other wrote: same uid (the volume is handed to it by output-init).
+    assert services["airflow"]["user"] == services["spark-worker"]["user"]
+    uid = services["airflow"]["user"].split(":")[0]
+    init = services["output-init"]
+    assert f"chown {uid}:" in " ".join(init["entrypoint"])
+    assert any(t == OUTPUT_PATH and s == airflow[OUTPUT_PATH] for s, t in volume_mounts(init))
+
+
+def test_dags_folder_mount(services):
+    mounts = volume_mounts(services["airflow"])
+    assert ("./dags", "/opt/airflow/dags") in mounts
+    dags_folder = env(services["airflow"]).get("AIRFLOW__CORE__DAGS_FOLDER", "/opt/airflow/dags")
+    assert dags_folder == "/opt/airflow/dags"
+
+
+def test_demo_topic_is_created(services):
+    topic = env(services["airflow"])["AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TOPIC"]
+    assert topic == "demo-events"
+    command = services["kafka-init"]["command"]
+    assert command[command.index("--topic") + 1] == topic
+    assert "--create" in command and "--if-not-exists" in command
+
+
+def test_depends_on_conditions_are_meaningful(services):
+    for name, service in services.items():
+        depends = service.get("depends_on") or {}
+        assert isinstance(depends, dict), f"{name}: depends_on needs conditions"
+        for target, spec in depends.items():
+            assert target in services, f"{name} depends on unknown {target}"
+            condition = spec["condition"]
+            if condition == "service_healthy":
+                assert "healthcheck" in services[target], f"{name} waits for {target}, which has no healthcheck"
+            elif condition == "service_completed_successfully":
+                assert services[target].get("restart", "no") == "no", target
+    for name in CORE_SERVICES:
+        assert "healthcheck" in services[name], name
+    assert set(services["airflow"]["depends_on"]) >= CORE_SERVICES - {"airflow"}
+
+
+def test_bind_mounts_exist(services):
+    for name, service in services.items():
+        for source, _ in volume_mounts(service):
+            if source.startswith("./docker/"):
+                assert (REPO / source).exists(), f"{name} mounts missing {source}"
+
+
+def test_airflow_image_matches_pins(services, pins):
+    build = services["airflow"]["build"]
+    assert build["context"] == "."
+    assert REPO / build["dockerfile"] == AIRFLOW_DOCKERFILE
+    dockerfile = AIRFLOW_DOCKERFILE.read_text(encoding="utf-8")
+    base = re.search(r"^FROM\s+(\S+)", dockerfile, re.MULTILINE).group(1)
+    assert base == f"apache/airflow:{pins['apache-airflow']}-python3.11"
+    assert "-c /opt/airflow-kafka-offsets/constraints.txt" in dockerfile
+    assert "openjdk-17-jre-headless" in dockerfile and "ENV JAVA_HOME=" in dockerfile
+    # Everything the Dockerfile COPYs from the context exists and is let through the ignore file.
+    ignore = (AIRFLOW_DOCKERFILE.parent / "Dockerfile.dockerignore").read_text(encoding="utf-8")
+    for line in dockerfile.splitlines():
+        if line.startswith("COPY "):
+            sources = [w for w in line.split()[1:-1] if not w.startswith("--")]
+            for source in sources:
+                assert (REPO / source).exists(), source
+                assert f"!{source}" in ignore, f"{source} is excluded from the build context"
+
+
+def test_no_required_variables(compose):
+    # Every ${...} has a default, so `docker compose up` works without an .env file.
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    for match in _VAR.finditer(text.replace("$$", "")):
+        assert match.group("op") in (":-", "-"), match.group(0)
