@@ -1,0 +1,35 @@
+"""Scheduled exactly-once ingest of a Kafka topic into Parquet, every five minutes.
+
+Connections: ``kafka_default`` (extra: {"bootstrap.servers": ...}),
+``postgres_default`` (the ledger database) and ``spark_default`` (the Spark
+master). Variables (with defaults): ``kafka_offsets_demo_topic``,
+``kafka_offsets_demo_pipeline``, ``kafka_offsets_demo_output``,
+``kafka_offsets_demo_max_records``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG
+
+from airflow_kafka_offsets.operators import kafka_ingest_task_group
+
+with DAG(
+    dag_id="kafka_ingest_example",
+    description="Kafka topic -> Parquet, exactly once, offsets in the PostgreSQL ledger",
+    schedule=timedelta(minutes=5),
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    tags=["kafka", "spark", "exactly-once"],
+    doc_md=__doc__,
+):
+    kafka_ingest_task_group(
+        "ingest",
+        pipeline="{{ var.value.get('kafka_offsets_demo_pipeline', 'demo_events') }}",
+        topics="{{ var.value.get('kafka_offsets_demo_topic', 'demo-events') }}",
+        output_root="{{ var.value.get('kafka_offsets_demo_output', '/tmp/kafka-offsets-demo') }}",
+        plan_kwargs={"max_records_per_batch": "{{ var.value.get('kafka_offsets_demo_max_records', '') }}"},
+    )
