@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_kafka_offsets.errors import BatchStateError, SparkJobError
+from airflow_kafka_offsets.faults import crash_point
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.model import BatchPlan, BatchState, PartitionOffsets, PipelineSpec, TopicPartition
 from airflow_kafka_offsets.ranges import check_report, has_work, plan_ranges
@@ -71,6 +72,7 @@ def plan_batch(
         plan = BatchPlan(spec.name, next_batch_id, epoch, ranges, sink.output_uri(spec.name, next_batch_id))
         new_cursors = {r.topic_partition: r.start for r in ranges if r.topic_partition not in cursors}
         tx.insert_plan(plan, new_cursors, actor)
+    crash_point("after_plan")
     log.info("pipeline %s: planned batch %s (%s records)\n%s", spec.name, plan.batch_id, plan.records_planned,
              partition_table(plan.ranges, offsets=offsets))
     return PlanOutcome(plan, replayed=False)
@@ -143,6 +145,7 @@ def run_batch(
         raise
     with ledger.transaction() as tx:
         tx.finish_attempt(attempt_id, report, None)
+    crash_point("after_spark")
     log.info("pipeline %s: batch %s staged by attempt %s\n%s", plan.pipeline, plan.batch_id, attempt_id,
              partition_table(plan.ranges, report=parse_report(report)))
     return report
@@ -179,9 +182,17 @@ def commit_batch(
                 )
             report = attempt.report
             check_report(plan, parse_report(report))
-            sink.publish(attempt.staging_uri, plan.output_uri)
+            published = sink.read_report(plan.output_uri) or {}
+            if published.get("attempt_id") == attempt.attempt_id:
+                log.info("pipeline %s: batch %s attempt %s was published by an earlier try", pipeline, batch_id,
+                         attempt.attempt_id)
+            else:
+                sink.publish(attempt.staging_uri, plan.output_uri)
+            crash_point("after_publish")
         tx.advance_cursors(plan)
         records = tx.record_commit(plan, report, actor)
+        crash_point("in_commit_transaction")
+    crash_point("after_commit")
     sink.discard_staging(pipeline, batch_id)
     log.info("pipeline %s: committed batch %s (%s records) at %s\n%s", pipeline, batch_id, records,
              plan.output_uri, partition_table(plan.ranges, report=parse_report(report) if report else None))
