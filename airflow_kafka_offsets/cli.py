@@ -1,79 +1,139 @@
-"""``airflow-kafka-offsets status``: the ledger's view of a pipeline from a shell.
+"""``airflow-kafka-offsets``: status, replay, reset, catch-up and abort from a shell.
 
-Connections come from Airflow (``--postgres-conn-id``), as for the operators.
+Connections come from Airflow (``--kafka-conn-id``, ``--postgres-conn-id``,
+``--spark-conn-id``), as for the operators. Tables by default, ``--json`` for machines.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import socket
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from airflow_kafka_offsets.errors import KafkaOffsetsError
-from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.tables import render_table
 
 
-def status(ledger: Ledger, pipeline: str, last: int = 10) -> dict:
-    with ledger.transaction() as tx:
-        cursors = tx.cursors(pipeline)
-        batches = tx.fetchall(
-            "SELECT batch_id, state, records_planned, records_committed, planned_at, committed_at, output_uri"
-            " FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id DESC LIMIT %s",
-            (pipeline, last),
+def _actor(command: str) -> dict[str, Any]:
+    return {"cli": command, "user": os.environ.get("USER"), "hostname": socket.gethostname(), "pid": os.getpid()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airflow-kafka-offsets", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("pipeline")
+    common.add_argument("--kafka-conn-id", default="kafka_default")
+    common.add_argument("--postgres-conn-id", default="postgres_default")
+    common.add_argument("--ledger-schema", default=None, help="default: [kafka_offsets] ledger_schema")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    spark = argparse.ArgumentParser(add_help=False)
+    spark.add_argument("--spark-conn-id", default="spark_default")
+    spark.add_argument("--spark-jars", default=None, help="default: [kafka_offsets] spark_jars")
+
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("status", parents=[common], help="offsets, lag and recent batches")
+
+    replay = sub.add_parser("replay", parents=[common, spark], help="rebuild committed batches' output")
+    replay.add_argument("--batches", help="FIRST[-LAST] batch numbers")
+    replay.add_argument("--offsets", help="topic:partition:start-end[,...]")
+    replay.add_argument("--since", help="ISO timestamp: start of a time window")
+    replay.add_argument("--until", help="ISO timestamp: end of the time window (default now)")
+    replay.add_argument("--output-root", help="rebuild under this root instead of in place")
+
+    reset = sub.add_parser("reset", parents=[common], help="move the cursor (dry run unless --execute)")
+    mode = reset.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--to-earliest", action="store_true")
+    mode.add_argument("--to-latest", action="store_true")
+    mode.add_argument("--to-datetime")
+    mode.add_argument("--to-offset", type=int)
+    mode.add_argument("--shift-by", type=int)
+    reset.add_argument("--topic")
+    reset.add_argument("--partitions", help="comma-separated partition numbers")
+    reset.add_argument("--execute", action="store_true", help="apply the reset (default: dry run)")
+
+    catch = sub.add_parser("catch-up", parents=[common, spark], help="drain a backlog in capped batches")
+    catch.add_argument("--max-batches", type=int, default=10)
+
+    abort = sub.add_parser("abort", parents=[common], help="abort the planned batch")
+    abort.add_argument("--reason", default="aborted from the CLI")
+    return parser
+
+
+def _reset_args(args: argparse.Namespace) -> tuple[str, Any]:
+    for mode in ("to_earliest", "to_latest"):
+        if getattr(args, mode):
+            return mode.replace("_", "-"), None
+    for mode in ("to_datetime", "to_offset", "shift_by"):
+        if getattr(args, mode) is not None:
+            return mode.replace("_", "-"), getattr(args, mode)
+    raise AssertionError("argparse requires a mode")
+
+
+def run(args: argparse.Namespace) -> tuple[Any, str]:
+    from airflow_kafka_offsets import operations as ops
+    from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
+    from airflow_kafka_offsets.operators.ingest import _config
+    from airflow_kafka_offsets.resets import build_reset_request, parse_datetime
+    from airflow_kafka_offsets.spark import SparkBatchSubmitter, SparkSettings, split_list
+
+    ledger = LedgerHook(args.postgres_conn_id, args.ledger_schema or _config("ledger_schema", "kafka_offsets")).get_conn()
+    kafka_hook = KafkaClusterHook(args.kafka_conn_id)
+    kafka = kafka_hook.get_conn()
+    actor = _actor(args.command)
+    if args.command == "status":
+        status = ops.pipeline_status(ledger, kafka, args.pipeline)
+        return status, ops.render_status(status)
+    if args.command == "reset":
+        mode, value = _reset_args(args)
+        request = build_reset_request(mode, value, args.topic, args.partitions)
+        outcome = ops.reset_offsets(ledger, kafka, args.pipeline, request, actor, dry_run=not args.execute)
+        if outcome.applied:
+            ops.mirror_to_consumer_group(ledger, kafka, args.pipeline)
+        head = f"applied as batch {outcome.batch_id}" if outcome.applied else "dry run: nothing changed (add --execute)"
+        return {"applied": outcome.applied, "batch_id": outcome.batch_id, "changes": list(outcome.changes)}, (
+            f"reset {args.pipeline} {mode}: {head}\n{outcome.table}")
+    if args.command == "abort":
+        batch_id = ops.abort_planned_batch(ledger, args.pipeline, args.reason, actor)
+        return {"aborted": batch_id}, f"aborted batch {batch_id} of {args.pipeline}"
+
+    jars = split_list(args.spark_jars) or split_list(_config("spark_jars", ""))
+    submit = SparkBatchSubmitter(SparkSettings(conn_id=args.spark_conn_id, jars=jars,
+                                               packages=split_list(_config("spark_packages", ""))))
+    properties = kafka_hook.spark_properties()
+    if args.command == "replay":
+        first = last = None
+        if args.batches:
+            first_text, _, last_text = args.batches.partition("-")
+            first, last = int(first_text), int(last_text or first_text)
+        selection = ops.ReplaySelection(
+            first_batch=first, last_batch=last, offset_ranges=ops.parse_offset_ranges(args.offsets),
+            since=parse_datetime(args.since) if args.since else None,
+            until=parse_datetime(args.until) if args.until else None,
         )
-    return {
-        "pipeline": pipeline,
-        "cursors": [{"topic": tp.topic, "partition": tp.partition, "next_offset": off} for tp, off in sorted(cursors.items())],
-        "batches": [
-            {
-                "batch_id": b[0],
-                "state": b[1],
-                "records_planned": b[2],
-                "records_committed": b[3],
-                "planned_at": b[4].isoformat() if b[4] else None,
-                "committed_at": b[5].isoformat() if b[5] else None,
-                "output_uri": b[6],
-            }
-            for b in batches
-        ],
-    }
-
-
-def render_status(data: dict) -> str:
-    cursor_rows = [[f"{c['topic']}-{c['partition']}", c["next_offset"]] for c in data["cursors"]]
-    batch_rows = [
-        [b["batch_id"], b["state"], b["records_planned"], b["records_committed"], b["committed_at"] or b["planned_at"]]
-        for b in data["batches"]
-    ]
-    return (
-        f"pipeline {data['pipeline']}\n\n"
-        + render_table(["partition", "next offset"], cursor_rows)
-        + "\n\n"
-        + render_table(["batch", "state", "planned", "committed", "at"], batch_rows)
-    )
+        batch_ids = ops.resolve_replay(ledger, kafka, args.pipeline, selection)
+        outputs = [ops.replay_batch(ledger, args.pipeline, b, submit, properties, actor, args.output_root)
+                   for b in batch_ids]
+        return {"replayed": batch_ids, "outputs": outputs}, "\n".join(
+            f"replayed batch {b} -> {o}" for b, o in zip(batch_ids, outputs))
+    outcome = ops.catch_up(ledger, args.pipeline, kafka.offsets, submit, properties, actor, args.max_batches,
+                           after_commit=lambda: ops.mirror_to_consumer_group(ledger, kafka, args.pipeline))
+    data = {"batches": outcome.batches, "records": outcome.records, "lag_left": outcome.lag_left}
+    return data, f"catch-up {args.pipeline}: {outcome.batches} batches, {outcome.records} records, lag left {outcome.lag_left}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="airflow-kafka-offsets", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    st = sub.add_parser("status", help="cursors and recent batches of a pipeline")
-    st.add_argument("pipeline")
-    st.add_argument("--postgres-conn-id", default="postgres_default")
-    st.add_argument("--ledger-schema", default="kafka_offsets")
-    st.add_argument("--last", type=int, default=10)
-    st.add_argument("--json", action="store_true", help="machine-readable output")
-    args = parser.parse_args(argv)
-    from airflow_kafka_offsets.hooks import LedgerHook
-
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if not args.json else logging.WARNING, format="%(message)s")
     try:
-        ledger = LedgerHook(args.postgres_conn_id, args.ledger_schema).get_conn()
-        data = status(ledger, args.pipeline, args.last)
-    except KafkaOffsetsError as exc:
-        print(f"airflow-kafka-offsets: {exc}", file=sys.stderr)
+        data, text = run(args)
+    except (KafkaOffsetsError, ValueError) as exc:
+        print(f"airflow-kafka-offsets {args.command}: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(data, indent=2) if args.json else render_status(data))
+    print(json.dumps(data, indent=2, default=str) if args.json else text)
     return 0
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+import uuid
+from datetime import datetime, timezone
+
+from confluent_kafka import ConsumerGroupTopicPartitions, Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -25,6 +28,7 @@ class KafkaOffsetsClient:
         self._bootstrap = config["bootstrap.servers"]
         admin_config = {k: v for k, v in config.items() if k not in ADMIN_ONLY_DROPPED}
         self._admin = AdminClient(admin_config)
+        self._config = admin_config
 
     def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
         try:
@@ -69,3 +73,57 @@ class KafkaOffsetsClient:
         earliest = self._list_offsets(tps, OffsetSpec.earliest())
         latest = self._list_offsets(tps, OffsetSpec.latest())
         return {tp: PartitionOffsets(earliest=earliest[tp], latest=latest[tp]) for tp in tps}
+
+    def _consumer(self) -> Consumer:
+        """A throw-away consumer that never joins or commits to a group."""
+        return Consumer({**self._config, "group.id": f"airflow-kafka-offsets-probe-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+
+    def offsets_for_time(self, tps: Sequence[TopicPartition], when: datetime) -> dict[TopicPartition, int | None]:
+        """First offset at or after ``when`` per partition; None where no record is that recent."""
+        millis = int(when.timestamp() * 1000)
+        consumer = self._consumer()
+        try:
+            found = consumer.offsets_for_times(
+                [KafkaTopicPartition(tp.topic, tp.partition, millis) for tp in tps], timeout=self._timeout_s
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"offsets_for_times at {self._bootstrap} failed: {exc.args[0]}") from exc
+        finally:
+            consumer.close()
+        return {TopicPartition(k.topic, k.partition): (k.offset if k.offset >= 0 else None) for k in found}
+
+    def timestamps_at(self, positions: Mapping[TopicPartition, int]) -> dict[TopicPartition, datetime | None]:
+        """Timestamp of the first record at or after each offset (for lag in time); None if none arrives."""
+        if not positions:
+            return {}
+        consumer = self._consumer()
+        result: dict[TopicPartition, datetime | None] = {tp: None for tp in positions}
+        try:
+            consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in positions.items()])
+            pending = set(positions)
+            deadline = datetime.now(timezone.utc).timestamp() + self._timeout_s
+            while pending and datetime.now(timezone.utc).timestamp() < deadline:
+                msg = consumer.poll(1.0)
+                if msg is None or msg.error():
+                    continue
+                tp = TopicPartition(msg.topic(), msg.partition())
+                if tp in pending:
+                    _, millis = msg.timestamp()
+                    result[tp] = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+                    pending.discard(tp)
+                    consumer.pause([KafkaTopicPartition(tp.topic, tp.partition)])
+        finally:
+            consumer.close()
+        return result
+
+    def mirror_consumer_group(self, group: str, cursors: Mapping[TopicPartition, int]) -> None:
+        """Write the ledger's cursors into a consumer group so standard lag monitors see the pipeline."""
+        request = ConsumerGroupTopicPartitions(
+            group, [KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in sorted(cursors.items())]
+        )
+        future = self._admin.alter_consumer_group_offsets([request], request_timeout=self._timeout_s)[group]
+        try:
+            future.result(timeout=self._timeout_s)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"mirroring offsets into consumer group {group!r} failed: {exc.args[0]}") from exc

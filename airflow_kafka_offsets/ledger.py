@@ -30,6 +30,7 @@ from airflow_kafka_offsets.errors import (
 )
 from airflow_kafka_offsets.ledger_schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
 from airflow_kafka_offsets.model import BatchPlan, BatchState, PartitionRange, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.resets import PartitionReset, is_rewind, reset_ranges
 
 LOCK_NOT_AVAILABLE = "55P03"
 
@@ -271,6 +272,101 @@ class LedgerTransaction:
         )
         self.audit(plan.pipeline, plan.batch_id, "committed", {"records": records}, actor)
         return records
+
+    def pipeline_spec(self, pipeline: str) -> PipelineSpec:
+        row = self.fetchone("SELECT spec FROM {s}.pipelines WHERE name = %s", (pipeline,))
+        if row is None:
+            raise BatchNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
+        return PipelineSpec.from_json(_json(row[0]))
+
+    def apply_reset(self, pipeline: str, resets: Sequence[PartitionReset], detail: Mapping, actor: Mapping) -> int:
+        """Record a reset as a committed batch of kind 'reset' and move the cursors; returns its batch id.
+
+        The caller holds the pipeline lock and has checked that no batch is planned.
+        """
+        epoch, batch_id = self.lock_existing_pipeline(pipeline)
+        cursors = self.cursors(pipeline)
+        rewind = is_rewind(resets)
+        if rewind:
+            epoch += 1
+        entries = reset_ranges(resets, cursors, new_epoch=rewind)
+        self.execute(
+            "UPDATE {s}.pipelines SET epoch = %s, next_batch_id = %s, updated_at = now() WHERE name = %s",
+            (epoch, batch_id + 1, pipeline),
+        )
+        self.execute(
+            "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, kind, output_uri, records_planned,"
+            " records_committed, committed_at, planned_by, committed_by)"
+            " VALUES (%s, %s, %s, 'committed', 'reset', '', 0, 0, now(), %s::jsonb, %s::jsonb)",
+            (pipeline, batch_id, epoch, _jsonb(actor), _jsonb(actor)),
+        )
+        self.execute(
+            "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition, cursor_offset,"
+            " start_offset, end_offset, previous_offset, records)"
+            " SELECT %s, %s, %s, r.*, 0 FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[],"
+            " %s::bigint[]) AS r",
+            (
+                pipeline, batch_id, epoch,
+                [r.topic for r, _ in entries], [r.partition for r, _ in entries], [r.cursor for r, _ in entries],
+                [r.start for r, _ in entries], [r.end for r, _ in entries], [prev for _, prev in entries],
+            ),
+        )
+        for reset in resets:
+            if reset.before is None:
+                self.execute(
+                    "INSERT INTO {s}.cursors (pipeline, topic, partition, next_offset) VALUES (%s, %s, %s, %s)",
+                    (pipeline, reset.topic, reset.partition, reset.after),
+                )
+            elif reset.after != reset.before:
+                moved = self.execute(
+                    "UPDATE {s}.cursors SET next_offset = %s, updated_at = now()"
+                    " WHERE pipeline = %s AND topic = %s AND partition = %s AND next_offset = %s",
+                    (reset.after, pipeline, reset.topic, reset.partition, reset.before),
+                ).rowcount
+                if moved != 1:
+                    raise CursorMovedError(f"cursor of {reset.topic_partition} moved during the reset")
+        self.audit(pipeline, batch_id, "reset", {**detail, "epoch": epoch, "rewind": rewind}, actor)
+        return batch_id
+
+    def abort_batch(self, pipeline: str, batch_id: int, reason: str, actor: Mapping) -> None:
+        """Give up a planned batch: its ranges stop counting, the cursor stays where it is."""
+        record = self.batch(pipeline, batch_id, for_update=True)
+        raise_for_state(record, BatchState.PLANNED)
+        self.execute(
+            "UPDATE {s}.batches SET state = 'aborted', aborted_at = now(), abort_reason = %s"
+            " WHERE pipeline = %s AND batch_id = %s",
+            (reason, pipeline, batch_id),
+        )
+        self.execute("UPDATE {s}.batch_ranges SET live = false WHERE pipeline = %s AND batch_id = %s",
+                     (pipeline, batch_id))
+        self.audit(pipeline, batch_id, "aborted", {"reason": reason}, actor)
+
+    def committed_ingest_batches(self, pipeline: str, first: int | None = None, last: int | None = None) -> list[int]:
+        rows = self.fetchall(
+            "SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'committed' AND kind = 'ingest'"
+            " AND records_planned > 0 AND batch_id >= %s AND batch_id <= %s ORDER BY batch_id",
+            (pipeline, first or 0, last if last is not None else 2**62),
+        )
+        return [int(r[0]) for r in rows]
+
+    def batches_overlapping(self, pipeline: str, topic: str, partition: int, start: int, end: int) -> list[int]:
+        """Committed ingest batches whose read range on a partition overlaps ``[start, end)``."""
+        rows = self.fetchall(
+            "SELECT DISTINCT r.batch_id FROM {s}.batch_ranges r JOIN {s}.batches b USING (pipeline, batch_id)"
+            " WHERE r.pipeline = %s AND r.topic = %s AND r.partition = %s AND b.state = 'committed'"
+            " AND b.kind = 'ingest' AND int8range(r.start_offset, r.end_offset) && int8range(%s, %s)"
+            " ORDER BY r.batch_id",
+            (pipeline, topic, partition, start, end),
+        )
+        return [int(r[0]) for r in rows]
+
+    def committed_counts(self, pipeline: str, batch_id: int) -> dict[TopicPartition, tuple[int, int | None, int | None]]:
+        rows = self.fetchall(
+            "SELECT topic, partition, records, min_offset, max_offset FROM {s}.batch_ranges"
+            " WHERE pipeline = %s AND batch_id = %s",
+            (pipeline, batch_id),
+        )
+        return {TopicPartition(t, int(p)): (int(n or 0), lo, hi) for t, p, n, lo, hi in rows}
 
     # attempts ------------------------------------------------------------------
 

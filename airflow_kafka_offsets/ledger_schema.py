@@ -118,6 +118,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         "CREATE INDEX audit_by_pipeline ON {s}.audit (pipeline, id)",
     ),
+    (
+        # Offset resets are batches too, so the ledger accounts for every skipped or rewound span.
+        "ALTER TABLE {s}.batches ADD COLUMN kind text NOT NULL DEFAULT 'ingest' CHECK (kind IN ('ingest', 'reset'))",
+        "ALTER TABLE {s}.batch_ranges ADD COLUMN previous_offset bigint",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -57,6 +57,7 @@ class PipelineSpec:
     on_data_loss: DataLossPolicy = DataLossPolicy.FAIL
     max_records_per_batch: int | None = None
     max_records_per_partition: int | None = None
+    consumer_group: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,7 +69,22 @@ class PipelineSpec:
             "on_data_loss": self.on_data_loss.value,
             "max_records_per_batch": self.max_records_per_batch,
             "max_records_per_partition": self.max_records_per_partition,
+            "consumer_group": self.consumer_group,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PipelineSpec:
+        return cls(
+            name=data["name"],
+            topics=tuple(data["topics"]),
+            output_root=data["output_root"],
+            starting_offsets=StartPolicy(data.get("starting_offsets", "earliest")),
+            new_partition_offsets=StartPolicy(data.get("new_partition_offsets", "earliest")),
+            on_data_loss=DataLossPolicy(data.get("on_data_loss", "fail")),
+            max_records_per_batch=data.get("max_records_per_batch"),
+            max_records_per_partition=data.get("max_records_per_partition"),
+            consumer_group=data.get("consumer_group"),
+        )
 
 
 @dataclass(frozen=True, order=True)

@@ -74,6 +74,7 @@ def build_spec(
     on_data_loss: str | DataLossPolicy = DataLossPolicy.FAIL,
     max_records_per_batch: int | str | None = None,
     max_records_per_partition: int | str | None = None,
+    consumer_group: str | None = None,
 ) -> PipelineSpec:
     """Validate user input (often rendered templates) into a :class:`PipelineSpec`."""
     validate_pipeline_name(name)
@@ -98,6 +99,7 @@ def build_spec(
         on_data_loss=_enum(DataLossPolicy, on_data_loss, "on_data_loss"),
         max_records_per_batch=_positive_or_none(max_records_per_batch, "max_records_per_batch"),
         max_records_per_partition=_positive_or_none(max_records_per_partition, "max_records_per_partition"),
+        consumer_group=(consumer_group or "").strip() or None,
     )
 
 

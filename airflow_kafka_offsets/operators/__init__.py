@@ -1,5 +1,6 @@
 """Airflow operators: plan, read (Spark) and commit a Kafka batch, and a TaskGroup of the three."""
 
+from airflow_kafka_offsets.operators.manual import KafkaPipelineOperationOperator
 from airflow_kafka_offsets.operators.ingest import (
     KafkaBatchCommitOperator,
     KafkaBatchPlanOperator,
@@ -11,5 +12,6 @@ __all__ = [
     "KafkaBatchCommitOperator",
     "KafkaBatchPlanOperator",
     "KafkaBatchSparkOperator",
+    "KafkaPipelineOperationOperator",
     "kafka_ingest_task_group",
 ]

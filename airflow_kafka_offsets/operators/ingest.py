@@ -237,9 +237,11 @@ class KafkaBatchCommitOperator(_LedgerOperator):
     template_fields: Sequence[str] = ("pipeline", "batch_id", "ledger_schema")
     ui_color = "#e0ecfd"
 
-    def __init__(self, *, batch_id: int | str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, batch_id: int | str | None = None, kafka_conn_id: str = "kafka_default",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
+        self.kafka_conn_id = kafka_conn_id
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         validate_pipeline_name(self.pipeline)
@@ -252,6 +254,8 @@ class KafkaBatchCommitOperator(_LedgerOperator):
                 self.log.info("pipeline %s: no batch to commit", self.pipeline)
                 return None
         outcome = commit_batch(ledger, self.sink_for(ledger), self.pipeline, batch_id, actor_from_context(context))
+        if outcome.committed_now:
+            self.mirror_consumer_group(ledger)
         return {
             "pipeline": self.pipeline,
             "batch_id": batch_id,
@@ -259,6 +263,19 @@ class KafkaBatchCommitOperator(_LedgerOperator):
             "committed_now": outcome.committed_now,
             "output_uri": outcome.plan.output_uri,
         }
+
+
+    def mirror_consumer_group(self, ledger) -> None:
+        """Best effort: the ledger is the truth, the consumer group only feeds lag monitors."""
+        from airflow_kafka_offsets.operations import mirror_to_consumer_group
+
+        try:
+            group = mirror_to_consumer_group(ledger, KafkaClusterHook(self.kafka_conn_id).get_conn(), self.pipeline)
+        except Exception as exc:
+            self.log.warning("pipeline %s: could not mirror offsets into its consumer group: %s", self.pipeline, exc)
+        else:
+            if group:
+                self.log.info("pipeline %s: offsets mirrored into consumer group %s", self.pipeline, group)
 
 
 def kafka_ingest_task_group(
@@ -295,6 +312,8 @@ def kafka_ingest_task_group(
             **common,
             **(spark_kwargs or {}),
         )
-        commit = KafkaBatchCommitOperator(task_id="commit", batch_id=batch_id, **common, **(commit_kwargs or {}))
+        commit = KafkaBatchCommitOperator(
+            task_id="commit", batch_id=batch_id, kafka_conn_id=kafka_conn_id, **common, **(commit_kwargs or {})
+        )
         plan >> read >> commit
     return group

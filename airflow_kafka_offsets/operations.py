@@ -1,0 +1,345 @@
+"""Manual operations on a pipeline: status and lag, replay, offset reset, catch-up, abort.
+
+Used by the manual-operations DAG (trigger form) and the ``airflow-kafka-offsets``
+CLI. Every change goes through the ledger, so it keeps its account of every
+offset (I1), and every operation is recorded in the audit trail.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_kafka_offsets.batches import OffsetsSource, commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
+from airflow_kafka_offsets.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.model import BatchState, TopicPartition
+from airflow_kafka_offsets.resets import ResetMode, ResetRequest, plan_reset
+from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.tables import render_table
+
+log = logging.getLogger(__name__)
+Submit = Callable[[dict[str, Any]], None]
+
+
+# status -------------------------------------------------------------------------
+
+
+def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, last: int = 10) -> dict[str, Any]:
+    """Cursor, Kafka bounds and lag (records and time) per partition; recent batches; any batch in flight."""
+    with ledger.transaction() as tx:
+        spec = tx.pipeline_spec(pipeline)
+        cursors = tx.cursors(pipeline)
+        planned = tx.planned_batch_id(pipeline)
+        in_flight = tx.batch(pipeline, planned) if planned is not None else None
+        batches = tx.fetchall(
+            "SELECT batch_id, kind, state, records_planned, records_committed, output_bytes, planned_at, committed_at"
+            " FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id DESC LIMIT %s",
+            (pipeline, last),
+        )
+    offsets = kafka.offsets(spec.topics)
+    lagging = {tp: cursors[tp] for tp in offsets if tp in cursors and cursors[tp] < offsets[tp].latest}
+    oldest_unread = kafka.timestamps_at(lagging)
+    now = datetime.now(timezone.utc)
+    partitions = []
+    for tp in sorted(set(offsets) | {tp for tp in cursors if tp.topic in spec.topics}):
+        kafka_tp = offsets.get(tp)
+        cursor = cursors.get(tp)
+        lag = kafka_tp.latest - cursor if kafka_tp and cursor is not None else None
+        seen = oldest_unread.get(tp)
+        partitions.append({
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "committed_offset": cursor,
+            "log_start_offset": kafka_tp.earliest if kafka_tp else None,
+            "log_end_offset": kafka_tp.latest if kafka_tp else None,
+            "lag_records": lag,
+            "lag_seconds": round((now - seen).total_seconds(), 3) if seen else (0.0 if lag == 0 else None),
+        })
+    return {
+        "pipeline": pipeline,
+        "topics": list(spec.topics),
+        "output_root": spec.output_root,
+        "partitions": partitions,
+        "lag_records_total": sum(p["lag_records"] or 0 for p in partitions),
+        "in_flight": None if in_flight is None else {
+            "batch_id": in_flight.plan.batch_id,
+            "planned_at": in_flight.planned_at.isoformat(),
+            "records_planned": in_flight.plan.records_planned,
+            "planned_by": in_flight.planned_by,
+        },
+        "batches": [
+            {"batch_id": b[0], "kind": b[1], "state": b[2], "records_planned": b[3], "records_committed": b[4],
+             "output_bytes": b[5], "planned_at": b[6].isoformat() if b[6] else None,
+             "committed_at": b[7].isoformat() if b[7] else None}
+            for b in batches
+        ],
+    }
+
+
+def render_status(status: Mapping[str, Any]) -> str:
+    parts = render_table(
+        ["partition", "committed", "log start", "log end", "lag", "lag (s)"],
+        [[f"{p['topic']}-{p['partition']}", p["committed_offset"], p["log_start_offset"], p["log_end_offset"],
+          p["lag_records"], p["lag_seconds"]] for p in status["partitions"]],
+    )
+    batches = render_table(
+        ["batch", "kind", "state", "planned", "committed", "bytes", "at"],
+        [[b["batch_id"], b["kind"], b["state"], b["records_planned"], b["records_committed"], b["output_bytes"],
+          b["committed_at"] or b["planned_at"]] for b in status["batches"]],
+    )
+    flight = status["in_flight"]
+    flight_line = (f"in flight: batch {flight['batch_id']} planned at {flight['planned_at']} "
+                   f"({flight['records_planned']} records)" if flight else "in flight: none")
+    return (f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
+            f"{flight_line}\n\n{parts}\n\n{batches}")
+
+
+# replay -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplaySelection:
+    """Which committed batches to replay: by batch numbers, by offsets per partition, or by time."""
+
+    first_batch: int | None = None
+    last_batch: int | None = None
+    offset_ranges: tuple[tuple[TopicPartition, int, int], ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def parse_offset_ranges(text: str | None) -> tuple[tuple[TopicPartition, int, int], ...]:
+    """``topic:partition:start-end`` items, comma-separated; ``end`` is exclusive."""
+    if not text:
+        return ()
+    ranges = []
+    for item in str(text).split(","):
+        item = item.strip()
+        try:
+            topic, partition, span = item.rsplit(":", 2)
+            start, end = span.split("-", 1)
+            tp, lo, hi = TopicPartition(topic, int(partition)), int(start), int(end)
+        except ValueError:
+            raise InvalidPipelineSpecError(
+                f"malformed offset range {item!r}: use topic:partition:start-end, e.g. orders:0:100-200"
+            ) from None
+        if lo < 0 or hi <= lo:
+            raise InvalidPipelineSpecError(f"offset range {item!r} is empty or negative")
+        ranges.append((tp, lo, hi))
+    return tuple(ranges)
+
+
+def resolve_replay(ledger: Ledger, kafka: KafkaOffsetsClient | None, pipeline: str,
+                   selection: ReplaySelection) -> list[int]:
+    """The committed ingest batches a selection covers; an empty result is an error, not a no-op."""
+    with ledger.transaction() as tx:
+        spec = tx.pipeline_spec(pipeline)
+        if selection.offset_ranges:
+            ids: set[int] = set()
+            for tp, start, end in selection.offset_ranges:
+                if tp.topic not in spec.topics:
+                    raise InvalidPipelineSpecError(f"topic {tp.topic!r} is not part of pipeline {pipeline!r}")
+                ids.update(tx.batches_overlapping(pipeline, tp.topic, tp.partition, start, end))
+            chosen = sorted(ids)
+        elif selection.since is not None:
+            if kafka is None:
+                raise InvalidPipelineSpecError("a time window needs Kafka to resolve timestamps to offsets")
+            until = selection.until or datetime.now(timezone.utc)
+            if until <= selection.since:
+                raise InvalidPipelineSpecError(f"empty time window: {selection.since} is not before {until}")
+            tps = sorted(tp for tp in tx.cursors(pipeline) if tp.topic in spec.topics)
+            starts = kafka.offsets_for_time(tps, selection.since)
+            ends = kafka.offsets_for_time(tps, until)
+            latest = {tp: o.latest for tp, o in kafka.offsets(spec.topics).items()}
+            ids = set()
+            for tp in tps:
+                if starts.get(tp) is None:
+                    continue
+                end = ends.get(tp) if ends.get(tp) is not None else latest.get(tp, 0)
+                if end > starts[tp]:
+                    ids.update(tx.batches_overlapping(pipeline, tp.topic, tp.partition, starts[tp], end))
+            chosen = sorted(ids)
+        elif selection.first_batch is not None or selection.last_batch is not None:
+            first, last = selection.first_batch, selection.last_batch
+            if first is not None and last is not None and last < first:
+                raise InvalidPipelineSpecError(f"empty batch range {first}-{last}")
+            chosen = tx.committed_ingest_batches(pipeline, first, last)
+        else:
+            raise InvalidPipelineSpecError("a replay needs batch numbers, offset ranges or a time window")
+    if not chosen:
+        raise InvalidPipelineSpecError(f"the selection matches no committed batch of pipeline {pipeline!r}")
+    return chosen
+
+
+def replay_batch(
+    ledger: Ledger,
+    pipeline: str,
+    batch_id: int,
+    submit: Submit,
+    kafka_properties: Mapping[str, str],
+    actor: Mapping[str, Any],
+    target_root: str | None = None,
+) -> str:
+    """Re-read a committed batch and rebuild its output, in place or under ``target_root``.
+
+    The cursor does not move. The new output must hold exactly the records the
+    batch committed (same count and offsets per partition), or nothing is published.
+    """
+    with ledger.transaction() as tx:
+        record = tx.batch(pipeline, batch_id)
+        committed = tx.committed_counts(pipeline, batch_id)
+        root = target_root or tx.output_root(pipeline)
+    if record.state is not BatchState.COMMITTED:
+        raise BatchStateError(f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay")
+    sink = LocalDirectorySink(root)
+    plan = record.plan
+    report = run_batch(ledger, sink, plan, submit, kafka_properties, actor)
+    got = {TopicPartition(p["topic"], int(p["partition"])): (int(p["records"]), p["min_offset"], p["max_offset"])
+           for p in (report or {}).get("partitions", [])}
+    expected = {tp: c for tp, c in committed.items() if c[0] > 0}
+    if got != expected:
+        raise ReportMismatchError(
+            f"replay of batch {batch_id} of {pipeline!r} read {got} but the batch committed {expected} "
+            "(records deleted by retention since?); nothing was published"
+        )
+    destination = plan.output_uri if target_root is None else sink.output_uri(pipeline, batch_id)
+    with ledger.transaction() as tx:
+        tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
+        sink.publish(sink.staging_uri(pipeline, batch_id, report["attempt_id"]), destination)
+        tx.audit(pipeline, batch_id, "replay", {"output_uri": destination, "in_place": target_root is None,
+                                                "records": sum(c[0] for c in got.values())}, actor)
+    sink.discard_staging(pipeline, batch_id)
+    log.info("pipeline %s: replayed batch %s into %s", pipeline, batch_id, destination)
+    return destination
+
+
+# reset --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResetOutcome:
+    pipeline: str
+    applied: bool
+    batch_id: int | None
+    table: str
+    changes: tuple[dict[str, Any], ...]
+
+
+def reset_offsets(
+    ledger: Ledger,
+    kafka: KafkaOffsetsClient,
+    pipeline: str,
+    request: ResetRequest,
+    actor: Mapping[str, Any],
+    dry_run: bool = True,
+) -> ResetOutcome:
+    """Move a pipeline's cursors; refused while a batch is planned; dry run by default.
+
+    The applied reset is a committed batch of kind 'reset' whose ranges record
+    the skipped span (forward) or open a new epoch (rewind), so the ledger
+    still accounts for every offset.
+    """
+    with ledger.transaction() as tx:
+        tx.lock_existing_pipeline(pipeline)
+        spec = tx.pipeline_spec(pipeline)
+        planned = tx.planned_batch_id(pipeline)
+        if planned is not None:
+            raise BatchStateError(
+                f"pipeline {pipeline!r} has batch {planned} planned: let it commit (or abort it) before a reset"
+            )
+        cursors = tx.cursors(pipeline)
+        offsets = kafka.offsets(spec.topics)
+        at_time = None
+        if request.mode is ResetMode.TO_DATETIME:
+            at_time = kafka.offsets_for_time(sorted(tp for tp in offsets if tp.topic in spec.topics), request.timestamp)
+        resets = plan_reset(spec, cursors, offsets, request, at_time)
+        changes = tuple(
+            {"topic": r.topic, "partition": r.partition, "before": r.before, "after": r.after, "change": r.change}
+            for r in resets
+        )
+        table = render_table(["partition", "before", "after", "change"],
+                             [[f"{c['topic']}-{c['partition']}", c["before"], c["after"], c["change"]] for c in changes])
+        if dry_run or all(r.before == r.after for r in resets):
+            log.info("pipeline %s: reset %s %s (%s)\n%s", pipeline, request.mode.value,
+                     "dry run, nothing changed" if dry_run else "changes nothing", request, table)
+            return ResetOutcome(pipeline, False, None, table, changes)
+        detail = {"mode": request.mode.value, "offset": request.offset,
+                  "timestamp": request.timestamp.isoformat() if request.timestamp else None,
+                  "changes": list(changes)}
+        batch_id = tx.apply_reset(pipeline, resets, detail, actor)
+    log.info("pipeline %s: reset %s applied as batch %s\n%s", pipeline, request.mode.value, batch_id, table)
+    return ResetOutcome(pipeline, True, batch_id, table, changes)
+
+
+def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Mapping[str, Any]) -> int:
+    with ledger.transaction() as tx:
+        tx.lock_existing_pipeline(pipeline)
+        planned = tx.planned_batch_id(pipeline)
+        if planned is None:
+            raise BatchStateError(f"pipeline {pipeline!r} has no planned batch to abort")
+        tx.abort_batch(pipeline, planned, reason, actor)
+    return planned
+
+
+# catch-up -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatchUpOutcome:
+    batches: int
+    records: int
+    lag_left: int
+
+
+def catch_up(
+    ledger: Ledger,
+    pipeline: str,
+    offsets_source: OffsetsSource,
+    submit: Submit,
+    kafka_properties: Mapping[str, str],
+    actor: Mapping[str, Any],
+    max_batches: int,
+    after_commit: Callable[[], None] | None = None,
+) -> CatchUpOutcome:
+    """Drain a backlog as a sequence of capped batches (the pipeline's caps) in one run."""
+    if max_batches < 1:
+        raise InvalidPipelineSpecError(f"max_batches must be at least 1, got {max_batches}")
+    with ledger.transaction() as tx:
+        spec = tx.pipeline_spec(pipeline)
+    sink = LocalDirectorySink(spec.output_root)
+    done = records = 0
+    while done < max_batches:
+        outcome = plan_batch(ledger, spec, offsets_source, sink, actor)
+        if outcome.plan is None:
+            break
+        run_batch(ledger, sink, outcome.plan, submit, kafka_properties, actor)
+        records += commit_batch(ledger, sink, pipeline, outcome.plan.batch_id, actor).records
+        done += 1
+        if after_commit:
+            after_commit()
+        lag = lag_left(ledger, spec, offsets_source)
+        log.info("catch-up %s: %s/%s batches, %s records, lag left %s records", pipeline, done, max_batches,
+                 records, lag)
+    return CatchUpOutcome(done, records, lag_left(ledger, spec, offsets_source))
+
+
+def lag_left(ledger: Ledger, spec, offsets_source: OffsetsSource) -> int:
+    cursors = ledger.cursors(spec.name)
+    offsets = offsets_source(spec.topics)
+    return sum(max(o.latest - cursors.get(tp, o.earliest), 0) for tp, o in offsets.items())
+
+
+def mirror_to_consumer_group(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str) -> str | None:
+    """Copy the committed cursors into the pipeline's consumer group, if it has one (never read back)."""
+    with ledger.transaction() as tx:
+        spec = tx.pipeline_spec(pipeline)
+        cursors = tx.cursors(pipeline)
+    if not spec.consumer_group:
+        return None
+    kafka.mirror_consumer_group(spec.consumer_group, {tp: o for tp, o in cursors.items() if tp.topic in spec.topics})
+    return spec.consumer_group

@@ -1,0 +1,199 @@
+"""Pure planning of offset resets, with the modes of ``kafka-consumer-groups --reset-offsets``.
+
+A reset never loses track of an offset: moving forward records the skipped
+span, moving back starts a new epoch whose ranges may cover the rewound span
+again (see :mod:`airflow_kafka_offsets.ledger`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError
+from airflow_kafka_offsets.model import PartitionOffsets, PartitionRange, PipelineSpec, TopicPartition
+
+
+class ResetMode(str, Enum):
+    TO_EARLIEST = "to-earliest"
+    TO_LATEST = "to-latest"
+    TO_DATETIME = "to-datetime"
+    TO_OFFSET = "to-offset"
+    SHIFT_BY = "shift-by"
+
+
+class ResetError(InvalidPipelineSpecError):
+    """A reset request that cannot be applied as given."""
+
+
+@dataclass(frozen=True)
+class ResetRequest:
+    mode: ResetMode
+    offset: int | None = None  # to-offset target or shift-by delta
+    timestamp: datetime | None = None  # to-datetime
+    topic: str | None = None  # None: every topic of the pipeline
+    partitions: tuple[int, ...] | None = None  # None: every partition of the selected topic(s)
+
+
+@dataclass(frozen=True, order=True)
+class PartitionReset:
+    topic: str
+    partition: int
+    before: int | None  # None: the pipeline never had a cursor here
+    after: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    @property
+    def change(self) -> str:
+        if self.before is None:
+            return "start"
+        if self.after > self.before:
+            return f"skip {self.after - self.before}"
+        if self.after < self.before:
+            return f"rewind {self.before - self.after}"
+        return "unchanged"
+
+
+def parse_datetime(value: str | datetime) -> datetime:
+    if isinstance(value, datetime):
+        parsed = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ResetError(
+                f"malformed timestamp {value!r}: use ISO 8601, e.g. 2026-11-21T08:00:00Z"
+            ) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def parse_partitions(value: str | Sequence[int] | None) -> tuple[int, ...] | None:
+    if value is None or value == "" or value == []:
+        return None
+    items = str(value).replace(" ", "").split(",") if isinstance(value, str) else list(value)
+    try:
+        parts = tuple(sorted({int(p) for p in items if str(p) != ""}))
+    except ValueError:
+        raise ResetError(f"partitions must be a comma-separated list of numbers, got {value!r}") from None
+    if not parts or min(parts) < 0:
+        raise ResetError(f"partitions must be non-negative numbers, got {value!r}")
+    return parts
+
+
+def build_reset_request(
+    mode: str,
+    value: str | int | None = None,
+    topic: str | None = None,
+    partitions: str | Sequence[int] | None = None,
+) -> ResetRequest:
+    """Validate user input (CLI flags or the trigger form) into a :class:`ResetRequest`."""
+    try:
+        reset_mode = ResetMode(mode)
+    except ValueError:
+        allowed = ", ".join(m.value for m in ResetMode)
+        raise ResetError(f"reset mode must be one of {allowed}; got {mode!r}") from None
+    offset: int | None = None
+    timestamp: datetime | None = None
+    if reset_mode in (ResetMode.TO_OFFSET, ResetMode.SHIFT_BY):
+        try:
+            offset = int(str(value).strip())
+        except (TypeError, ValueError):
+            raise ResetError(f"{reset_mode.value} needs an integer value, got {value!r}") from None
+        if reset_mode is ResetMode.TO_OFFSET and offset < 0:
+            raise ResetError(f"to-offset needs a non-negative offset, got {offset}")
+    elif reset_mode is ResetMode.TO_DATETIME:
+        if value in (None, ""):
+            raise ResetError("to-datetime needs a timestamp value")
+        timestamp = parse_datetime(value)  # type: ignore[arg-type]
+    return ResetRequest(reset_mode, offset, timestamp, (topic or "").strip() or None, parse_partitions(partitions))
+
+
+def select_partitions(
+    spec: PipelineSpec, offsets: Mapping[TopicPartition, PartitionOffsets], request: ResetRequest
+) -> list[TopicPartition]:
+    if request.topic is not None and request.topic not in spec.topics:
+        raise ResetError(f"topic {request.topic!r} is not part of pipeline {spec.name!r} ({', '.join(spec.topics)})")
+    topics = [request.topic] if request.topic else list(spec.topics)
+    available = sorted(tp for tp in offsets if tp.topic in topics)
+    if request.partitions is None:
+        selected = available
+    else:
+        selected = [tp for tp in available if tp.partition in request.partitions]
+        known = {tp.partition for tp in selected}
+        missing = [p for p in request.partitions if p not in known]
+        if missing:
+            raise ResetError(f"partition(s) {missing} do not exist in {', '.join(topics)}")
+    if not selected:
+        raise ResetError(f"the reset selects no partition of pipeline {spec.name!r}")
+    return selected
+
+
+def plan_reset(
+    spec: PipelineSpec,
+    cursors: Mapping[TopicPartition, int],
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+    request: ResetRequest,
+    offsets_at_time: Mapping[TopicPartition, int | None] | None = None,
+) -> tuple[PartitionReset, ...]:
+    """New cursors for the selected partitions.
+
+    ``offsets_at_time`` (to-datetime) maps each partition to the first offset
+    with a timestamp at or after the requested time, None when there is none
+    (the reset then goes to the end, as Kafka's tool does).
+    """
+    resets = []
+    for tp in select_partitions(spec, offsets, request):
+        kafka = offsets[tp]
+        before = cursors.get(tp)
+        if request.mode is ResetMode.TO_EARLIEST:
+            after = kafka.earliest
+        elif request.mode is ResetMode.TO_LATEST:
+            after = kafka.latest
+        elif request.mode is ResetMode.TO_DATETIME:
+            found = (offsets_at_time or {}).get(tp)
+            after = kafka.latest if found is None or found < 0 else found
+        elif request.mode is ResetMode.TO_OFFSET:
+            after = int(request.offset)  # type: ignore[arg-type]
+            if not kafka.earliest <= after <= kafka.latest:
+                raise ResetError(
+                    f"offset {after} is out of range for {tp}: Kafka holds [{kafka.earliest}, {kafka.latest})"
+                )
+        else:
+            base = before if before is not None else kafka.latest
+            # Like kafka-consumer-groups: shifting past either end stops at that end.
+            after = min(max(base + int(request.offset), kafka.earliest), kafka.latest)  # type: ignore[arg-type]
+        resets.append(PartitionReset(tp.topic, tp.partition, before, max(after, kafka.earliest)))
+    return tuple(resets)
+
+
+def is_rewind(resets: Sequence[PartitionReset]) -> bool:
+    return any(r.before is not None and r.after < r.before for r in resets)
+
+
+def reset_ranges(
+    resets: Sequence[PartitionReset], cursors: Mapping[TopicPartition, int], new_epoch: bool
+) -> tuple[tuple[PartitionRange, int | None], ...]:
+    """The zero-width ranges a reset batch records, each with the cursor it replaces.
+
+    Moving forward records ``[before, after)`` as skipped (cursor < start).
+    A rewind opens a new epoch, so its batch marks where every partition starts
+    in that epoch, unchanged ones included.
+    """
+    by_tp = {r.topic_partition: r for r in resets}
+    if new_epoch:
+        chosen = sorted(set(cursors) | set(by_tp))
+    else:
+        chosen = sorted(tp for tp, r in by_tp.items() if r.before != r.after)
+    entries = []
+    for tp in chosen:
+        before = cursors.get(tp)
+        after = by_tp[tp].after if tp in by_tp else before
+        assert after is not None
+        cursor = before if before is not None and before < after else after
+        entries.append((PartitionRange(tp.topic, tp.partition, start=after, end=after, cursor=cursor), before))
+    return tuple(entries)

@@ -1,0 +1,120 @@
+"""One step of a batch in a process of its own, the way an Airflow task runs it.
+
+    python -m faults_harness.worker plan|read|commit --pipeline P --topic T --output-root DIR
+        [--batch-id N] [--ledger-schema S] [--run-id R] [--try-number K] [--max-records N]
+
+It instantiates the package's operator for the step (``KafkaBatchPlanOperator``,
+``KafkaBatchSparkOperator``, ``KafkaBatchCommitOperator``) and calls ``execute``
+with a minimal task context, so connections come from the Airflow connection
+env vars (``scripts/stack env``) exactly as in a task. The last line on stdout
+is ``FAULTS_RESULT <json>`` (what the task would push to XCom); a failure exits
+1 after printing ``FAULTS_ERROR <type>: <message>``.
+
+Faults:
+
+- ``AIRFLOW_KAFKA_OFFSETS_CRASH_AT=<point>``: the package's own crash points
+  (the process SIGKILLs itself there, see airflow_kafka_offsets/faults.py);
+- ``FAULTS_PAUSE_AT=<point>[,<point>...]``: the worker stops itself (SIGSTOP)
+  at one of those crash points, or at ``before_step``, and carries on when it
+  gets SIGCONT. The harness restarts a service meanwhile, or lets a successor
+  take over a worker presumed dead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import traceback
+from types import SimpleNamespace
+from typing import Any
+
+PAUSE_ENV = "FAULTS_PAUSE_AT"
+RESULT_PREFIX = "FAULTS_RESULT "
+ERROR_PREFIX = "FAULTS_ERROR "
+STEPS = ("plan", "read", "commit")
+
+
+def _pause_points() -> frozenset[str]:
+    return frozenset(p.strip() for p in os.environ.get(PAUSE_ENV, "").split(",") if p.strip())
+
+
+def maybe_pause(name: str) -> None:
+    if name in _pause_points():
+        print(f"faults worker {os.getpid()}: pausing at {name}", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        print(f"faults worker {os.getpid()}: resumed after {name}", file=sys.stderr, flush=True)
+
+
+def install_pause_points() -> None:
+    """Wrap the package's crash points so they can also pause the process."""
+    if not _pause_points():
+        return
+    from airflow_kafka_offsets import batches, faults
+
+    original = faults.crash_point
+
+    def crash_or_pause(name: str) -> None:
+        maybe_pause(name)
+        original(name)
+
+    faults.crash_point = crash_or_pause
+    if hasattr(batches, "crash_point"):
+        batches.crash_point = crash_or_pause
+
+
+def context(args: argparse.Namespace) -> dict[str, Any]:
+    ti = SimpleNamespace(dag_id="faults_harness", run_id=args.run_id, task_id=args.step,
+                         try_number=args.try_number, map_index=-1)
+    return {"ti": ti}
+
+
+def operator(args: argparse.Namespace):
+    from airflow_kafka_offsets.operators import (
+        KafkaBatchCommitOperator,
+        KafkaBatchPlanOperator,
+        KafkaBatchSparkOperator,
+    )
+
+    common = {"pipeline": args.pipeline, "ledger_schema": args.ledger_schema}
+    if args.step == "plan":
+        return KafkaBatchPlanOperator(task_id="plan", topics=[args.topic], output_root=args.output_root,
+                                      max_records_per_batch=args.max_records, **common)
+    if args.step == "read":
+        return KafkaBatchSparkOperator(task_id="read", batch_id=args.batch_id, **common)
+    return KafkaBatchCommitOperator(task_id="commit", batch_id=args.batch_id, **common)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="run one step of a batch like an Airflow task")
+    parser.add_argument("step", choices=STEPS)
+    parser.add_argument("--pipeline", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--output-root", required=True)
+    parser.add_argument("--ledger-schema", default="kafka_offsets")
+    parser.add_argument("--batch-id", type=int, default=None)
+    parser.add_argument("--max-records", type=int, default=None)
+    parser.add_argument("--run-id", default="manual")
+    parser.add_argument("--try-number", type=int, default=1)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    try:
+        install_pause_points()
+        task = operator(args)
+        maybe_pause("before_step")
+        result = task.execute(context(args))
+    except Exception as exc:  # a failed task: its type and message are what the harness reports
+        traceback.print_exc()
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        print(f"{ERROR_PREFIX}{message[:2000]}", flush=True)
+        return 1
+    print(f"{RESULT_PREFIX}{json.dumps(result, sort_keys=True, default=str)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
