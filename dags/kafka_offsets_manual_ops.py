@@ -20,6 +20,9 @@ from airflow.sdk import DAG, Param
 
 from airflow_kafka_offsets.operators import KafkaPipelineOperationOperator
 
+# Checked by pattern too: jsonschema only enforces format="date-time" when rfc3339-validator is installed.
+ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
+
 with DAG(
     dag_id="kafka_offsets_manual_ops",
     description="Status, replay, offset reset and catch-up for a Kafka ingestion pipeline",
@@ -42,9 +45,11 @@ with DAG(
                                       title="Replay: offset ranges",
                                       description="topic:partition:start-end, comma-separated (end exclusive)",
                                       section="Replay"),
-        "replay_since": Param(None, type=["null", "string"], format="date-time", title="Replay: since",
+        "replay_since": Param(None, type=["null", "string"], format="date-time", pattern=ISO_TIMESTAMP,
+                              title="Replay: since",
                               description="Start of a time window (record timestamps)", section="Replay"),
-        "replay_until": Param(None, type=["null", "string"], format="date-time", title="Replay: until",
+        "replay_until": Param(None, type=["null", "string"], format="date-time", pattern=ISO_TIMESTAMP,
+                              title="Replay: until",
                               description="End of the time window (default: now)", section="Replay"),
         "replay_output_root": Param("", type="string", title="Replay: separate output root",
                                     description="Empty: rebuild the batches' outputs in place", section="Replay"),

@@ -33,6 +33,7 @@ from types import SimpleNamespace
 from typing import Any
 
 PAUSE_ENV = "FAULTS_PAUSE_AT"
+SPARK_CONF_ENV = "FAULTS_SPARK_CONF"  # JSON object: extra Spark settings for the read step
 RESULT_PREFIX = "FAULTS_RESULT "
 ERROR_PREFIX = "FAULTS_ERROR "
 STEPS = ("plan", "read", "commit")
@@ -84,7 +85,8 @@ def operator(args: argparse.Namespace):
         return KafkaBatchPlanOperator(task_id="plan", topics=[args.topic], output_root=args.output_root,
                                       max_records_per_batch=args.max_records, **common)
     if args.step == "read":
-        return KafkaBatchSparkOperator(task_id="read", batch_id=args.batch_id, **common)
+        spark_conf = json.loads(os.environ.get(SPARK_CONF_ENV) or "{}")
+        return KafkaBatchSparkOperator(task_id="read", batch_id=args.batch_id, spark_conf=spark_conf, **common)
     return KafkaBatchCommitOperator(task_id="commit", batch_id=args.batch_id, **common)
 
 

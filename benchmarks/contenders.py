@@ -1,0 +1,258 @@
+"""The four ways of getting a topic into Parquet, each timed end to end (process start to exit).
+
+- ``package``: this package's batch, plan + spark-submit (Spark read and write, report) + commit,
+  driven like tests/integration/pipeline.py drives the three steps;
+- ``structured_streaming``: Spark Structured Streaming, Trigger.AvailableNow, checkpoint, Parquet;
+- ``python_consumer``: confluent-kafka consumer + pyarrow Parquet writer in one Python process;
+- ``kafka_consumer_perf``: Kafka's ConsumerPerformance tool (reads only, writes nothing): the ceiling.
+
+Spark runs (package and streaming) write an event log, from which the wall clock is split into
+spark-submit start-up, Spark set-up, Spark jobs and shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import REPO, parquet_rows, run
+
+ACTOR = {"dag_id": "benchmarks", "run_id": "bench"}
+STREAMING_APP = Path(__file__).with_name("streaming_app.py")
+
+
+# --------------------------------------------------------------------------- Spark event log
+
+
+def event_log_conf(directory: Path) -> dict[str, str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    # Spark 4 rolls and compresses event logs by default; one plain file is easier to read here.
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{directory}",
+            "spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": "false"}
+
+
+def parse_event_log(directory: Path, submit_start: float, submit_end: float) -> dict[str, Any]:
+    """Split one spark-submit's wall clock with the timestamps of its Spark event log (epoch ms)."""
+    files = [p for p in directory.iterdir() if p.is_file()]
+    if len(files) != 1:
+        return {"error": f"expected one event log in {directory}, found {len(files)}"}
+    app_start = app_end = None
+    jobs: dict[int, dict[str, float]] = {}
+    stages = []
+    tasks: dict[int, dict[str, float]] = {}
+    with open(files[0], encoding="utf-8") as handle:
+        for line in handle:
+            event = json.loads(line)
+            kind = event.get("Event")
+            if kind == "SparkListenerApplicationStart":
+                app_start = event["Timestamp"] / 1000
+            elif kind == "SparkListenerApplicationEnd":
+                app_end = event["Timestamp"] / 1000
+            elif kind == "SparkListenerJobStart":
+                jobs.setdefault(event["Job ID"], {})["start"] = event["Submission Time"] / 1000
+            elif kind == "SparkListenerJobEnd":
+                jobs.setdefault(event["Job ID"], {})["end"] = event["Completion Time"] / 1000
+            elif kind == "SparkListenerTaskEnd":
+                metrics = event.get("Task Metrics") or {}
+                acc = tasks.setdefault(event["Stage ID"], {"run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0})
+                acc["run_s"] += metrics.get("Executor Run Time", 0) / 1000
+                acc["cpu_s"] += metrics.get("Executor CPU Time", 0) / 1e9
+                acc["gc_s"] += metrics.get("JVM GC Time", 0) / 1000
+            elif kind == "SparkListenerStageCompleted":
+                info = event["Stage Info"]
+                if "Submission Time" in info and "Completion Time" in info:
+                    stages.append({
+                        "stage": info["Stage ID"],
+                        "name": info["Stage Name"][:80],
+                        "tasks": info["Number of Tasks"],
+                        "seconds": round((info["Completion Time"] - info["Submission Time"]) / 1000, 3),
+                    })
+    if app_start is None or not jobs:
+        return {"error": "event log has no application start or no jobs"}
+    first_job = min(j["start"] for j in jobs.values() if "start" in j)
+    last_job = max(j["end"] for j in jobs.values() if "end" in j)
+    busy = sum(j["end"] - j["start"] for j in jobs.values() if "start" in j and "end" in j)
+    return {
+        "startup_s": round(app_start - submit_start, 3),      # JVM + Python + SparkContext
+        "setup_s": round(first_job - app_start, 3),           # session, checks, Kafka source planning
+        "jobs_s": round(last_job - first_job, 3),             # first job submitted -> last job done
+        "jobs_busy_s": round(busy, 3),                        # time inside jobs (excludes driver gaps)
+        "shutdown_s": round(submit_end - last_job, 3),        # report, spark.stop(), JVM exit
+        "app_end_to_exit_s": round(submit_end - app_end, 3) if app_end else None,
+        "jobs": len(jobs),
+        "task_run_s": round(sum(t["run_s"] for t in tasks.values()), 3),  # summed over tasks
+        "task_cpu_s": round(sum(t["cpu_s"] for t in tasks.values()), 3),
+        "task_gc_s": round(sum(t["gc_s"] for t in tasks.values()), 3),
+        "stages": sorted(({**s, **{k: round(v, 3) for k, v in tasks.get(s["stage"], {}).items()}}
+                          for s in stages), key=lambda s: s["stage"]),
+    }
+
+
+# --------------------------------------------------------------------------- this package
+
+
+class PackageRunner:
+    """plan -> run -> commit of one batch covering everything in the topic, on a fresh pipeline."""
+
+    def __init__(self, info: Any, ledger: Any, workdir: Path, spark_conf: Mapping[str, str] | None = None,
+                 min_partitions: int | None = None) -> None:
+        self.info = info
+        self.ledger = ledger
+        self.workdir = workdir
+        self.spark_conf = dict(spark_conf or {})
+        self.min_partitions = min_partitions
+
+    def __call__(self, topic: str, expected: int) -> dict[str, Any]:
+        from airflow_kafka_offsets.batches import commit_batch, plan_batch, run_batch
+        from airflow_kafka_offsets.kafka import KafkaOffsetsClient
+        from airflow_kafka_offsets.ranges import build_spec
+        from airflow_kafka_offsets.sinks import LocalDirectorySink
+        from airflow_kafka_offsets.spark import SparkBatchSubmitter, SparkSettings
+
+        run_dir = self.workdir / f"package-{uuid.uuid4().hex[:8]}"
+        events = run_dir / "eventlog"
+        pipeline = f"bench-{uuid.uuid4().hex[:8]}"
+        spec = build_spec(pipeline, [topic], str(run_dir / "out"))
+        sink = LocalDirectorySink(spec.output_root)
+        kafka_props = {"bootstrap.servers": self.info.bootstrap_servers}
+        settings = SparkSettings(conn_id="spark_default", jars=tuple(self.info.connector_jars),
+                                 conf={**self.spark_conf, **event_log_conf(events)})
+        spark = SparkBatchSubmitter(settings)
+        marks: dict[str, float] = {}
+
+        def submit(job: dict) -> None:
+            marks["submit_start"] = time.time()
+            try:
+                spark(job)
+            finally:
+                marks["submit_end"] = time.time()
+
+        t0 = time.time()
+        kafka = KafkaOffsetsClient(kafka_props)
+        outcome = plan_batch(self.ledger, spec, kafka.offsets, sink, ACTOR)
+        t1 = time.time()
+        if outcome.plan is None:
+            raise RuntimeError(f"nothing to plan in {topic}")
+        run_batch(self.ledger, sink, outcome.plan, submit, kafka_props, ACTOR, min_partitions=self.min_partitions)
+        t2 = time.time()
+        committed = commit_batch(self.ledger, sink, spec.name, outcome.plan.batch_id, ACTOR)
+        t3 = time.time()
+        rows, files, size = parquet_rows(run_dir / "out")
+        if committed.records != expected or rows != expected:
+            raise RuntimeError(f"package: committed {committed.records}, Parquet holds {rows}, expected {expected}")
+        split = parse_event_log(events, marks["submit_start"], marks["submit_end"])
+        result = {
+            "seconds": round(t3 - t0, 3),
+            "records": rows,
+            "output_files": files,
+            "output_bytes": size,
+            "phases": {
+                "plan_s": round(t1 - t0, 3),
+                "attempt_bookkeeping_s": round((t2 - t1) - (marks["submit_end"] - marks["submit_start"]), 3),
+                "spark_submit_s": round(marks["submit_end"] - marks["submit_start"], 3),
+                "commit_s": round(t3 - t2, 3),
+            },
+            "spark": split,
+        }
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return result
+
+
+# --------------------------------------------------------------------------- Structured Streaming
+
+
+def spark_submit_argv(info: Any, conf: Mapping[str, str], app: Path, args: list[str], name: str) -> list[str]:
+    argv = ["spark-submit", "--master", "local[2]", "--name", name, "--jars", ",".join(info.connector_jars)]
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    return argv + [str(app), *args]
+
+
+class StreamingRunner:
+    def __init__(self, info: Any, workdir: Path, spark_conf: Mapping[str, str]) -> None:
+        self.info = info
+        self.workdir = workdir
+        self.spark_conf = dict(spark_conf)
+
+    def __call__(self, topic: str, expected: int) -> dict[str, Any]:
+        run_dir = self.workdir / f"streaming-{uuid.uuid4().hex[:8]}"
+        events = run_dir / "eventlog"
+        conf = {**self.spark_conf, **event_log_conf(events)}
+        argv = spark_submit_argv(
+            self.info, conf, STREAMING_APP,
+            ["--bootstrap", self.info.bootstrap_servers, "--topic", topic,
+             "--output", str(run_dir / "out"), "--checkpoint", str(run_dir / "checkpoint")],
+            "bench-structured-streaming",
+        )
+        start = time.time()
+        run(argv, timeout=3600)
+        end = time.time()
+        rows, files, size = parquet_rows(run_dir / "out")
+        if rows != expected:
+            raise RuntimeError(f"structured streaming wrote {rows} rows, expected {expected}")
+        result = {"seconds": round(end - start, 3), "records": rows, "output_files": files, "output_bytes": size,
+                  "spark": parse_event_log(events, start, end)}
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return result
+
+
+# --------------------------------------------------------------------------- plain Python consumer
+
+
+class PythonConsumerRunner:
+    def __init__(self, info: Any, workdir: Path) -> None:
+        self.info = info
+        self.workdir = workdir
+
+    def __call__(self, topic: str, expected: int) -> dict[str, Any]:
+        run_dir = self.workdir / f"python-{uuid.uuid4().hex[:8]}"
+        argv = [sys.executable, "-m", "benchmarks.python_consumer", "--bootstrap", self.info.bootstrap_servers,
+                "--topic", topic, "--output", str(run_dir / "out")]
+        start = time.time()
+        out = run(argv, timeout=3600, cwd=str(REPO))
+        end = time.time()
+        reported = json.loads(out.stdout.strip().splitlines()[-1])
+        rows, files, size = parquet_rows(run_dir / "out")
+        if rows != expected or reported["records"] != expected:
+            raise RuntimeError(f"python consumer wrote {rows} rows, expected {expected}")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return {"seconds": round(end - start, 3), "records": rows, "output_files": files, "output_bytes": size}
+
+
+# --------------------------------------------------------------------------- Kafka's own tool
+
+
+class ConsumerPerfRunner:
+    def __init__(self, info: Any) -> None:
+        self.info = info
+
+    def __call__(self, topic: str, expected: int) -> dict[str, Any]:
+        argv = ["java", "-cp", f"{self.info.kafka_libs_dir}/*", "org.apache.kafka.tools.ConsumerPerformance",
+                "--bootstrap-server", self.info.bootstrap_servers, "--topic", topic,
+                "--messages", str(expected), "--timeout", "60000", "--group", f"bench-perf-{uuid.uuid4().hex[:8]}"]
+        start = time.time()
+        out = run(argv, timeout=3600)
+        end = time.time()
+        lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
+        header = [h.strip() for h in lines[-2].split(",")]
+        values = [v.strip() for v in lines[-1].split(",")]
+        stats = dict(zip(header, values))
+        consumed = int(stats.get("data.consumed.in.nMsg", "0"))
+        if consumed < expected:
+            raise RuntimeError(f"ConsumerPerformance consumed {consumed}, expected {expected}: {out.stdout[-2000:]}")
+        tool = {k: _number(v) for k, v in stats.items() if not k.endswith(".time")}
+        return {"seconds": round(end - start, 3), "records": consumed, "tool_reported": tool}
+
+
+def _number(value: str) -> Any:
+    try:
+        return float(value) if re.search(r"[.eE]", value) else int(value)
+    except ValueError:
+        return value

@@ -1,0 +1,194 @@
+"""Render a results JSON (see run.py) as Markdown, optionally side by side with an earlier run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+LABELS = {
+    "package": "airflow-kafka-offsets batch (plan + spark-submit + commit)",
+    "structured_streaming": "Spark Structured Streaming, AvailableNow + checkpoint",
+    "python_consumer": "Python consumer (confluent-kafka + pyarrow)",
+    "kafka_consumer_perf": "Kafka ConsumerPerformance (reads only: the ceiling)",
+}
+
+
+def _f(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (int, float)):
+        if abs(value) >= 1000 and digits <= 1:
+            return f"{value:,.0f}"
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _table(headers: list[str], rows: list[list[Any]], align: str | None = None) -> list[str]:
+    align = align or "l" + "r" * (len(headers) - 1)
+    sep = ["---:" if a == "r" else "---" for a in align]
+    return ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"] + [
+        "| " + " | ".join(str(c) for c in row) + " |" for row in rows
+    ]
+
+
+def machine_lines(results: dict) -> list[str]:
+    m = results.get("machine", {})
+    return [
+        f"- machine: {m.get('cpu_cores')} cores ({m.get('cpu_model')}), {m.get('memory_gib')} GiB, {m.get('os')}",
+        f"- versions: Python {m.get('python')}, {m.get('java')}, pyspark {m.get('pyspark')}, "
+        f"Kafka broker {m.get('kafka_broker')}, {m.get('postgresql')}, confluent-kafka {m.get('confluent_kafka')}, "
+        f"pyarrow {m.get('pyarrow')}, airflow-kafka-offsets {m.get('airflow_kafka_offsets')} "
+        f"(git {m.get('git_commit')})",
+        f"- load average (1, 5, 15 min) at start {m.get('loadavg_at_start')}, at end {results.get('loadavg_at_end')}",
+    ]
+
+
+def throughput_lines(results: dict) -> list[str]:
+    tp = results.get("throughput")
+    if not tp:
+        return []
+    ds = tp["dataset"]
+    out = [
+        "## Throughput",
+        "",
+        f"{ds['records']:,} JSON records, {ds['payload_bytes'] / 1e6:,.0f} MB of key + value "
+        f"(~{ds['payload_bytes'] / max(ds['records'], 1):.0f} B each), {ds['partitions']} partitions; "
+        f"wall clock from process start to exit, median of {tp['repeat']} run(s) (min-max); "
+        "MB = 10^6 bytes of key + value.",
+        "",
+    ]
+    rows = []
+    for name, c in tp["contenders"].items():
+        s = c["seconds"]
+        rows.append([
+            LABELS.get(name, name),
+            f"{_f(s['median'])} ({_f(s['min'])}-{_f(s['max'])})",
+            _f(c["records_per_s"], 0),
+            _f(c["mb_per_s"]),
+            f"{c['vs_package']:.2f}x" if c.get("vs_package") else "-",
+        ])
+    out += _table(["contender", "seconds", "records/s", "MB/s", "vs package"], rows)
+    perf = tp["contenders"].get("kafka_consumer_perf", {})
+    tool = (perf.get("runs") or [{}])[0].get("tool_reported") if perf else None
+    if tool:
+        out += ["", f"ConsumerPerformance's own figure (fetch phase only, no JVM start-up or group join): "
+                    f"{_f(tool.get('fetch.nMsg.sec'), 0)} records/s, {_f(tool.get('fetch.MB.sec'))} MiB/s."]
+    split = tp["contenders"].get("package", {}).get("median_split")
+    if split:
+        out += ["", "Where the package's time goes in this run (medians, seconds): " + ", ".join(
+            f"{k.removesuffix('_s').replace('_', ' ')} {_f(v)}" for k, v in split.items())]
+    return out + [""]
+
+
+OVERHEAD_PHASES = [
+    ("plan_s", "plan (Kafka offsets + ledger plan)"),
+    ("attempt_bookkeeping_s", "attempt rows + report check"),
+    ("startup_s", "spark-submit start-up (JVMs, Python, SparkContext)"),
+    ("setup_s", "Spark set-up (session, checks, Kafka source)"),
+    ("jobs_s", "Spark jobs (read + write Parquet + report)"),
+    ("shutdown_s", "Spark shutdown (report file, stop, JVM exit)"),
+    ("commit_s", "commit (publish + ledger transaction)"),
+    ("total_s", "total"),
+]
+
+
+def overhead_lines(results: dict) -> list[str]:
+    ov = results.get("overhead")
+    if not ov:
+        return []
+    out = [
+        "## Overhead of one batch",
+        "",
+        f"One batch of {ov['records']:,} records ({ov['partitions']} partitions), median of {ov['repeat']} run(s), "
+        "seconds; the Spark phases come from Spark's event log.",
+        "",
+    ]
+    rows = [[label, _f(ov["median"].get(key), 2)] for key, label in OVERHEAD_PHASES if key in ov["median"]]
+    return out + _table(["phase", "seconds"], rows) + [""]
+
+
+def scaling_lines(results: dict) -> list[str]:
+    sc = results.get("scaling")
+    if not sc:
+        return []
+    out = [
+        "## Scaling of the ledger and the planner",
+        "",
+        f"No Spark, no Kafka: the package's plan_batch / run_batch / commit_batch on the real PostgreSQL ledger, a fake "
+        f"offsets source and a fake Spark submit; median of {sc['batches_timed']} batches, milliseconds. "
+        "\"attempt\" is run_batch without Spark (attempt rows, report check).",
+        "",
+    ]
+    rows = [[f"{r['partitions']:,}", _f(r["plan_ms"]), _f(r["commit_ms"]), _f(r["plan_commit_ms"]),
+             _f(r["attempt_ms"])] for r in sc["partitions"]]
+    out += _table(["partitions", "plan ms", "commit ms", "plan + commit ms", "attempt ms"], rows)
+    if sc.get("history"):
+        out += [""]
+        rows = [[f"{r['history']:,}", f"{r['partitions']}", _f(r["plan_ms"]), _f(r["commit_ms"]),
+                 _f(r["plan_commit_ms"]), _f(r["attempt_ms"]), _f(r["load_s"])] for r in sc["history"]]
+        out += _table(["committed batches in the ledger", "partitions", "plan ms", "commit ms", "plan + commit ms",
+                       "attempt ms", "bulk load s"], rows)
+    return out + [""]
+
+
+def comparison_lines(before: dict, after: dict, before_name: str) -> list[str]:
+    out = [f"## Before / after (before: `{before_name}`)", ""]
+    rows = []
+    b_tp = (before.get("throughput") or {}).get("contenders", {})
+    a_tp = (after.get("throughput") or {}).get("contenders", {})
+    for name in a_tp:
+        if name in b_tp:
+            b, a = b_tp[name], a_tp[name]
+            rows.append([f"throughput: {LABELS.get(name, name)}", f"{_f(b['records_per_s'], 0)} rec/s",
+                         f"{_f(a['records_per_s'], 0)} rec/s", f"{a['records_per_s'] / b['records_per_s']:.2f}x"])
+    b_ov, a_ov = before.get("overhead"), after.get("overhead")
+    if b_ov and a_ov:
+        for key, label in OVERHEAD_PHASES:
+            if key in b_ov["median"] and key in a_ov["median"]:
+                bv, av = b_ov["median"][key], a_ov["median"][key]
+                rows.append([f"one small batch: {label}", f"{_f(bv, 2)} s", f"{_f(av, 2)} s",
+                             f"{bv / av:.2f}x" if av else "-"])
+    if not rows:
+        return []
+    return out + _table(["figure", "before", "after", "speed-up"], rows) + [
+        "", "Speed-up > 1 is faster. Same harness and data set size; the machine is shared, so differences "
+            "of 10-20% are within the noise.", ""]
+
+
+def render(results: dict, before: dict | None = None, before_name: str = "") -> str:
+    p = results["params"]
+    lines = [
+        f"# Benchmark results: {results['label']}",
+        "",
+        f"Run {results['started_at']} - {results['finished_at']} (UTC) with `{results['command']}`.",
+        "",
+        *machine_lines(results),
+        f"- PostgreSQL of the local stack runs with fsync=off (throwaway cluster): commit latencies exclude disk "
+        f"flushes; Spark runs local[2]; parameters: {json.dumps(p, sort_keys=True)}",
+        "- The machine is shared with other engineers' test runs: figures are noisy (see the load average); "
+        "medians of repeated runs are shown where they were cheap.",
+        "",
+    ]
+    lines += throughput_lines(results)
+    lines += overhead_lines(results)
+    lines += scaling_lines(results)
+    if before:
+        lines += comparison_lines(before, results, before_name)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    if not args:
+        print("usage: python -m benchmarks.report RESULTS.json [BEFORE.json]", file=sys.stderr)
+        return 2
+    results = json.loads(Path(args[0]).read_text())
+    before = json.loads(Path(args[1]).read_text()) if len(args) > 1 else None
+    print(render(results, before, Path(args[1]).name if len(args) > 1 else ""), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""The benchmark harness: throughput against the alternatives, per-batch overhead, ledger scaling.
+
+    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.run [--quick] [--only throughput,overhead,scaling]
+        [--records N] [--partitions P] [--repeat R] [--label latest] [--compare before.json]
+
+(`scripts/bench` does the set-up and passes its arguments here.) Starts or reuses the local stack
+(``AKO_STACK_DIR``), prints a Markdown summary and writes ``<out-dir>/<label>.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import MB, REPO, dump_json, loadavg, machine_info, median, prepare_environment, say, spread
+
+DEFAULT_RESULTS = REPO / "benchmarks" / "results"
+CONTENDERS = ("package", "structured_streaming", "python_consumer", "kafka_consumer_perf")
+SECTIONS = ("throughput", "overhead", "scaling")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="benchmarks.run", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes (100,000 records, 1 run, scaling to 1,000 partitions / 10,000 batches)")
+    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    p.add_argument("--records", type=int, help="throughput data set size (default 2,000,000; quick 100,000)")
+    p.add_argument("--partitions", type=int, default=8, help="partitions of the throughput topic (default 8)")
+    p.add_argument("--record-bytes", type=int, default=500, help="approximate key + value size (default 500)")
+    p.add_argument("--repeat", type=int, help="runs per contender, medians reported (default 3; quick 1)")
+    p.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma list of {', '.join(CONTENDERS)}")
+    p.add_argument("--overhead-records", type=int, default=10_000, help="size of the small batch (default 10,000)")
+    p.add_argument("--overhead-repeat", type=int, help="small batches timed (default 3; quick 2)")
+    p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
+    p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
+    p.add_argument("--history-partitions", type=int, default=8, help="partitions per batch in the history")
+    p.add_argument("--scaling-batches", type=int, help="batches timed per scaling point (default 5; quick 3)")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark setting for both Spark contenders (repeatable; for experiments)")
+    p.add_argument("--min-partitions", type=int, help="min_partitions for the package's batch (experiments)")
+    p.add_argument("--label", default="latest", help="results file name (default latest)")
+    p.add_argument("--out-dir", type=Path, default=DEFAULT_RESULTS)
+    p.add_argument("--compare", type=Path, help="an earlier results JSON to show before/after against")
+    args = p.parse_args(argv)
+    args.sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(args.sections) - set(SECTIONS)
+    if unknown:
+        p.error(f"unknown section(s) {', '.join(sorted(unknown))}")
+    args.contender_list = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    if set(args.contender_list) - set(CONTENDERS):
+        p.error(f"unknown contender(s) in {args.contenders}")
+    q = args.quick
+    args.records = args.records or (100_000 if q else 2_000_000)
+    args.repeat = args.repeat or (1 if q else 3)
+    args.overhead_repeat = args.overhead_repeat or (2 if q else 3)
+    args.scaling_partitions = args.scaling_partitions or ([10, 100, 1000] if q else [10, 100, 1000, 10_000])
+    args.scaling_history = args.scaling_history or ([10, 10_000] if q else [10, 10_000, 1_000_000])
+    args.scaling_batches = args.scaling_batches or (3 if q else 5)
+    args.extra_conf = dict(kv.split("=", 1) for kv in args.spark_conf)
+    return args
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _ledger(info: Any):
+    import psycopg2
+
+    from airflow_kafka_offsets.ledger import Ledger
+
+    ledger = Ledger(lambda: psycopg2.connect(info.pg_dsn()), schema=f"bench_{uuid.uuid4().hex[:10]}")
+    ledger.migrate()
+    return ledger
+
+
+def _drop(ledger: Any) -> None:
+    with ledger.transaction() as tx:
+        tx.execute("DROP SCHEMA {s} CASCADE")
+
+
+def _spark_split_median(runs: list[dict]) -> dict[str, float]:
+    keys = ["plan_s", "attempt_bookkeeping_s", "startup_s", "setup_s", "jobs_s", "shutdown_s", "commit_s"]
+    rows = []
+    for r in runs:
+        row = {**r.get("phases", {}), **{k: v for k, v in r.get("spark", {}).items() if isinstance(v, (int, float))}}
+        row["total_s"] = r["seconds"]
+        rows.append(row)
+    return {k: round(median(row.get(k) for row in rows), 3) for k in keys + ["total_s"]
+            if any(row.get(k) is not None for row in rows)}
+
+
+def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from airflow_kafka_offsets.spark import DEFAULT_SPARK_CONF
+    from benchmarks import contenders, datagen
+
+    dataset = datagen.produce(info.bootstrap_servers, args.records, args.partitions, args.record_bytes)
+    ledger = _ledger(info)
+    spark_conf = {**DEFAULT_SPARK_CONF, **args.extra_conf}
+    runners = {
+        "package": contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions),
+        "structured_streaming": contenders.StreamingRunner(info, workdir, spark_conf),
+        "python_consumer": contenders.PythonConsumerRunner(info, workdir),
+        "kafka_consumer_perf": contenders.ConsumerPerfRunner(info),
+    }
+    runs: dict[str, list[dict]] = {name: [] for name in args.contender_list}
+    try:
+        for rep in range(args.repeat):  # round robin, so a noisy minute hurts every contender alike
+            for name in args.contender_list:
+                load = loadavg()
+                result = runners[name](dataset.topic, dataset.records)
+                result["loadavg_before"] = load
+                runs[name].append(result)
+                say(f"throughput run {rep + 1}/{args.repeat}: {name}: {result['seconds']:.1f}s "
+                    f"({dataset.records / result['seconds']:,.0f} records/s)")
+    finally:
+        _drop(ledger)
+        datagen.delete_topic(info.bootstrap_servers, dataset.topic)
+    out: dict[str, Any] = {"dataset": dataset.to_json(), "repeat": args.repeat, "contenders": {}}
+    base = None
+    for name in args.contender_list:
+        seconds = spread([r["seconds"] for r in runs[name]])
+        rate = dataset.records / seconds["median"]
+        entry = {
+            "seconds": seconds,
+            "records_per_s": round(rate, 1),
+            "mb_per_s": round(dataset.payload_bytes / MB / seconds["median"], 2),
+            "runs": runs[name],
+        }
+        if name == "package":
+            base = rate
+            entry["median_split"] = _spark_split_median(runs[name])
+        out["contenders"][name] = entry
+    if base:
+        for entry in out["contenders"].values():
+            entry["vs_package"] = round(entry["records_per_s"] / base, 3)
+    return out
+
+
+def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from benchmarks import contenders, datagen
+
+    dataset = datagen.produce(info.bootstrap_servers, args.overhead_records, args.partitions, args.record_bytes)
+    ledger = _ledger(info)
+    runner = contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions)
+    runs = []
+    try:
+        for rep in range(args.overhead_repeat):
+            result = runner(dataset.topic, dataset.records)
+            result["loadavg_before"] = loadavg()
+            runs.append(result)
+            say(f"overhead run {rep + 1}/{args.overhead_repeat}: {result['seconds']:.1f}s")
+    finally:
+        _drop(ledger)
+        datagen.delete_topic(info.bootstrap_servers, dataset.topic)
+    return {"records": dataset.records, "partitions": dataset.partitions, "repeat": args.overhead_repeat,
+            "median": _spark_split_median(runs), "runs": runs}
+
+
+def scaling(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from benchmarks.scaling import run_scaling
+
+    return run_scaling(info, args.scaling_partitions, args.scaling_history, args.history_partitions,
+                       args.scaling_batches)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _pg_version(info: Any) -> str | None:
+    import psycopg2
+
+    try:
+        conn = psycopg2.connect(info.pg_dsn())
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW server_version")
+                return f"PostgreSQL {cur.fetchone()[0].split()[0]}"
+        finally:
+            conn.close()
+    except Exception:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import devstack
+
+    info = devstack.up()
+    prepare_environment(info)
+    logging.getLogger("airflow_kafka_offsets").setLevel(logging.WARNING)
+    logging.getLogger("airflow.task.hooks").setLevel(logging.WARNING)
+    for name in ("airflow", "airflow.task"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+    from benchmarks.report import render
+
+    command = "benchmarks/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    results: dict[str, Any] = {
+        "format": 1,
+        "label": args.label,
+        "command": command.strip(),
+        "started_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "params": {
+            "records": args.records, "partitions": args.partitions, "record_bytes": args.record_bytes,
+            "repeat": args.repeat, "sections": args.sections, "contenders": args.contender_list,
+            "overhead_records": args.overhead_records, "overhead_repeat": args.overhead_repeat,
+            "scaling_partitions": args.scaling_partitions, "scaling_history": args.scaling_history,
+            "history_partitions": args.history_partitions, "scaling_batches": args.scaling_batches,
+            "extra_spark_conf": args.extra_conf, "min_partitions": args.min_partitions, "quick": args.quick,
+        },
+        "machine": machine_info(info, _pg_version(info)),
+    }
+    workdir = Path(tempfile.mkdtemp(prefix="ako-bench-"))
+    started = time.time()
+    try:
+        for section, fn in (("throughput", throughput), ("overhead", overhead), ("scaling", scaling)):
+            if section in args.sections:
+                say(f"--- {section}")
+                results[section] = fn(info, args, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    results["finished_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    results["elapsed_s"] = round(time.time() - started, 1)
+    results["loadavg_at_end"] = loadavg()
+    before = json.loads(args.compare.read_text()) if args.compare else None
+    markdown = render(results, before, args.compare.name if args.compare else "")
+    dump_json(args.out_dir / f"{args.label}.json", results)
+    (args.out_dir / f"{args.label}.md").write_text(markdown)
+    print(markdown)
+    say(f"wrote {args.out_dir / (args.label + '.json')} and .md in {results['elapsed_s']:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""``python -m faults_harness`` (what ``scripts/faults`` runs): fault-injection trials on the local stack.
+
+Prints one line per trial as it ends, then per fault kind
+``<kind>: trials N, lost L, duplicated D (failed F, faults fired X/N)``; exits 1 on any
+loss, duplicate or failed trial (a pipeline that recovery could not bring to a committed
+state, a stray output directory, a ledger gap...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import devstack
+from faults_harness.harness import KINDS, MODES, Context, TrialResult, describe, run_trial, summarize
+
+
+def parse_kinds(value: str) -> list[str]:
+    if value in ("", "all"):
+        return list(KINDS)
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
+    return kinds
+
+
+def run(trials: int = 1, kinds: list[str] | None = None, seed: int | None = None, batches: int = 2,
+        records: tuple[int, int] = (100, 250), recovery: str = "mixed", workdir: Path | None = None,
+        keep: bool = False, shuffle: bool = True, out=print) -> tuple[list[TrialResult], list[str], bool]:
+    """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok."""
+    kinds = kinds or list(KINDS)
+    seed = seed if seed is not None else random.SystemRandom().randrange(1_000_000)
+    info = devstack.current()
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="ako-faults-"))
+    ctx = Context(info, schema=f"faults_{uuid.uuid4().hex[:8]}", workdir=workdir, batches=batches,
+                  records=records, recovery=recovery, log=out)
+    ctx.ledger().migrate()
+    order = [(kind, i) for i in range(trials) for kind in kinds]
+    if shuffle:
+        random.Random(seed).shuffle(order)
+    out(f"faults: {len(order)} trials ({trials} of each of {len(kinds)} kinds), seed {seed}, {batches} batches "
+        f"per trial, ledger schema {ctx.schema}, work dir {workdir}", flush=True)
+    results: list[TrialResult] = []
+    for kind, i in order:
+        result = run_trial(ctx, kind, i, seed)
+        results.append(result)
+        out(describe(result), flush=True)
+        if result.ok and not keep and result.directory is not None:
+            shutil.rmtree(result.directory, ignore_errors=True)
+    lines, ok = summarize(results, kinds)
+    out("", flush=True)
+    for line in lines:
+        out(line, flush=True)
+    if ok and not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    elif not ok:
+        out(f"faults: logs and outputs of failed trials kept in {workdir} (ledger schema {ctx.schema})", flush=True)
+    return results, lines, ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/faults", description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=1, help="trials of each fault kind (default 1)")
+    parser.add_argument("--kinds", type=parse_kinds, default=list(KINDS),
+                        help=f"comma-separated fault kinds or 'all' (default); known: {', '.join(KINDS)}")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (timings, variants, order)")
+    parser.add_argument("--batches", type=int, default=2,
+                        help="batches (waves of records) per trial; the fault hits one of them (default 2)")
+    parser.add_argument("--records", default="100-250", help="records per wave, MIN-MAX (default 100-250)")
+    parser.add_argument("--recovery", choices=("mixed", *MODES), default="mixed",
+                        help="retry: the faulted task is retried; next_run: the run fails and the next run "
+                             "recovers; mixed (default): alternate")
+    parser.add_argument("--keep", action="store_true", help="keep outputs and logs of passing trials too")
+    parser.add_argument("--keep-stack", action="store_true", help="leave a stack this command started running")
+    parser.add_argument("--list", action="store_true", help="list the fault kinds and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(KINDS))
+        return 0
+    low, _, high = args.records.partition("-")
+    records = (int(low), int(high or low))
+    if args.trials < 1 or args.batches < 1 or records[0] < 1 or records[1] < records[0]:
+        parser.error("--trials, --batches and --records must be positive")
+    try:
+        started_here = not devstack.status().get("up")
+    except devstack.StackError:
+        started_here = True
+    info = devstack.up()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    print(f"faults: stack {info!r}", flush=True)
+    began = time.monotonic()
+    try:
+        _, _, ok = run(args.trials, args.kinds, args.seed, args.batches, records, args.recovery, keep=args.keep)
+    finally:
+        if started_here and not args.keep_stack:
+            devstack.down()
+    print(f"faults: {'PASSED' if ok else 'FAILED'} in {time.monotonic() - began:.0f}s", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,603 @@
+"""Trials: produce waves of records with unique ids, run the batch steps as separate worker
+processes, inject one fault per trial, recover the way Airflow would, verify exactly-once.
+
+A DAG run here is what ``kafka_ingest_task_group`` is in Airflow: the tasks plan >> read >>
+commit, each its own process (:mod:`faults_harness.worker`), each retried up to ``retries``
+times. Recovery is either a task retry (``retry``: the faulted task is tried again and the
+run goes on) or the next scheduled run (``next_run``: the faulted run has no retries left and
+fails; a fresh run starts from plan).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg2
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import devstack
+from airflow_kafka_offsets.faults import CRASH_ENV
+from airflow_kafka_offsets.ledger import Ledger
+from faults_harness.procs import Worker, worker_argv, worker_env
+from faults_harness.verify import Verdict, verify
+from faults_harness.worker import PAUSE_ENV, SPARK_CONF_ENV
+
+PARTITIONS = 3
+MODES = ("retry", "next_run")
+RETRIES = 2  # as the example DAG's default_args
+RETRY_DELAY_S = 1.0
+MAX_RUNS = 4  # runs (each with its task retries) before a trial counts as stuck
+WORKER_TIMEOUT_S = 600.0
+SPARK_START_TIMEOUT_S = 240.0
+
+
+class TrialError(Exception):
+    """The pipeline could not be brought to a committed state: a stuck trial."""
+
+
+@dataclass
+class Context:
+    """What every trial shares: the stack, the ledger schema, a work directory."""
+
+    info: devstack.StackInfo
+    schema: str
+    workdir: Path
+    batches: int = 2
+    records: tuple[int, int] = (100, 250)
+    recovery: str = "mixed"
+    log: Callable[[str], None] = print
+    # small batches: no Spark UI, few shuffle partitions (the report's groupBy)
+    spark_conf: dict[str, str] = field(default_factory=lambda: {"spark.ui.enabled": "false",
+                                                                "spark.sql.shuffle.partitions": "3"})
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.airflow_home = self.workdir / "airflow-home"
+        self.airflow_home.mkdir(exist_ok=True)
+        self.admin = AdminClient({"bootstrap.servers": self.info.bootstrap_servers})
+
+    def ledger(self) -> Ledger:
+        dsn = self.info.pg_dsn()
+        return Ledger(lambda: psycopg2.connect(dsn), schema=self.schema)
+
+    def pg(self):
+        return psycopg2.connect(self.info.pg_dsn())
+
+
+@dataclass
+class StepLog:
+    run_id: str
+    step: str
+    try_number: int
+    ok: bool
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.step}#{self.try_number} {'ok' if self.ok else 'FAILED'}: {self.detail}"
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    ok: bool
+    batch_id: int | None = None
+    committed_now: bool | None = None
+    planned_batch: int | None = None
+    failed_step: str | None = None
+
+
+@dataclass
+class Fault:
+    """One injected fault: which task it hits, the env of that try, what the harness does meanwhile."""
+
+    step: str
+    env: dict[str, str] = field(default_factory=dict)
+    monitor: Callable[[Pipeline, Worker], str] | None = None
+    description: str = ""
+    fired: bool = False
+    outcome: str = ""
+    after: Callable[[], None] | None = None  # once the faulted try has ended (late records, successors...)
+
+
+@dataclass
+class TrialResult:
+    kind: str
+    index: int
+    mode: str
+    verdict: Verdict | None
+    fault: str
+    fired: bool
+    steps: list[StepLog]
+    error: str | None = None
+    seconds: float = 0.0
+    directory: Path | None = None
+
+    @property
+    def lost(self) -> int:
+        return self.verdict.lost if self.verdict else 0
+
+    @property
+    def duplicated(self) -> int:
+        return self.verdict.duplicated if self.verdict else 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.verdict is not None and self.verdict.ok
+
+
+class Pipeline:
+    """One trial's topic, pipeline, output root and produced records; runs its steps as workers."""
+
+    def __init__(self, ctx: Context, kind: str, index: int, rng: random.Random) -> None:
+        self.ctx = ctx
+        self.rng = rng
+        suffix = uuid.uuid4().hex[:6]
+        self.name = f"{kind}-{index}-{suffix}"
+        self.topic = f"faults-{kind}-{index}-{suffix}"
+        self.dir = ctx.workdir / self.name
+        self.output_root = str(self.dir / "out")
+        self.produced: list[dict] = []
+        self.steps: list[StepLog] = []
+        self.workers: list[Worker] = []
+        self.orphans: list[int] = []  # process groups of Spark jobs whose worker was killed
+        self.current_batch: int | None = None
+        self._lock = threading.Lock()
+        futures = ctx.admin.create_topics([NewTopic(self.topic, num_partitions=PARTITIONS, replication_factor=1)])
+        futures[self.topic].result(timeout=60)
+
+    # records ---------------------------------------------------------------------
+
+    def produce(self, count: int, tag: str) -> list[dict]:
+        producer = Producer({"bootstrap.servers": self.ctx.info.bootstrap_servers, "enable.idempotence": True,
+                             "linger.ms": 5})
+        acked: list[dict] = []
+        errors: list[str] = []
+
+        def delivered(err, msg):
+            if err is not None:
+                errors.append(str(err))
+            else:
+                acked.append({"id": msg.key().decode(), "partition": msg.partition(), "offset": msg.offset()})
+
+        for i in range(count):
+            rid = f"{tag}{uuid.uuid4().hex}"
+            producer.produce(self.topic, key=rid.encode(), value=json.dumps({"id": rid, "n": i}).encode(),
+                             partition=i % PARTITIONS, on_delivery=delivered)
+            producer.poll(0)
+        if producer.flush(120) or errors or len(acked) != count:
+            raise TrialError(f"producing to {self.topic} failed: {len(acked)} of {count} acknowledged {errors[:3]}")
+        with self._lock:
+            self.produced += acked
+        return acked
+
+    def random_wave(self, tag: str) -> list[dict]:
+        return self.produce(self.rng.randint(*self.ctx.records), tag)
+
+    # workers ---------------------------------------------------------------------
+
+    def worker(self, step: str, run_id: str, try_number: int, batch_id: int | None = None,
+               extra_env: dict[str, str] | None = None) -> Worker:
+        argv = worker_argv(step, self.name, self.topic, self.output_root, self.ctx.schema, batch_id=batch_id,
+                           run_id=run_id, try_number=try_number)
+        env = worker_env(self.ctx.info.airflow_env(), str(self.ctx.airflow_home),
+                         {"PGAPPNAME": f"faults-worker-{uuid.uuid4().hex[:12]}",  # to find its sessions
+                          SPARK_CONF_ENV: json.dumps(self.ctx.spark_conf), **(extra_env or {})})
+        worker = Worker(step, argv, env, self.dir / "logs" / f"{run_id}-{step}-try{try_number}.log")
+        with self._lock:
+            self.workers.append(worker)
+        return worker.start()
+
+    def finish(self, worker: Worker, run_id: str, try_number: int) -> None:
+        try:
+            worker.wait(timeout=WORKER_TIMEOUT_S)
+        except Exception:  # subprocess.TimeoutExpired
+            worker.kill_group()
+            worker.error = f"timed out after {WORKER_TIMEOUT_S:.0f}s and was killed"
+        detail = json.dumps(worker.result, sort_keys=True) if worker.ok else (worker.error or "failed")
+        with self._lock:
+            self.steps.append(StepLog(run_id, worker.step, try_number, worker.ok, detail))
+
+    def run(self, run_id: str, retries: int = RETRIES, fault: Fault | None = None) -> RunOutcome:
+        """One DAG run: plan >> read >> commit, each task tried up to ``retries + 1`` times."""
+        outcome = RunOutcome(run_id, ok=False)
+        batch_id = None
+        for step in ("plan", "read", "commit"):
+            worker = None
+            for try_number in range(1, retries + 2):
+                inject = fault if fault is not None and fault.step == step and not fault.fired else None
+                worker = self.worker(step, run_id, try_number, batch_id, inject.env if inject else None)
+                if inject is not None:
+                    inject.fired = True
+                    inject.outcome = inject.monitor(self, worker) if inject.monitor else "crash point"
+                self.finish(worker, run_id, try_number)
+                if inject is not None:
+                    if inject.env.get(CRASH_ENV) and worker.returncode != -9:
+                        inject.outcome = f"crash point {inject.env[CRASH_ENV]} not reached"
+                        inject.fired = False
+                    if inject.after:
+                        inject.after()
+                if worker.ok:
+                    break
+                if try_number <= retries:
+                    time.sleep(RETRY_DELAY_S)
+            assert worker is not None
+            if not worker.ok:
+                outcome.failed_step = step
+                return outcome
+            if step == "plan":
+                batch_id = worker.result["batch_id"]
+                outcome.planned_batch = batch_id
+                if batch_id is None:  # read and commit find nothing to do
+                    outcome.ok = True
+                    return outcome
+            if step == "commit":
+                outcome.committed_now = worker.result["committed_now"]
+        outcome.ok = True
+        outcome.batch_id = batch_id
+        return outcome
+
+    def run_until_success(self, run_prefix: str, first_run: int = 1) -> RunOutcome:
+        """Scheduled runs until one succeeds (each with task retries); stuck after MAX_RUNS."""
+        for n in range(first_run, MAX_RUNS + 1):
+            outcome = self.run(f"{run_prefix}-run{n}")
+            if outcome.ok:
+                return outcome
+        raise TrialError(f"no run of {self.name} succeeded in {MAX_RUNS} runs; last failures:\n"
+                         + self.failure_tails())
+
+    def failure_tails(self, n: int = 3) -> str:
+        failed = [w for w in self.workers if w.returncode not in (0, None)][-n:]
+        return "\n".join(f"--- {w.log} ---\n{w.tail(25)}" for w in failed)
+
+    # observation -----------------------------------------------------------------
+
+    def staging(self) -> Path:
+        return Path(self.output_root) / "_staging" / self.name
+
+    def staging_phase(self) -> str:
+        """Where the newest Spark attempt is: 'none', 'writing' (_temporary present), 'staged' (report)."""
+        stage = self.staging()
+        if any(stage.glob("batch=*/*/_kafka_batch_report.json")):
+            return "staged"
+        if any(stage.glob("batch=*/*/_temporary")):
+            return "writing"
+        return "none"
+
+
+# ---------------------------------------------------------------------------------
+# observation helpers for monitors
+
+
+def wait_until(cond: Callable[[], bool], worker: Worker, timeout: float, poll: float = 0.05) -> bool:
+    """Poll ``cond`` while the worker lives; False if it exits first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        if not worker.alive():
+            return cond()
+        time.sleep(poll)
+    return False
+
+
+def wait_spark_app(worker: Worker) -> bool:
+    return wait_until(worker.spark_app_running, worker, SPARK_START_TIMEOUT_S, poll=0.1)
+
+
+def kill_in_spark(pipe: Pipeline, worker: Worker, *, target: str, whole_group: bool) -> str:
+    """SIGKILL during the Spark job: ``target`` 'read' (a random moment before the Parquet write
+    starts) or 'write' (as soon as Spark's _temporary directory appears)."""
+    if not wait_spark_app(worker):
+        return f"Spark never ran (worker ended {worker.proc.poll()})"
+    started = time.monotonic()
+    if target == "read":
+        delay = pipe.rng.uniform(0.0, 4.0)
+        wait_until(lambda: time.monotonic() - started >= delay or pipe.staging_phase() != "none", worker, 60)
+    else:
+        wait_until(lambda: pipe.staging_phase() != "none", worker, 180, poll=0.02)
+    phase = pipe.staging_phase()
+    if not worker.alive():
+        return f"worker ended before the kill (phase {phase})"
+    if whole_group:
+        worker.kill_group()
+        what = "worker + spark-submit/JVM/driver (process group)"
+    else:
+        worker.kill_worker_only()
+        what = "worker only, Spark left running as an orphan"
+        pipe.orphans.append(worker.pid)
+    moment = {"none": "before the Parquet write started", "writing": "while Parquet was being written",
+              "staged": "after Spark staged its output"}[phase]
+    return f"SIGKILL {what} {time.monotonic() - started:.1f}s into the Spark app, {moment}"
+
+
+def wait_paused(worker: Worker, timeout: float = 240.0) -> bool:
+    return wait_until(worker.stopped, worker, timeout, poll=0.05)
+
+
+def terminate_backends(ctx: Context, appname: str) -> int:
+    with ctx.pg() as conn, conn.cursor() as cur:
+        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                    (appname,))
+        n = len(cur.fetchall())
+    conn.close()
+    return n
+
+
+# ---------------------------------------------------------------------------------
+# fault kinds: each returns the Fault for the wave's first run (and may run more itself)
+
+
+def crash(step: str, point: str) -> Callable[[Pipeline], Fault]:
+    def make(pipe: Pipeline) -> Fault:
+        return Fault(step, {CRASH_ENV: point}, description=f"SIGKILL at crash point {point}")
+
+    return make
+
+
+def spark_kill(target: str, whole_group: bool) -> Callable[[Pipeline], Fault]:
+    def make(pipe: Pipeline) -> Fault:
+        return Fault("read", monitor=lambda p, w: kill_in_spark(p, w, target=target, whole_group=whole_group),
+                     description=f"SIGKILL during the Spark {target}")
+
+    return make
+
+
+def postgres_restart(pipe: Pipeline) -> Fault:
+    mode = pipe.rng.choice(["immediate", "fast"])
+    if pipe.rng.random() < 0.5:
+        def during_spark(p: Pipeline, w: Worker) -> str:
+            if not wait_spark_app(w):
+                return "Spark never ran"
+            time.sleep(p.rng.uniform(0.0, 3.0))
+            phase = p.staging_phase()
+            devstack.restart_postgres(mode=mode)
+            return f"PostgreSQL restarted ({mode}) while the Spark job ran (phase {phase})"
+
+        return Fault("read", monitor=during_spark, description=f"PostgreSQL restart ({mode}) during Spark")
+    point = pipe.rng.choice(["after_publish", "in_commit_transaction"])
+
+    def in_commit(p: Pipeline, w: Worker) -> str:
+        if not wait_paused(w):
+            return f"commit never reached {point}"
+        devstack.restart_postgres(mode=mode)
+        w.resume()
+        return f"PostgreSQL restarted ({mode}) with the commit transaction open at {point}"
+
+    return Fault("commit", {PAUSE_ENV: point}, monitor=in_commit,
+                 description=f"PostgreSQL restart ({mode}) inside the commit at {point}")
+
+
+def kafka_restart(pipe: Pipeline) -> Fault:
+    hard = pipe.rng.random() < 0.5
+
+    def during_spark(p: Pipeline, w: Worker) -> str:
+        if not wait_spark_app(w):
+            return "Spark never ran"
+        time.sleep(p.rng.uniform(0.0, 4.0))
+        phase = p.staging_phase()
+        devstack.restart_kafka(hard=hard)
+        return f"Kafka broker restarted ({'SIGKILL' if hard else 'clean'}) while the Spark job ran (phase {phase})"
+
+    return Fault("read", monitor=during_spark,
+                 description=f"Kafka restart ({'hard' if hard else 'clean'}) during Spark")
+
+
+def stale_worker(pipe: Pipeline) -> Fault:
+    """A worker presumed dead (paused) while a successor takes over, then it wakes up."""
+    if pipe.rng.random() < 0.5:
+        # A stops inside the commit transaction after publishing; its session is ended (the
+        # database's idle-in-transaction timeout, or an operator killing a zombie's session),
+        # the successor (the task's retry) commits; A wakes up and must not commit.
+        def commit_fenced(p: Pipeline, w: Worker) -> str:
+            if not wait_paused(w):
+                return "commit never reached after_publish"
+            appname = w.env["PGAPPNAME"]
+            ended = terminate_backends(p.ctx, appname)
+            successor = p.worker("commit", "successor", 1, p.current_batch)
+            p.finish(successor, "successor", 1)
+            w.resume()
+            return (f"committer paused after publishing, its session ended ({ended}); successor commit "
+                    f"{'ok ' + json.dumps(successor.result) if successor.ok else 'FAILED: ' + str(successor.error)}; "
+                    "the stale committer resumed")
+
+        fault = Fault("commit", {PAUSE_ENV: "after_publish"}, monitor=commit_fenced,
+                      description="stale committer resumes after a successor committed")
+
+        def check() -> None:
+            stale = [w for w in pipe.workers if w.env.get(PAUSE_ENV) == "after_publish"][-1]
+            if stale.ok:
+                raise TrialError(f"the stale committer was not fenced: it returned {stale.result}")
+            fault.outcome += f"; it failed: {stale.error}"
+
+        fault.after = check
+        return fault
+
+    # A stops after its Spark attempt succeeded; the successor (the task's retry) reads
+    # again and commits; A wakes up and its run goes on to commit with its old attempt.
+    def reader_stale(p: Pipeline, w: Worker) -> str:
+        if not wait_paused(w):
+            return "read never reached after_spark"
+        successor = p.run("successor")
+        w.resume()
+        w.wait(timeout=WORKER_TIMEOUT_S)
+        late = p.worker("commit", "stale", 1, p.current_batch)
+        p.finish(late, "stale", 1)
+        if not late.ok or late.result.get("committed_now"):
+            raise TrialError(f"the stale run's commit should report the batch already committed: "
+                             f"{late.result or late.error}")
+        return (f"reader paused after Spark; successor run {'ok' if successor.ok else 'FAILED'} "
+                f"(committed_now={successor.committed_now}); stale run resumed and its commit reported "
+                "the batch already committed")
+
+    return Fault("read", {PAUSE_ENV: "after_spark"}, monitor=reader_stale,
+                 description="stale reader resumes after a successor committed")
+
+
+KINDS: dict[str, Callable[[Pipeline], Fault] | None] = {
+    "after_plan": crash("plan", "after_plan"),
+    "during_spark_read": spark_kill("read", whole_group=True),
+    "during_parquet_write": spark_kill("write", whole_group=True),
+    "spark_orphaned": spark_kill("write", whole_group=False),
+    "after_spark": crash("read", "after_spark"),
+    "after_publish": crash("commit", "after_publish"),
+    "in_commit_transaction": crash("commit", "in_commit_transaction"),
+    "after_commit": crash("commit", "after_commit"),
+    "postgres_restart": postgres_restart,
+    "kafka_restart": kafka_restart,
+    "stale_worker": stale_worker,
+    "concurrent_runs": None,  # two runs started together, no other fault
+}
+
+
+# ---------------------------------------------------------------------------------
+
+
+def concurrent_runs(pipe: Pipeline, prefix: str) -> str:
+    """A scheduled run and a manual one started at the same moment on the same pipeline."""
+    outcomes: dict[str, RunOutcome | BaseException] = {}
+    barrier = threading.Barrier(2)
+
+    def go(name: str) -> None:
+        barrier.wait()
+        try:
+            outcomes[name] = pipe.run_until_success(f"{prefix}-{name}")
+        except BaseException as exc:  # reported below
+            outcomes[name] = exc
+
+    threads = [threading.Thread(target=go, args=(n,)) for n in ("scheduled", "manual")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = {n: o for n, o in outcomes.items() if isinstance(o, BaseException)}
+    if failed:
+        raise TrialError("; ".join(f"{n}: {o}" for n, o in failed.items()))
+    ledger = pipe.ctx.ledger()
+    with ledger.transaction() as tx:
+        events = tx.fetchall("SELECT batch_id, event, count(*) FROM {s}.audit WHERE pipeline = %s"
+                             " AND event IN ('planned', 'committed') GROUP BY batch_id, event", (pipe.name,))
+    twice = [f"batch {b} {e} {n} times" for b, e, n in events if n != 1]
+    if twice:
+        raise TrialError("concurrent runs: " + ", ".join(twice))
+    summary = ", ".join(f"{n}: planned {o.planned_batch} committed_now={o.committed_now}"
+                        for n, o in sorted(outcomes.items()))
+    return f"two runs started together ({summary})"
+
+
+def choose_mode(ctx: Context, kind_index: int, trial: int, rng: random.Random) -> str:
+    if ctx.recovery in MODES:
+        return ctx.recovery
+    return MODES[(kind_index + trial) % 2]
+
+
+def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
+    rng = random.Random(f"{seed}:{kind}:{index}")
+    kind_index = list(KINDS).index(kind)
+    mode = "n/a" if kind in ("concurrent_runs", "stale_worker") else choose_mode(ctx, kind_index, index, rng)
+    started = time.monotonic()
+    pipe: Pipeline | None = None
+    fault = None
+    description = ""
+    try:
+        pipe = Pipeline(ctx, kind, index, rng)
+        fault_wave = rng.randrange(max(1, ctx.batches - 1))
+        for wave in range(ctx.batches):
+            pipe.random_wave(f"w{wave}-")
+            prefix = f"w{wave}"
+            if wave != fault_wave:
+                pipe.run_until_success(prefix)
+                continue
+            late = wave < ctx.batches - 1
+            if kind == "concurrent_runs":
+                description = concurrent_runs(pipe, prefix)
+                continue
+            fault = KINDS[kind](pipe)
+            if kind == "stale_worker":
+                _with_batch(pipe, fault)
+            if late:
+                previous = fault.after
+
+                def produce_late(prev=previous, tag=f"w{wave}late-") -> None:
+                    if prev:
+                        prev()
+                    pipe.random_wave(tag)  # newer records the replay must leave to the next batch
+
+                fault.after = produce_late
+            first = pipe.run(f"{prefix}-run1", retries=0 if mode == "next_run" else RETRIES, fault=fault)
+            if not first.ok:
+                pipe.run_until_success(prefix, first_run=2)
+            description = f"{fault.description}: {fault.outcome}"
+        _reap_orphans(pipe)
+        verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
+        error = None
+    except TrialError as exc:
+        verdict, error = None, str(exc)
+        if pipe is not None:
+            _reap_orphans(pipe)
+            try:
+                verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
+            except Exception as vexc:  # report the trial's own error first
+                error += f"\n(verification failed too: {vexc})"
+    fired = kind == "concurrent_runs" or bool(fault and fault.fired)
+    return TrialResult(kind, index, mode, verdict, description or (fault.description if fault else ""), fired,
+                       pipe.steps if pipe else [], error, time.monotonic() - started, pipe.dir if pipe else None)
+
+
+def _with_batch(pipe: Pipeline, fault: Fault) -> None:
+    """Stale-worker monitors need the batch id of the run they disturb."""
+    monitor = fault.monitor
+
+    def wrapped(p: Pipeline, w: Worker) -> str:
+        with p.ctx.ledger().transaction() as tx:
+            p.current_batch = tx.planned_batch_id(p.name)
+        return monitor(p, w)
+
+    fault.monitor = wrapped
+
+
+def _reap_orphans(pipe: Pipeline, timeout: float = 120.0) -> None:
+    """Let orphaned Spark jobs finish (they must not matter), then make sure they are gone."""
+    from faults_harness.procs import group_members, kill_group
+
+    for pgid in pipe.orphans:
+        deadline = time.monotonic() + timeout
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        kill_group(pgid)
+
+
+def summarize(results: list[TrialResult], kinds: list[str]) -> tuple[list[str], bool]:
+    lines, ok = [], True
+    for kind in kinds:
+        mine = [r for r in results if r.kind == kind]
+        lost = sum(r.lost for r in mine)
+        dup = sum(r.duplicated for r in mine)
+        failed = sum(1 for r in mine if not r.ok)
+        fired = sum(1 for r in mine if r.fired)
+        ok = ok and not lost and not dup and not failed
+        lines.append(f"{kind}: trials {len(mine)}, lost {lost}, duplicated {dup}"
+                     f" (failed {failed}, faults fired {fired}/{len(mine)})")
+    return lines, ok
+
+
+def describe(result: TrialResult) -> str:
+    head = (f"[{result.kind} #{result.index + 1}] {'ok' if result.ok else 'FAILED'} in {result.seconds:.0f}s, "
+            f"recovery {result.mode}: {result.fault}")
+    body = []
+    if result.verdict:
+        body.append(f"  verify: {result.verdict.summary()}")
+        body += [f"  problem: {p}" for p in result.verdict.problems]
+        body += [f"  note: {n}" for n in result.verdict.notes]
+    if result.error:
+        body += [f"  error: {line}" for line in result.error.splitlines()]
+    failed_steps = [s for s in result.steps if not s.ok]
+    body += [f"  failed try: {s}" for s in failed_steps]
+    return "\n".join([head, *body])

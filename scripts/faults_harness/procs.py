@@ -1,0 +1,198 @@
+"""Worker processes: start one in its own process group, watch what it runs, kill or pause it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from faults_harness.worker import ERROR_PREFIX, RESULT_PREFIX
+
+SCRIPTS = Path(__file__).resolve().parents[1]
+SPARK_SUBMIT_MARKER = "org.apache.spark.deploy.SparkSubmit"
+SPARK_APP_MARKER = "kafka_range_batch.py"
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, process group) of a live process, None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2:].split()
+    return fields[0], int(fields[2])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        st = _stat(int(entry.name))
+        if st and st[1] == pgid and st[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
+def group_runs(pgid: int, marker: str) -> bool:
+    return any(marker in _cmdline(pid) for pid in group_members(pgid))
+
+
+def kill_group(pgid: int, timeout: float = 30.0) -> None:
+    """SIGKILL a whole process group (a dying container) and wait until nothing of it is left."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+@dataclass
+class Worker:
+    """One step run as its own process (an Airflow task); its output goes to ``log``."""
+
+    step: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    returncode: int | None = None
+    result: dict | None = None
+    error: str | None = None
+    killed: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def start(self) -> Worker:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.log, "w", encoding="utf-8")
+        handle.write(f"$ {' '.join(self.argv)}\n")
+        handle.flush()
+        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=handle, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        handle.close()
+        self.started = time.monotonic()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def state(self) -> str | None:
+        st = _stat(self.pid)
+        return st[0] if st else None
+
+    def stopped(self) -> bool:
+        return self.alive() and self.state() == "T"
+
+    def spark_submit_running(self) -> bool:
+        return self.alive() and group_runs(self.pid, SPARK_SUBMIT_MARKER)
+
+    def spark_app_running(self) -> bool:
+        return self.alive() and group_runs(self.pid, SPARK_APP_MARKER)
+
+    def kill_group(self) -> None:
+        """The worker and everything it started (spark-submit, the JVM, the Python driver)."""
+        self.killed = True
+        kill_group(self.pid)
+        self.wait()
+
+    def kill_worker_only(self) -> None:
+        """Only the worker: its Spark job keeps running as an orphan (in the same process group)."""
+        self.killed = True
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.wait()
+
+    def resume(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        assert self.proc is not None
+        self.returncode = self.proc.wait(timeout=timeout)
+        self._parse()
+        return self.returncode
+
+    def _parse(self) -> None:
+        text = self.output()
+        for line in reversed(text.splitlines()):
+            if line.startswith(RESULT_PREFIX) and self.returncode == 0:
+                import json
+
+                self.result = json.loads(line[len(RESULT_PREFIX):])
+                return
+            if line.startswith(ERROR_PREFIX):
+                self.error = line[len(ERROR_PREFIX):]
+                return
+        if self.returncode == -signal.SIGKILL:
+            self.error = "killed by SIGKILL"
+        elif self.returncode:
+            self.error = f"exited {self.returncode} without a result"
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def output(self) -> str:
+        try:
+            return self.log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
+
+
+def worker_argv(step: str, pipeline: str, topic: str, output_root: str, schema: str, *,
+                batch_id: int | None = None, run_id: str = "manual", try_number: int = 1,
+                max_records: int | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "faults_harness.worker", step, "--pipeline", pipeline, "--topic", topic,
+            "--output-root", output_root, "--ledger-schema", schema, "--run-id", run_id,
+            "--try-number", str(try_number)]
+    if batch_id is not None:
+        argv += ["--batch-id", str(batch_id)]
+    if max_records is not None:
+        argv += ["--max-records", str(max_records)]
+    return argv
+
+
+def worker_env(airflow_env: dict[str, str], airflow_home: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a task: Airflow connections for the stack, spark-submit on PATH."""
+    env = dict(os.environ)
+    for name in ("AIRFLOW_KAFKA_OFFSETS_CRASH_AT", "FAULTS_PAUSE_AT"):
+        env.pop(name, None)
+    env.update(airflow_env)
+    bin_dir = str(Path(sys.executable).parent)
+    env.update({
+        "AIRFLOW_HOME": airflow_home,
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        "PYTHONPATH": f"{SCRIPTS}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(SCRIPTS),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(extra or {})
+    return env

@@ -1,0 +1,216 @@
+"""Manual operations on the real stack: status, replay, reset, catch-up, the trigger form and the CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import TopicPartition as KafkaTP
+
+from airflow_kafka_offsets import operations as ops
+from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError
+from airflow_kafka_offsets.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.model import TopicPartition as TP
+from airflow_kafka_offsets.ranges import build_spec
+from airflow_kafka_offsets.resets import build_reset_request
+
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
+from .pipeline import ACTOR, plan, run_once, submitter
+
+
+def kafka_client(stack) -> KafkaOffsetsClient:
+    return KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
+
+
+def sorted_rows(path: Path) -> list[dict]:
+    return sorted(pq.read_table(path).to_pylist(), key=lambda r: (r["partition"], r["offset"]))
+
+
+def test_status_reports_lag_in_records_and_time(stack, ledger, make_topic, tmp_path):
+    topic = make_topic(partitions=2)
+    produce(stack.bootstrap_servers, topic, 20, partitions=2)
+    spec = build_spec("st", [topic], str(tmp_path))
+    run_once(ledger, spec, stack)
+    produce(stack.bootstrap_servers, topic, 6, partitions=2)
+    time.sleep(1.2)
+    status = ops.pipeline_status(ledger, kafka_client(stack), "st")
+    assert [(p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"]) for p in status["partitions"]] == [
+        (0, 10, 13, 3), (1, 10, 13, 3)]
+    assert all(p["lag_seconds"] >= 1.0 for p in status["partitions"])
+    assert status["lag_records_total"] == 6 and status["in_flight"] is None
+    assert [(b["batch_id"], b["state"], b["records_committed"]) for b in status["batches"]] == [(1, "committed", 20)]
+    plan(ledger, spec, stack)
+    in_flight = ops.pipeline_status(ledger, kafka_client(stack), "st")["in_flight"]
+    assert in_flight["batch_id"] == 2 and in_flight["records_planned"] == 6
+    assert "in flight: batch 2" in ops.render_status(ops.pipeline_status(ledger, kafka_client(stack), "st"))
+
+
+def test_replay_rebuilds_identical_output_in_place_and_elsewhere(stack, ledger, make_topic, tmp_path):
+    topic = make_topic(partitions=2)
+    produced = produce(stack.bootstrap_servers, topic, 200, partitions=2)
+    spec = build_spec("rp", [topic], str(tmp_path / "out"))
+    outcome = run_once(ledger, spec, stack)
+    original = sorted_rows(local_path(outcome.plan.output_uri))
+    produce(stack.bootstrap_servers, topic, 50, partitions=2)  # new records must not leak into the replay
+    cursors = ledger.cursors("rp")
+    ids = ops.resolve_replay(ledger, kafka_client(stack), "rp", ops.ReplaySelection(first_batch=1, last_batch=1))
+    assert ids == [1]
+    props = {"bootstrap.servers": stack.bootstrap_servers}
+    assert ops.replay_batch(ledger, "rp", 1, submitter(stack), props, ACTOR) == outcome.plan.output_uri
+    assert sorted_rows(local_path(outcome.plan.output_uri)) == original
+    other = ops.replay_batch(ledger, "rp", 1, submitter(stack), props, ACTOR, target_root=str(tmp_path / "copy"))
+    assert other == f"file://{tmp_path}/copy/rp/batch=000000000001"
+    assert sorted_rows(local_path(other)) == original
+    assert ledger.cursors("rp") == cursors  # the cursor does not move
+    assert [b.plan.batch_id for b in ledger.committed_batches("rp")] == [1]
+    with ledger.transaction() as tx:
+        events = [e for (e,) in tx.fetchall("SELECT event FROM {s}.audit WHERE event = 'replay'")]
+    assert events == ["replay", "replay"]
+    assert_exactly_once(committed_rows(ledger, "rp"), produced)
+
+
+def test_replay_selection_by_offsets_and_time_and_bad_selections(stack, ledger, make_topic, tmp_path):
+    topic = make_topic(partitions=1)
+    produce(stack.bootstrap_servers, topic, 10, partitions=1)
+    spec = build_spec("sel", [topic], str(tmp_path))
+    run_once(ledger, spec, stack)
+    time.sleep(1.1)
+    middle = datetime.now(timezone.utc)
+    produce(stack.bootstrap_servers, topic, 10, partitions=1)
+    run_once(ledger, spec, stack)
+    kafka = kafka_client(stack)
+    by_offsets = ops.ReplaySelection(offset_ranges=ops.parse_offset_ranges(f"{topic}:0:9-11"))
+    assert ops.resolve_replay(ledger, kafka, "sel", by_offsets) == [1, 2]
+    assert ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection(since=middle)) == [2]
+    with pytest.raises(InvalidPipelineSpecError, match="matches no committed batch"):
+        ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection(first_batch=7, last_batch=9))
+    with pytest.raises(InvalidPipelineSpecError, match="empty batch range"):
+        ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection(first_batch=2, last_batch=1))
+    with pytest.raises(InvalidPipelineSpecError, match="needs batch numbers"):
+        ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection())
+
+
+def test_reset_to_earlier_datetime_rewinds_and_reingests_exactly_that_span(stack, ledger, make_topic, tmp_path):
+    topic = make_topic(partitions=2)
+    first = produce(stack.bootstrap_servers, topic, 40, partitions=2, tag="w1-")
+    time.sleep(1.1)
+    rewind_to = datetime.now(timezone.utc)
+    second = produce(stack.bootstrap_servers, topic, 30, partitions=2, tag="w2-")
+    spec = build_spec("rw", [topic], str(tmp_path))
+    run_once(ledger, spec, stack)
+    kafka = kafka_client(stack)
+    request = build_reset_request("to-datetime", rewind_to.isoformat())
+    dry = ops.reset_offsets(ledger, kafka, "rw", request, ACTOR)  # dry run by default
+    assert not dry.applied and ledger.cursors("rw") == {TP(topic, 0): 35, TP(topic, 1): 35}
+    assert [(c["before"], c["after"], c["change"]) for c in dry.changes] == [(35, 20, "rewind 15")] * 2
+    applied = ops.reset_offsets(ledger, kafka, "rw", request, ACTOR, dry_run=False)
+    assert applied.applied and applied.batch_id == 2
+    assert ledger.cursors("rw") == {TP(topic, 0): 20, TP(topic, 1): 20}
+    with ledger.transaction() as tx:
+        rows = tx.fetchall("SELECT r.epoch, b.kind, r.partition, r.previous_offset, r.cursor_offset, r.start_offset"
+                           " FROM {s}.batch_ranges r JOIN {s}.batches b USING (pipeline, batch_id)"
+                           " WHERE r.batch_id = 2 ORDER BY r.partition")
+    assert rows == [(1, "reset", 0, 35, 20, 20), (1, "reset", 1, 35, 20, 20)]
+    again = run_once(ledger, spec, stack)
+    assert [(r.start, r.end) for r in again.plan.ranges] == [(20, 35), (20, 35)]
+    batch3 = local_path(again.plan.output_uri)
+    assert_exactly_once(pq.read_table(batch3).to_pylist(), second)
+    assert ledger.contiguity_problems("rw") == []
+    assert len(first) == 40
+
+
+def test_reset_forward_records_the_skip_and_reset_while_planned_is_refused(stack, ledger, make_topic, tmp_path):
+    topic = make_topic(partitions=1)
+    produce(stack.bootstrap_servers, topic, 10, partitions=1)
+    spec = build_spec("fw", [topic], str(tmp_path))
+    run_once(ledger, spec, stack)
+    produce(stack.bootstrap_servers, topic, 10, partitions=1)
+    kafka = kafka_client(stack)
+    plan(ledger, spec, stack)
+    with pytest.raises(BatchStateError, match="batch 2 planned"):
+        ops.reset_offsets(ledger, kafka, "fw", build_reset_request("to-latest"), ACTOR, dry_run=False)
+    assert ledger.cursors("fw") == {TP(topic, 0): 10}
+    assert ops.abort_planned_batch(ledger, "fw", "test", ACTOR) == 2
+    ops.reset_offsets(ledger, kafka, "fw", build_reset_request("to-latest"), ACTOR, dry_run=False)
+    assert ledger.cursors("fw") == {TP(topic, 0): 20}
+    assert [(r[0], r[1], r[4], r[5], r[6]) for r in ledger_ranges(ledger, "fw")] == [
+        (1, "committed", 0, 0, 10), (2, "aborted", 10, 10, 20), (3, "committed", 10, 20, 20)]
+    assert ledger.contiguity_problems("fw") == []
+
+
+def test_catch_up_drains_a_backlog_in_capped_batches_and_mirrors_the_consumer_group(stack, ledger, make_topic,
+                                                                                     kafka_admin, tmp_path):
+    topic = make_topic(partitions=3)
+    produced = produce(stack.bootstrap_servers, topic, 450, partitions=3)
+    group = f"mirror-{topic}"
+    spec = build_spec("cu", [topic], str(tmp_path), max_records_per_batch=200, consumer_group=group)
+    kafka = kafka_client(stack)
+    with ledger.transaction() as tx:
+        tx.lock_pipeline(spec)
+    outcome = ops.catch_up(ledger, "cu", kafka.offsets, submitter(stack), {"bootstrap.servers": stack.bootstrap_servers},
+                           ACTOR, max_batches=10, after_commit=lambda: ops.mirror_to_consumer_group(ledger, kafka, "cu"))
+    assert (outcome.batches, outcome.records, outcome.lag_left) == (3, 450, 0)
+    assert [b.records_committed for b in ledger.committed_batches("cu")] == [200, 200, 50]
+    assert_exactly_once(committed_rows(ledger, "cu"), produced)
+    request = ConsumerGroupTopicPartitions(group, [KafkaTP(topic, p) for p in range(3)])
+    mirrored = kafka_admin.list_consumer_group_offsets([request])[group].result(timeout=30)
+    assert {(t.partition, t.offset) for t in mirrored.topic_partitions} == {(0, 150), (1, 150), (2, 150)}
+
+
+def test_manual_ops_dag_trigger_form(stack, airflow_db, ledger, schema, make_topic, monkeypatch, tmp_path):
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk.exceptions import ParamValidationError
+
+    dag = DagBag().get_dag("kafka_offsets_manual_ops")
+    for bad in ({"operation": "explode"}, {"pipeline": "../etc"}, {"replay_since": "yesterday"},
+                {"reset_partitions": "1;2"}, {"catch_up_max_batches": 0}, {"replay_offset_ranges": "t:0"}):
+        params = copy.deepcopy(dag.params)
+        with pytest.raises(ParamValidationError):
+            for key, value in bad.items():
+                params[key] = value
+            params.validate()
+
+    topic = make_topic(partitions=1)
+    produce(stack.bootstrap_servers, topic, 12, partitions=1)
+    run_once(ledger, build_spec("form", [topic], str(tmp_path)), stack)
+    monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA", schema)
+    run = dag.test(run_conf={"operation": "status", "pipeline": "form"})
+    assert run.state == "success"
+    run = dag.test(run_conf={"operation": "reset", "pipeline": "form", "reset_mode": "to-offset",
+                             "reset_value": "3", "dry_run": False})
+    assert run.state == "success"
+    assert ledger.cursors("form") == {TP(topic, 0): 3}
+    # bad input in a valid form: a clear failure, nothing changed
+    run = dag.test(run_conf={"operation": "reset", "pipeline": "form", "reset_mode": "to-offset",
+                             "reset_value": "999", "dry_run": False})
+    assert run.state == "failed"
+    run = dag.test(run_conf={"operation": "status", "pipeline": "no_such_pipeline"})
+    assert run.state == "failed"
+    assert ledger.cursors("form") == {TP(topic, 0): 3}
+
+
+def test_cli_status_and_reset_json(stack, ledger, schema, make_topic, tmp_path):
+    topic = make_topic(partitions=1)
+    produce(stack.bootstrap_servers, topic, 8, partitions=1)
+    run_once(ledger, build_spec("cli", [topic], str(tmp_path)), stack)
+    cli = [str(Path(sys.executable).parent / "airflow-kafka-offsets")]
+    out = subprocess.run(cli + ["status", "cli", "--ledger-schema", schema, "--json"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["partitions"][0]["committed_offset"] == 8
+    dry = subprocess.run(cli + ["reset", "cli", "--ledger-schema", schema, "--to-earliest"], capture_output=True,
+                         text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "dry run" in dry.stdout and "rewind 8" in dry.stdout
+    bad = subprocess.run(cli + ["reset", "cli", "--ledger-schema", schema, "--to-offset", "99", "--execute"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "out of range" in bad.stderr
+    assert ledger.cursors("cli") == {TP(topic, 0): 8}
