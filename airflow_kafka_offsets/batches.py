@@ -10,10 +10,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kafka_offsets.errors import BatchStateError, SparkJobError
+from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, SparkJobError
 from airflow_kafka_offsets.faults import crash_point
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.model import BatchPlan, BatchState, PartitionOffsets, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.model import (
+    BatchPlan,
+    BatchReport,
+    BatchState,
+    DecodeSpec,
+    PartitionOffsets,
+    PipelineSpec,
+    TopicPartition,
+)
 from airflow_kafka_offsets.ranges import check_report, has_work, plan_ranges
 from airflow_kafka_offsets.reports import parse_report
 from airflow_kafka_offsets.sinks import LocalDirectorySink
@@ -96,7 +104,7 @@ def load_batch(ledger: Ledger, pipeline: str, batch_id: int | None) -> BatchPlan
 
 
 def build_job(plan: BatchPlan, attempt_id: str, staging_uri: str, kafka_properties: Mapping[str, str],
-              min_partitions: int | None = None) -> dict[str, Any]:
+              min_partitions: int | None = None, decode: DecodeSpec | None = None) -> dict[str, Any]:
     """The job file handed to the Spark app (see spark_apps/kafka_range_batch.py for the format)."""
     return {
         "format": JOB_FORMAT,
@@ -110,7 +118,20 @@ def build_job(plan: BatchPlan, attempt_id: str, staging_uri: str, kafka_properti
             for r in plan.readable_ranges
         ],
         "kafka": dict(kafka_properties),
+        "decode": decode.to_json() if decode else None,
     }
+
+
+def check_decode_errors(plan: BatchPlan, report: BatchReport, decode: DecodeSpec | None) -> None:
+    errors = sum(p.decode_errors for p in report.partitions)
+    if decode is None or decode.max_errors is None or errors <= decode.max_errors:
+        return
+    where = ", ".join(f"{p.topic_partition}: {p.decode_errors}" for p in report.partitions if p.decode_errors)
+    raise DecodeErrorThresholdError(
+        f"batch {plan.batch_id} of {plan.pipeline!r}: {errors} records could not be decoded as JSON ({where}), "
+        f"more than max_decode_errors={decode.max_errors}; nothing was committed. The records and their offsets "
+        "are in the attempt's _errors/ output; fix the producer, raise the limit, or abort the batch"
+    )
 
 
 def run_batch(
@@ -132,13 +153,16 @@ def run_batch(
     attempt_id = uuid.uuid4().hex
     staging_uri = sink.staging_uri(plan.pipeline, plan.batch_id, attempt_id)
     with ledger.transaction() as tx:
+        decode = tx.pipeline_spec(plan.pipeline).decode
         tx.start_attempt(plan, attempt_id, staging_uri, actor)
     try:
-        submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions))
+        submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode))
         report = sink.read_report(staging_uri)
         if report is None:
             raise SparkJobError(f"Spark finished but wrote no report to {staging_uri}")
-        check_report(plan, parse_report(report))
+        parsed = parse_report(report)
+        check_report(plan, parsed)
+        check_decode_errors(plan, parsed, decode)
     except BaseException as exc:
         with ledger.transaction() as tx:
             tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])

@@ -35,6 +35,10 @@ class KafkaUnavailableError(KafkaOffsetsError):
     """Kafka did not answer in time (unreachable broker, wrong listener, bad credentials)."""
 
 
+class KafkaAuthenticationError(KafkaUnavailableError):
+    """Kafka refused the connection's credentials (SASL authentication failed)."""
+
+
 class LedgerError(KafkaOffsetsError):
     """Base class of ledger (PostgreSQL) errors."""
 
@@ -73,3 +77,7 @@ class ConfigurationError(KafkaOffsetsError):
 
 class OutputLocationError(KafkaOffsetsError):
     """An output path is not usable (escapes the output root, not writable, wrong scheme)."""
+
+
+class DecodeErrorThresholdError(KafkaOffsetsError):
+    """More records than the pipeline allows could not be decoded; the batch is not committed."""

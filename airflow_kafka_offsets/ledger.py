@@ -238,9 +238,9 @@ class LedgerTransaction:
         if partitions:
             self.execute(
                 "UPDATE {s}.batch_ranges b SET records = r.records, min_offset = r.min_offset,"
-                " max_offset = r.max_offset, payload_bytes = r.payload_bytes"
-                " FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])"
-                "   AS r(topic, partition, records, min_offset, max_offset, payload_bytes)"
+                " max_offset = r.max_offset, payload_bytes = r.payload_bytes, decode_errors = r.decode_errors"
+                " FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],"
+                "   %s::bigint[]) AS r(topic, partition, records, min_offset, max_offset, payload_bytes, decode_errors)"
                 " WHERE b.pipeline = %s AND b.batch_id = %s AND b.topic = r.topic AND b.partition = r.partition",
                 (
                     [p["topic"] for p in partitions],
@@ -249,6 +249,7 @@ class LedgerTransaction:
                     [p["min_offset"] for p in partitions],
                     [p["max_offset"] for p in partitions],
                     [int(p.get("payload_bytes") or 0) for p in partitions],
+                    [int(p.get("decode_errors") or 0) for p in partitions],
                     plan.pipeline,
                     plan.batch_id,
                 ),

@@ -122,6 +122,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # Offset resets are batches too, so the ledger accounts for every skipped or rewound span.
         "ALTER TABLE {s}.batches ADD COLUMN kind text NOT NULL DEFAULT 'ingest' CHECK (kind IN ('ingest', 'reset'))",
         "ALTER TABLE {s}.batch_ranges ADD COLUMN previous_offset bigint",
+        # Records whose payload the optional JSON decode step could not parse (kept raw, listed in _errors/).
+        "ALTER TABLE {s}.batch_ranges ADD COLUMN decode_errors bigint",
     ),
 )
 

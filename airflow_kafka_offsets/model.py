@@ -46,6 +46,17 @@ class PartitionOffsets:
 
 
 @dataclass(frozen=True)
+class DecodeSpec:
+    """Optional JSON decoding of record values; raw bytes are always kept alongside."""
+
+    schema: str  # Spark DDL, e.g. "id STRING, amount DOUBLE"
+    max_errors: int | None = None  # fail the batch when more records than this cannot be decoded
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": "json", "schema": self.schema, "max_errors": self.max_errors}
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     """What a pipeline ingests and how it behaves at the edges of the log."""
 
@@ -58,6 +69,7 @@ class PipelineSpec:
     max_records_per_batch: int | None = None
     max_records_per_partition: int | None = None
     consumer_group: str | None = None
+    decode: DecodeSpec | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +82,7 @@ class PipelineSpec:
             "max_records_per_batch": self.max_records_per_batch,
             "max_records_per_partition": self.max_records_per_partition,
             "consumer_group": self.consumer_group,
+            "decode": self.decode.to_json() if self.decode else None,
         }
 
     @classmethod
@@ -84,6 +97,7 @@ class PipelineSpec:
             max_records_per_batch=data.get("max_records_per_batch"),
             max_records_per_partition=data.get("max_records_per_partition"),
             consumer_group=data.get("consumer_group"),
+            decode=DecodeSpec(data["decode"]["schema"], data["decode"].get("max_errors")) if data.get("decode") else None,
         )
 
 
@@ -145,6 +159,7 @@ class PartitionReport:
     max_offset: int | None
     distinct_offsets: int
     payload_bytes: int
+    decode_errors: int = 0
 
     @property
     def topic_partition(self) -> TopicPartition:

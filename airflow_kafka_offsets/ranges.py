@@ -22,6 +22,7 @@ from airflow_kafka_offsets.model import (
     BatchPlan,
     BatchReport,
     DataLossPolicy,
+    DecodeSpec,
     PartitionOffsets,
     PartitionRange,
     PipelineSpec,
@@ -56,6 +57,14 @@ def _positive_or_none(value: object, what: str) -> int | None:
     return number
 
 
+def _count_or_none(value: object, what: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if str(value).strip() == "0":
+        return 0
+    return _positive_or_none(value, what)
+
+
 def _enum(enum_type: type, value: object, what: str):
     try:
         return enum_type(value)
@@ -75,6 +84,8 @@ def build_spec(
     max_records_per_batch: int | str | None = None,
     max_records_per_partition: int | str | None = None,
     consumer_group: str | None = None,
+    json_schema: str | None = None,
+    max_decode_errors: int | str | None = None,
 ) -> PipelineSpec:
     """Validate user input (often rendered templates) into a :class:`PipelineSpec`."""
     validate_pipeline_name(name)
@@ -88,6 +99,11 @@ def build_spec(
             raise InvalidPipelineSpecError(f"invalid Kafka topic name {topic!r} in pipeline {name!r}")
     if len(set(topic_list)) != len(topic_list):
         raise InvalidPipelineSpecError(f"pipeline {name!r} lists a topic twice: {topic_list}")
+    decode = None
+    if json_schema is not None and str(json_schema).strip():
+        decode = DecodeSpec(str(json_schema).strip(), _count_or_none(max_decode_errors, "max_decode_errors"))
+    elif max_decode_errors not in (None, ""):
+        raise InvalidPipelineSpecError(f"pipeline {name!r}: max_decode_errors needs a json_schema to decode with")
     if not isinstance(output_root, str) or not output_root.strip():
         raise InvalidPipelineSpecError(f"pipeline {name!r} needs an output_root")
     return PipelineSpec(
@@ -100,6 +116,7 @@ def build_spec(
         max_records_per_batch=_positive_or_none(max_records_per_batch, "max_records_per_batch"),
         max_records_per_partition=_positive_or_none(max_records_per_partition, "max_records_per_partition"),
         consumer_group=(consumer_group or "").strip() or None,
+        decode=decode,
     )
 
 

@@ -28,6 +28,7 @@ def parse_report(raw: Mapping[str, Any]) -> BatchReport:
                 max_offset=_optional_int(p.get("max_offset")),
                 distinct_offsets=int(p["distinct_offsets"]),
                 payload_bytes=int(p.get("payload_bytes") or 0),
+                decode_errors=int(p.get("decode_errors") or 0),
             )
             for p in raw["partitions"]
         )

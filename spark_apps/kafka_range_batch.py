@@ -9,6 +9,7 @@ the Kafka client settings, so secrets never reach the command line)::
 
     {"format": 1, "pipeline": str, "batch_id": int, "attempt_id": str,
      "staging_uri": str, "min_partitions": int | null,
+     "decode": {"format": "json", "schema": "<Spark DDL>"} | null,
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
      "kafka": {"bootstrap.servers": ..., ...}}       # Java client properties
 
@@ -17,7 +18,12 @@ report (``<staging_uri>/_kafka_batch_report.json``, written last)::
     {"format": 1, "pipeline", "batch_id", "attempt_id", "spark_version",
      "application_id", "master", "output_bytes",
      "partitions": [{"topic", "partition", "records", "min_offset",
-                     "max_offset", "distinct_offsets", "payload_bytes"}]}
+                     "max_offset", "distinct_offsets", "payload_bytes",
+                     "decode_errors" (only with decode)}]}
+
+With decode, the output gains ``decoded`` (struct, null when undecodable) and
+``decode_error`` (null, or why), and undecodable records are also written to
+``<staging_uri>/_errors/`` with their offsets. Raw ``key``/``value`` are always kept.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from pyspark.sql import functions as F
 
 JOB_FORMAT = 1
 REPORT_NAME = "_kafka_batch_report.json"
+ERRORS_DIR = "_errors"  # records the JSON decode step could not parse, with their offsets
+CORRUPT = "_corrupt_record"
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
@@ -121,20 +129,41 @@ def read_ranges(spark: SparkSession, job: dict) -> DataFrame:
     return reader.load().select(*COLUMNS)
 
 
-def summarize(written: DataFrame) -> list[dict]:
-    rows = (
-        written.groupBy("topic", "partition")
-        .agg(
-            F.count(F.lit(1)).alias("records"),
-            F.min("offset").alias("min_offset"),
-            F.max("offset").alias("max_offset"),
-            F.countDistinct("offset").alias("distinct_offsets"),
-            F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias(
-                "payload_bytes"
-            ),
-        )
-        .collect()
+def with_decoded(df: DataFrame, schema: str) -> DataFrame:
+    """Add ``decoded`` (the value parsed as JSON with ``schema``) and ``decode_error`` (why not).
+
+    The raw ``value`` stays untouched; a tombstone (null value) is not an error.
+    """
+    parsed = F.from_json(
+        F.col("value").cast("string"),
+        f"{schema}, `{CORRUPT}` STRING",
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT},
     )
+    error = (
+        F.when(F.col("value").isNull(), F.lit(None))
+        .when(~F.expr("is_valid_utf8(CAST(value AS STRING))"), F.lit("value is not valid UTF-8"))
+        .when(parsed.isNull(), F.lit("value is not a JSON object"))
+        .when(parsed[CORRUPT].isNotNull(), F.lit("value does not match the JSON schema"))
+    )
+    return (
+        df.withColumn("_parsed", parsed)
+        .withColumn("decode_error", error)
+        .withColumn("decoded", F.when(F.col("decode_error").isNull(), F.col("_parsed").dropFields(CORRUPT)))
+        .drop("_parsed")
+    )
+
+
+def summarize(written: DataFrame, decoding: bool = False) -> list[dict]:
+    aggregates = [
+        F.count(F.lit(1)).alias("records"),
+        F.min("offset").alias("min_offset"),
+        F.max("offset").alias("max_offset"),
+        F.countDistinct("offset").alias("distinct_offsets"),
+        F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias("payload_bytes"),
+    ]
+    if decoding:
+        aggregates.append(F.count("decode_error").alias("decode_errors"))
+    rows = written.groupBy("topic", "partition").agg(*aggregates).collect()
     return sorted((row.asDict() for row in rows), key=lambda r: (r["topic"], r["partition"]))
 
 
@@ -176,9 +205,19 @@ def write_report(spark: SparkSession, staging_uri: str, report: dict) -> None:
 def run(job: dict, spark: SparkSession) -> dict:
     check_versions(spark)
     staging = job["staging_uri"]
-    read_ranges(spark, job).write.mode("overwrite").parquet(staging)
-    partitions = summarize(spark.read.parquet(staging))
+    decode = job.get("decode")
+    records = read_ranges(spark, job)
+    if decode:
+        records = with_decoded(records, decode["schema"])
+    records.write.mode("overwrite").parquet(staging)
+    written = spark.read.parquet(staging)
+    partitions = summarize(written, decoding=bool(decode))
     check_against_ranges(job, partitions)
+    if decode:
+        errors = written.where(F.col("decode_error").isNotNull())
+        errors.select("topic", "partition", "offset", "timestamp", "key", "value", "decode_error").write.mode(
+            "overwrite"
+        ).parquet(staging.rstrip("/") + "/" + ERRORS_DIR)
     path, fs = hadoop_path(spark, staging)
     report = {
         "format": JOB_FORMAT,

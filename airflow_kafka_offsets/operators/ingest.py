@@ -95,6 +95,9 @@ class KafkaBatchPlanOperator(_LedgerOperator):
         "on_data_loss",
         "max_records_per_batch",
         "max_records_per_partition",
+        "consumer_group",
+        "json_schema",
+        "max_decode_errors",
         "ledger_schema",
     )
     ui_color = "#e8f4ea"
@@ -110,10 +113,16 @@ class KafkaBatchPlanOperator(_LedgerOperator):
         on_data_loss: str = "fail",
         max_records_per_batch: int | str | None = None,
         max_records_per_partition: int | str | None = None,
+        consumer_group: str | None = None,
+        json_schema: str | None = None,
+        max_decode_errors: int | str | None = None,
         kafka_timeout_s: float = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.consumer_group = consumer_group
+        self.json_schema = json_schema
+        self.max_decode_errors = max_decode_errors
         self.topics = topics
         self.output_root = output_root
         self.kafka_conn_id = kafka_conn_id
@@ -134,6 +143,9 @@ class KafkaBatchPlanOperator(_LedgerOperator):
             on_data_loss=self.on_data_loss,
             max_records_per_batch=self.max_records_per_batch,
             max_records_per_partition=self.max_records_per_partition,
+            consumer_group=self.consumer_group,
+            json_schema=self.json_schema,
+            max_decode_errors=self.max_decode_errors,
         )
         sink = LocalDirectorySink(spec.output_root)
         sink.check_writable()
@@ -218,11 +230,14 @@ class KafkaBatchSparkOperator(_LedgerOperator):
         if plan is None:
             self.log.info("pipeline %s: no batch to read", self.pipeline)
             return None
+        submitter = SparkBatchSubmitter(self.settings())
+        if plan.readable_ranges:
+            submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
         report = run_batch(
             ledger,
             self.sink_for(ledger),
             plan,
-            SparkBatchSubmitter(self.settings()),
+            submitter,
             KafkaClusterHook(self.kafka_conn_id).spark_properties() if plan.readable_ranges else {},
             actor_from_context(context),
             min_partitions=int(self.min_partitions) if self.min_partitions not in (None, "", "None") else None,

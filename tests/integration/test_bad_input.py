@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import os
 
+import pyarrow.parquet as pq
+import pytest
 from confluent_kafka import Producer
 
+from airflow_kafka_offsets.errors import DecodeErrorThresholdError
+from airflow_kafka_offsets.model import BatchState
 from airflow_kafka_offsets.model import TopicPartition as TP
 from airflow_kafka_offsets.ranges import build_spec
 
-from .helpers import committed_rows
-from .pipeline import run_once
+from .helpers import committed_rows, local_path
+from .pipeline import plan, read, run_once
 
 BIG = 3 * 1024 * 1024
 
@@ -45,3 +49,50 @@ def test_raw_bytes_survive_nulls_tombstones_big_records_bad_utf8_and_repeated_he
     with ledger.transaction() as tx:
         payload = tx.fetchone("SELECT payload_bytes FROM {s}.batch_ranges WHERE pipeline = 'bad_input'")[0]
     assert payload == sum(len(k or b"") + len(v or b"") for k, v, _ in records)
+
+
+JSON_RECORDS = [
+    (b"a", b'{"id": "a", "n": 1}', None),
+    (b"b", b'{"id": "b", "n": ', "value does not match the JSON schema"),  # truncated JSON
+    (b"c", b"\xff\xfe{}", "value is not valid UTF-8"),
+    (b"d", None, None),  # tombstone: nothing to decode, not an error
+    (b"e", b'{"id": "e", "n": "not a number"}', "value does not match the JSON schema"),
+    (b"f", b'{"id": "f", "n": 6, "extra": true}', None),
+]
+
+
+def produce_json_records(stack, topic):
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    for key, value, _ in JSON_RECORDS:
+        producer.produce(topic, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
+
+
+def test_json_decode_keeps_raw_bytes_and_lists_failures_with_offsets(stack, ledger, make_topic, tmp_path):
+    topic = make_topic(partitions=1)
+    produce_json_records(stack, topic)
+    spec = build_spec("decoded", [topic], str(tmp_path), json_schema="id STRING, n INT")
+    outcome = run_once(ledger, spec, stack)
+    assert outcome.records == len(JSON_RECORDS)
+    rows = sorted(committed_rows(ledger, "decoded"), key=lambda r: r["offset"])
+    for row, (key, value, error) in zip(rows, JSON_RECORDS):
+        assert (row["key"], row["value"], row["decode_error"]) == (key, value, error)
+    assert rows[0]["decoded"] == {"id": "a", "n": 1} and rows[5]["decoded"] == {"id": "f", "n": 6}
+    assert rows[1]["decoded"] is None and rows[3]["decoded"] is None
+    errors = pq.read_table(local_path(outcome.plan.output_uri) / "_errors").to_pylist()
+    assert sorted((e["offset"], e["key"], e["decode_error"]) for e in errors) == [
+        (i, k, e) for i, (k, _, e) in enumerate(JSON_RECORDS) if e]
+    with ledger.transaction() as tx:
+        assert tx.fetchone("SELECT decode_errors FROM {s}.batch_ranges WHERE pipeline = 'decoded'")[0] == 3
+
+
+def test_decode_error_threshold_fails_the_batch_and_commits_nothing(stack, ledger, make_topic, tmp_path):
+    topic = make_topic(partitions=1)
+    produce_json_records(stack, topic)
+    spec = build_spec("strict_json", [topic], str(tmp_path), json_schema="id STRING, n INT", max_decode_errors=2)
+    outcome = plan(ledger, spec, stack)
+    with pytest.raises(DecodeErrorThresholdError, match=r"3 records could not be decoded as JSON \(.*-0: 3\)"):
+        read(ledger, spec, stack, outcome)
+    assert ledger.batch("strict_json", 1).state is BatchState.PLANNED
+    assert ledger.cursors("strict_json") == {TP(topic, 0): 0}
+    assert not local_path(outcome.plan.output_uri).exists()
