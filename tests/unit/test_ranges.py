@@ -222,3 +222,14 @@ def test_plan_properties(parts, on_loss, total_cap, part_cap):
         assert sum(r.span for r in ranges) <= total_cap
     if not total_cap and not part_cap:
         assert all(r.end == offsets[r.topic_partition].latest for r in ranges)
+
+
+def test_decode_settings():
+    s = spec(json_schema=" id STRING ", max_decode_errors="0")
+    assert s.decode.schema == "id STRING" and s.decode.max_errors == 0
+    assert spec().decode is None
+    with pytest.raises(InvalidPipelineSpecError, match="needs a json_schema"):
+        spec(max_decode_errors=3)
+    with pytest.raises(InvalidPipelineSpecError, match="max_decode_errors must be a positive integer"):
+        spec(json_schema="id STRING", max_decode_errors="-1")
+    assert type(s).from_json(s.to_json()) == s

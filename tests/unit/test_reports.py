@@ -66,3 +66,18 @@ def test_malformed_report():
         parse_report({"format": 1, "pipeline": "p"})
     with pytest.raises(ReportMismatchError, match="format"):
         parse_report({"format": 99})
+
+
+def test_decode_error_threshold():
+    from airflow_kafka_offsets.batches import check_decode_errors
+    from airflow_kafka_offsets.errors import DecodeErrorThresholdError
+    from airflow_kafka_offsets.model import DecodeSpec
+
+    raw = {"format": 1, "pipeline": "p", "batch_id": 3, "partitions": [
+        {"topic": "t", "partition": 0, "records": 5, "min_offset": 10, "max_offset": 14, "distinct_offsets": 5,
+         "decode_errors": 2}]}
+    check_decode_errors(PLAN, parse_report(raw), None)
+    check_decode_errors(PLAN, parse_report(raw), DecodeSpec("id STRING", None))
+    check_decode_errors(PLAN, parse_report(raw), DecodeSpec("id STRING", 2))
+    with pytest.raises(DecodeErrorThresholdError, match=r"2 records could not be decoded as JSON \(t-0: 2\)"):
+        check_decode_errors(PLAN, parse_report(raw), DecodeSpec("id STRING", 1))
