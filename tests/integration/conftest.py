@@ -23,10 +23,9 @@ from airflow_kafka_offsets.ledger import Ledger
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[devstack.StackInfo]:
-    try:
-        already_running = bool(devstack.current())
-    except devstack.StackError:
-        already_running = False
+    services = devstack.status()["services"]
+    already_running = bool(services) and all(
+        services.get(name, {}).get("alive") for name in ("postgres", "kafka"))
     info = devstack.up()
     os.environ.update(info.airflow_env())
     yield info
