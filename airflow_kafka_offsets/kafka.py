@@ -2,20 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
+import threading
+import time
 import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from airflow_kafka_offsets.errors import KafkaUnavailableError, UnknownTopicError
+from airflow_kafka_offsets.errors import KafkaAuthenticationError, KafkaUnavailableError, UnknownTopicError
 from airflow_kafka_offsets.model import PartitionOffsets, TopicPartition
 
 ADMIN_ONLY_DROPPED = frozenset({"group.id", "enable.auto.commit", "auto.offset.reset", "isolation.level"})
+# librdkafka reports these through error_cb only; list_topics just times out with _TRANSPORT.
+AUTHENTICATION_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+METADATA_WINDOW_S = 0.5
+METADATA_WINDOW_MAX_S = 8.0
+
+
+class _ErrorLog:
+    """Collects the client's error callbacks (served by ``poll``), keeping the user's own error_cb."""
+
+    def __init__(self, chained: Callable[[KafkaError], None] | None) -> None:
+        self._chained = chained
+        self._errors: deque[KafkaError] = deque(maxlen=20)
+        self._lock = threading.Lock()
+
+    def __call__(self, error: KafkaError) -> None:
+        with self._lock:
+            self._errors.append(error)
+        if self._chained is not None:
+            self._chained(error)
+
+    def authentication_failure(self) -> KafkaError | None:
+        with self._lock:
+            return next((e for e in reversed(self._errors) if e.code() in AUTHENTICATION_ERRORS), None)
+
+    def last(self) -> KafkaError | None:
+        """The most telling recent error: a broker-level one over librdkafka's 'all brokers down' summary."""
+        with self._lock:
+            errors = list(self._errors)
+        specific = [e for e in errors if e.code() != KafkaError._ALL_BROKERS_DOWN]
+        return (specific or errors or [None])[-1]
 
 
 class KafkaOffsetsClient:
@@ -27,16 +59,54 @@ class KafkaOffsetsClient:
         self._timeout_s = timeout_s
         self._bootstrap = config["bootstrap.servers"]
         admin_config = {k: v for k, v in config.items() if k not in ADMIN_ONLY_DROPPED}
-        self._admin = AdminClient(admin_config)
+        self._errors = _ErrorLog(admin_config.get("error_cb"))
+        admin_config["error_cb"] = self._errors
+        try:
+            self._admin = AdminClient(admin_config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            # librdkafka names the offending property, never its value
+            raise KafkaUnavailableError(f"invalid Kafka client config for {self._bootstrap}: {exc}") from exc
         self._config = admin_config
 
+    def _unavailable(self, what: str, exc: KafkaException | None = None) -> KafkaUnavailableError:
+        """The error to raise when Kafka did not answer: names an authentication failure when it was one."""
+        self._admin.poll(0)  # serve the queued error callbacks
+        auth = self._errors.authentication_failure()
+        if auth is not None:
+            return KafkaAuthenticationError(
+                f"Kafka at {self._bootstrap} rejected the client's credentials ({what}): authentication failed: "
+                f"{auth.str()}; check sasl.mechanism, sasl.username and sasl.password in the Kafka connection"
+            )
+        detail = exc.args[0].str() if exc is not None and isinstance(exc.args[0], KafkaError) else str(exc or "")
+        last = self._errors.last()
+        if last is not None and last.str() not in detail:
+            detail = f"{detail} (last client error: {last.str()})" if detail else last.str()
+        return KafkaUnavailableError(
+            f"Kafka at {self._bootstrap} did not answer within {self._timeout_s:g}s ({what}): {detail}"
+        )
+
+    def _metadata(self) -> Any:
+        """Cluster metadata within the timeout; fails at once when the broker rejects the credentials.
+
+        librdkafka reports a refused login only to error_cb, so metadata is requested in growing
+        windows and the callbacks are served between them.
+        """
+        deadline = time.monotonic() + self._timeout_s
+        window = METADATA_WINDOW_S
+        while True:
+            started = time.monotonic()
+            try:
+                return self._admin.list_topics(timeout=max(0.01, min(window, deadline - started)))
+            except KafkaException as exc:
+                self._admin.poll(0)
+                if self._errors.authentication_failure() is not None or deadline - time.monotonic() <= 0.01:
+                    raise self._unavailable("listing topics", exc) from exc
+                # failed before the window ended (no broker up at all): wait instead of spinning
+                time.sleep(max(0.0, min(window - (time.monotonic() - started), deadline - time.monotonic())))
+                window = min(window * 2, METADATA_WINDOW_MAX_S)
+
     def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
-        try:
-            metadata = self._admin.list_topics(timeout=self._timeout_s)
-        except KafkaException as exc:
-            raise KafkaUnavailableError(
-                f"Kafka at {self._bootstrap} did not answer within {self._timeout_s:.0f}s: {exc.args[0]}"
-            ) from exc
+        metadata = self._metadata()
         missing = [t for t in topics if t not in metadata.topics]
         if missing:
             raise UnknownTopicError(f"topic(s) {', '.join(sorted(missing))} not found in Kafka at {self._bootstrap}")
@@ -60,6 +130,9 @@ class KafkaOffsetsClient:
             try:
                 offsets[TopicPartition(ktp.topic, ktp.partition)] = int(future.result(timeout=self._timeout_s).offset)
             except KafkaException as exc:
+                error = self._unavailable(f"listing offsets of {ktp.topic}-{ktp.partition}", exc)
+                if isinstance(error, KafkaAuthenticationError):
+                    raise error from exc
                 raise KafkaUnavailableError(
                     f"listing offsets of {ktp.topic}-{ktp.partition} at {self._bootstrap} failed: {exc.args[0]}"
                 ) from exc

@@ -77,14 +77,25 @@ class SparkSettings:
 def check_spark_connection(conn_id: str) -> None:
     """The Spark provider silently falls back to master 'yarn' without a connection: refuse that."""
     from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
-        BaseHook.get_connection(conn_id)
-    except Exception as exc:  # AirflowNotFoundException, but also a broken secrets backend
+        conn = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException as exc:
         raise ConfigurationError(
             f"Spark connection {conn_id!r} is not defined; define it (e.g. AIRFLOW_CONN_{conn_id.upper()}="
             '\'{"conn_type": "spark", "host": "local[2]"}\') rather than letting spark-submit default to YARN'
         ) from exc
+    except Exception as exc:  # a broken secrets backend or metadata database (its text may quote the secret)
+        raise ConfigurationError(
+            f"Spark connection {conn_id!r} could not be read from Airflow ({type(exc).__name__}; see the cause); "
+            "refusing to let spark-submit default to YARN"
+        ) from exc
+    if not (conn.host or "").strip():
+        raise ConfigurationError(
+            f"Spark connection {conn_id!r} has no host: set it to the Spark master (local[2], spark://host:7077, "
+            "yarn, k8s://...)"
+        )
 
 
 def _write_private(path: Path, payload: Mapping[str, Any]) -> None:
@@ -99,16 +110,21 @@ class SparkBatchSubmitter:
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings
 
-    def __call__(self, job: Mapping[str, Any]) -> None:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
+    def check(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Refuse a configuration spark-submit cannot run (before any ledger write); returns (jars, packages)."""
         settings = self.settings
         check_spark_connection(settings.conn_id)
         if shutil.which(settings.spark_binary) is None:
             raise ConfigurationError(
                 f"{settings.spark_binary} is not on PATH; install Spark (or pyspark) and put its bin directory on PATH"
             )
-        jars, packages = settings.resolved_dependencies()
+        return settings.resolved_dependencies()
+
+    def __call__(self, job: Mapping[str, Any]) -> None:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        settings = self.settings
+        jars, packages = self.check()
         with tempfile.TemporaryDirectory(prefix="kafka-batch-") as private_dir:  # mode 0700
             job_file = Path(private_dir) / f"kafka-batch-{job['attempt_id']}.json"
             _write_private(job_file, job)
@@ -131,5 +147,19 @@ class SparkBatchSubmitter:
                 hook.submit(app_path())
             except Exception as exc:
                 raise SparkJobError(
-                    f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed: {exc}"
+                    f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed"
+                    f"{_diagnosis(str(exc))}: {exc}"
                 ) from exc
+
+
+# Causes worth naming up front: the hook's message is the masked command line and a log tail.
+_DIAGNOSES = (
+    ("SaslAuthenticationException", "Kafka rejected the credentials of the Kafka connection (authentication "
+                                    "failed: check sasl.mechanism, sasl.username and sasl.password)"),
+    ("TopicAuthorizationException", "the Kafka user is not authorized to read the topic"),
+)
+
+
+def _diagnosis(output: str) -> str:
+    found = [text for marker, text in _DIAGNOSES if marker in output]
+    return f" ({'; '.join(found)})" if found else ""

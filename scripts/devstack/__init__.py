@@ -7,8 +7,14 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     import devstack
     info = devstack.up()              # idempotent; reuses a running stack
     info.bootstrap_servers, info.pg_dsn(), info.airflow_env()
+    info.sasl_bootstrap_servers, info.sasl_client_config()   # SASL_PLAINTEXT/PLAIN listener
     devstack.restart_kafka(); devstack.restart_postgres()
     devstack.down()
+
+The broker has a second client listener, SASL_PLAINTEXT with mechanism PLAIN, for one user
+(``ako``) whose password is generated once per stack (``<state>/kafka-sasl-password``, 0600).
+A stack started before that listener existed gets it on the next ``up`` (one broker restart,
+same ports and data). The PLAINTEXT listener and ``airflow_env()`` are unchanged.
 
 Stdlib only, plus psycopg2 for creating the ``ledger`` database.
 """

@@ -24,6 +24,11 @@ def _print_status(st: dict) -> None:
     if c:
         print("connect:")
         print(f"  bootstrap.servers  {c['bootstrap_servers']}")
+        if c.get("sasl_bootstrap_servers"):
+            print(f"  SASL_PLAINTEXT     {c['sasl_bootstrap_servers']}  (sasl.mechanism {c['sasl_mechanism']}, "
+                  f"user {c['sasl_username']}, password in {c['sasl_password_file']})")
+        else:
+            print("  SASL_PLAINTEXT     not configured on this broker: `scripts/stack up` adds it")
         print(f"  postgres DSN       {c['pg_dsn']}  (password in {c['pg_password_file']})")
         if c["spark_master_url"]:
             print(f"  spark master       {c['spark_master_url']}")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from . import state
+from .errors import StackError
 
 
 @dataclass(frozen=True)
@@ -21,11 +22,33 @@ class StackInfo:
     kafka_libs_dir: str
     spark_master_url: str | None
     state_dir: str
+    # The broker's SASL_PLAINTEXT listener (mechanism PLAIN); None on a stack started
+    # before it existed (`devstack.up()` adds it, restarting the broker once).
+    sasl_bootstrap_servers: str | None = None
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
 
-    def __repr__(self) -> str:  # keep the password out of logs and tracebacks
+    def __repr__(self) -> str:  # keep the passwords out of logs and tracebacks
         return (f"StackInfo(bootstrap_servers={self.bootstrap_servers!r}, "
+                f"sasl_bootstrap_servers={self.sasl_bootstrap_servers!r}, "
+                f"sasl_username={self.sasl_username!r}, "
                 f"pg={self.pg_user}@{self.pg_host}:{self.pg_port}/{self.pg_database}, "
                 f"spark_master_url={self.spark_master_url!r}, state_dir={self.state_dir!r})")
+
+    def sasl_client_config(self, password: str | None = None) -> dict[str, str]:
+        """confluent-kafka config for the SASL_PLAINTEXT listener (includes the password).
+
+        ``password`` overrides the real one (to try wrong credentials).
+        """
+        if not self.sasl_bootstrap_servers:
+            raise StackError("this stack has no SASL_PLAINTEXT listener; run `scripts/stack up` "
+                             "(it adds one) or `scripts/stack down && scripts/stack up`")
+        return {"bootstrap.servers": self.sasl_bootstrap_servers,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": self.sasl_mechanism or "PLAIN",
+                "sasl.username": self.sasl_username or "",
+                "sasl.password": self.sasl_password if password is None else password}
 
     def pg_dsn(self, dbname: str | None = None) -> str:
         """libpq key=value DSN (includes the password)."""
@@ -71,4 +94,14 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
         kafka_libs_dir=kafka["libs_dir"],
         spark_master_url=spark.get("master_url"),
         state_dir=stack["state_dir"],
+        **_sasl(kafka),
     )
+
+
+def _sasl(kafka: dict[str, Any]) -> dict[str, Any]:
+    if not kafka.get("sasl_port"):
+        return {}
+    return {"sasl_bootstrap_servers": f"{kafka['host']}:{kafka['sasl_port']}",
+            "sasl_mechanism": kafka.get("sasl_mechanism", "PLAIN"),
+            "sasl_username": kafka["sasl_user"],
+            "sasl_password": Path(kafka["sasl_password_file"]).read_text().strip()}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets
 import shutil
 import socket
 import struct
@@ -16,6 +17,11 @@ from .errors import StackError
 
 MAIN_CLASS = "kafka.Kafka"
 HEAP = os.environ.get("AKO_KAFKA_HEAP", "512m")
+# The SASL_PLAINTEXT listener (mechanism PLAIN) has one user; its password is
+# generated once per stack and kept 0600 in the state dir, like PostgreSQL's.
+SASL_USER = "ako"
+SASL_PASSWORD_FILE = "kafka-sasl-password"
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 LOG4J2 = """\
 status = warn
@@ -43,8 +49,23 @@ def new_cluster_id() -> str:
             return cid
 
 
-def configure(sd: Path, libs_dir: Path, port: int, controller_port: int) -> dict[str, Any]:
-    """Write server.properties + log4j2.properties; return the config record."""
+def sasl_password(sd: Path) -> str:
+    """The SASL/PLAIN user's password, generated once per state dir and kept 0600."""
+    path = sd / SASL_PASSWORD_FILE
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(24) + "\n")
+    return path.read_text().strip()
+
+
+def configure(sd: Path, libs_dir: Path, port: int, controller_port: int,
+              sasl_port: int | None = None) -> dict[str, Any]:
+    """Write server.properties + log4j2.properties; return the config record.
+
+    ``sasl_port`` adds a SASL_PLAINTEXT listener (mechanism PLAIN) beside the
+    PLAINTEXT one; see :func:`enable_sasl`.
+    """
     base = sd / "kafka"
     if base.exists():
         shutil.rmtree(base)
@@ -55,19 +76,70 @@ def configure(sd: Path, libs_dir: Path, port: int, controller_port: int) -> dict
         "config": str(base / "server.properties"), "log_dirs": str(base / "data"),
         "log": str(base / "logs" / "server.log"), "stdout": str(base / "logs" / "kafka.out"),
     }
-    h = state.LOOPBACK
-    props = {
+    if sasl_port is not None:
+        _sasl_fields(cfg, sd, sasl_port)
+    write_config(cfg)
+    (base / "log4j2.properties").write_text(LOG4J2.format(log=cfg["log"]))
+    return cfg
+
+
+def has_sasl(cfg: dict[str, Any]) -> bool:
+    """True if the broker config record has the SASL_PLAINTEXT listener."""
+    return bool(cfg.get("sasl_port"))
+
+
+def enable_sasl(cfg: dict[str, Any], sd: Path, sasl_port: int) -> dict[str, Any]:
+    """Add the SASL_PLAINTEXT listener to an existing broker's config (restart it to apply).
+
+    Listeners are not part of the KRaft metadata (static quorum), so the data dir stays valid.
+    """
+    _sasl_fields(cfg, sd, sasl_port)
+    write_config(cfg)
+    return cfg
+
+
+def _sasl_fields(cfg: dict[str, Any], sd: Path, sasl_port: int) -> None:
+    sasl_password(sd)  # create it now, so the broker config and clients agree
+    cfg.update({"sasl_port": sasl_port, "sasl_mechanism": "PLAIN", "sasl_user": SASL_USER,
+                "sasl_password_file": str(sd / SASL_PASSWORD_FILE)})
+
+
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def server_properties(cfg: dict[str, Any]) -> dict[str, str]:
+    """The broker's server.properties for a config record."""
+    h, port, controller_port = state.LOOPBACK, cfg["port"], cfg["controller_port"]
+    listeners = [f"PLAINTEXT://{h}:{port}", f"CONTROLLER://{h}:{controller_port}"]
+    advertised = [f"PLAINTEXT://{h}:{port}"]
+    protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+    sasl: dict[str, str] = {}
+    if has_sasl(cfg):
+        listeners.append(f"SASL_PLAINTEXT://{h}:{cfg['sasl_port']}")
+        advertised.append(f"SASL_PLAINTEXT://{h}:{cfg['sasl_port']}")
+        protocols.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
+        password = Path(cfg["sasl_password_file"]).read_text().strip()
+        sasl = {
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+            # broker side of PLAIN: one user_<name>="<password>" entry per accepted client
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                f"{PLAIN_LOGIN_MODULE} required user_{cfg['sasl_user']}={_jaas_quote(password)};",
+        }
+    return {
         "process.roles": "broker,controller",
         "node.id": "1",
         # Static quorum: no endpoint is baked into the metadata log, so the broker
         # can be restarted from its config alone. (The dynamic alternative is
         # controller.quorum.bootstrap.servers + `StorageTool format --standalone`.)
         "controller.quorum.voters": f"1@{h}:{controller_port}",
-        "listeners": f"PLAINTEXT://{h}:{port},CONTROLLER://{h}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{h}:{port}",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(protocols),
+        **sasl,
         "log.dirs": cfg["log_dirs"],
         "num.partitions": "1",
         "default.replication.factor": "1",
@@ -92,9 +164,17 @@ def configure(sd: Path, libs_dir: Path, port: int, controller_port: int) -> dict
         "num.network.threads": "2",
         "num.io.threads": "4",
     }
-    Path(cfg["config"]).write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    (base / "log4j2.properties").write_text(LOG4J2.format(log=cfg["log"]))
-    return cfg
+
+
+def write_config(cfg: dict[str, Any]) -> None:
+    """(Re)write server.properties, private (0600): it holds the SASL user's password."""
+    path = Path(cfg["config"])
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("".join(f"{k}={v}\n" for k, v in server_properties(cfg).items()))
+    tmp.replace(path)
 
 
 def _java_cmd(cfg: dict[str, Any], main: str, *args: str, heap: str | None = None) -> list[str]:
@@ -119,6 +199,8 @@ def start(cfg: dict[str, Any], timeout: float = 90) -> int:
     """Start the broker detached and wait until it serves metadata; return its pid."""
     procs.ensure_port_free(cfg["port"], "Kafka")
     procs.ensure_port_free(cfg["controller_port"], "Kafka controller")
+    if has_sasl(cfg):
+        procs.ensure_port_free(cfg["sasl_port"], "Kafka SASL_PLAINTEXT listener")
     format_storage(cfg)
     pid = procs.spawn_detached(_java_cmd(cfg, MAIN_CLASS, cfg["config"], heap=HEAP),
                                Path(cfg["stdout"]), cwd=Path(cfg["base_dir"]))

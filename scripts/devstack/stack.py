@@ -51,17 +51,27 @@ def _ensure_postgres(sd: Path, pg: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _ensure_kafka(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[str, Any]:
+    if kc and not kafka.has_sasl(kc):
+        # A stack started before the SASL_PLAINTEXT listener existed: add it on the same
+        # data and ports (one broker restart; PLAINTEXT clients reconnect by themselves).
+        kafka.enable_sasl(kc, sd, procs.free_port())
+        if kafka.is_running(kc):
+            _say(f"adding a SASL_PLAINTEXT listener on {kc['host']}:{kc['sasl_port']}: "
+                 f"restarting Kafka (pid {kc['pid']})")
+            kafka.stop(kc)
     if kc and kafka.is_running(kc):
         if kafka.wait_ready(kc, kc["pid"], timeout=30):
-            _say(f"Kafka already running (pid {kc['pid']}, {kc['host']}:{kc['port']})")
+            _say(f"Kafka already running (pid {kc['pid']}, {kc['host']}:{kc['port']}, "
+                 f"SASL {kc['host']}:{kc['sasl_port']})")
             return kc
         _say(f"Kafka pid {kc['pid']} does not answer; restarting it")
         kafka.stop(kc)
     if kc and (Path(kc["log_dirs"]) / "meta.properties").exists():
         _say(f"starting existing Kafka broker on {kc['host']}:{kc['port']}")
     else:
-        kc = kafka.configure(sd, libs_dir, *procs.free_ports(2))
-        _say(f"starting new Kafka KRaft broker on {kc['host']}:{kc['port']}")
+        kc = kafka.configure(sd, libs_dir, *procs.free_ports(3))
+        _say(f"starting new Kafka KRaft broker on {kc['host']}:{kc['port']} "
+             f"(SASL_PLAINTEXT/PLAIN on port {kc['sasl_port']})")
     kc["pid"] = kafka.start(kc)
     return kc
 
@@ -173,6 +183,8 @@ def status() -> dict[str, Any]:
         services["kafka"] = {"pid": kc.get("pid"), "alive": alive,
                              "answers": alive and kafka.probe(kc["host"], kc["port"]),
                              "address": f"{kc['host']}:{kc['port']}",
+                             "sasl_address": (f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc)
+                                              else None),
                              "controller": f"{kc['host']}:{kc['controller_port']}",
                              "log_dirs": kc["log_dirs"], "log": kc["log"]}
     if sc:
@@ -193,6 +205,10 @@ def status() -> dict[str, Any]:
         si = info.from_stack(stack)
         out["connect"] = {
             "bootstrap_servers": si.bootstrap_servers,
+            "sasl_bootstrap_servers": si.sasl_bootstrap_servers,
+            "sasl_mechanism": si.sasl_mechanism,
+            "sasl_username": si.sasl_username,
+            "sasl_password_file": kc.get("sasl_password_file"),
             "pg_dsn": f"host={si.pg_host} port={si.pg_port} user={si.pg_user} "
                       f"dbname={si.pg_database}",
             "pg_password_file": pg["password_file"],
