@@ -424,7 +424,10 @@ class Ledger:
                 yield LedgerTransaction(cursor, self.schema)
                 conn.commit()
             except BaseException as exc:
-                conn.rollback()
+                try:
+                    conn.rollback()
+                except Exception:  # connection lost (server restart): the server rolled back; report the cause
+                    pass
                 if _sqlstate(exc) == LOCK_NOT_AVAILABLE:
                     raise PipelineBusyError(
                         f"gave up after {self._lock_timeout_ms / 1000:.0f}s waiting for a ledger lock held by "

@@ -29,6 +29,8 @@ def prepare_environment(info: Any) -> None:
     """Connections, PATH and a throwaway AIRFLOW_HOME, before anything imports Airflow."""
     os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="ako-bench-airflow-"))
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    # The Spark hook logs every spark-submit output line at INFO; the harness prints its own summary.
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
     os.environ.update(info.airflow_env())
     os.environ["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
     path = os.environ.get("PATH", "")
@@ -113,6 +115,10 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def _version(value: Any) -> str:
+    return str(value[0] if isinstance(value, tuple) else value)
+
+
 def machine_info(info: Any, pg_version: str | None = None) -> dict[str, Any]:
     """Cores, memory and the versions of everything that took part."""
     import confluent_kafka
@@ -137,7 +143,7 @@ def machine_info(info: Any, pg_version: str | None = None) -> dict[str, Any]:
         "pyspark": pyspark.__version__,
         "spark_kafka_connector": connector,
         "kafka_broker": kafka_version,
-        "confluent_kafka": f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})",
+        "confluent_kafka": f"{_version(confluent_kafka.version())} (librdkafka {_version(confluent_kafka.libversion())})",
         "pyarrow": pyarrow.__version__,
         "postgresql": pg_version,
         "airflow_kafka_offsets": airflow_kafka_offsets.__version__,

@@ -12,8 +12,10 @@ spark-submit start-up, Spark set-up, Spark jobs and shutdown.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import resource
 import shutil
 import sys
 import time
@@ -21,11 +23,18 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from benchmarks.common import REPO, parquet_rows, run
 
 ACTOR = {"dag_id": "benchmarks", "run_id": "bench"}
 STREAMING_APP = Path(__file__).with_name("streaming_app.py")
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of finished child processes: spark-submit's JVMs and Python, the consumer."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # --------------------------------------------------------------------------- Spark event log
@@ -102,14 +111,28 @@ class PackageRunner:
     """plan -> run -> commit of one batch covering everything in the topic, on a fresh pipeline."""
 
     def __init__(self, info: Any, ledger: Any, workdir: Path, spark_conf: Mapping[str, str] | None = None,
-                 min_partitions: int | None = None) -> None:
+                 min_partitions: int | None = None, app: str | None = None,
+                 default_conf: Mapping[str, str] | None = None) -> None:
+        """``app`` and ``default_conf`` replace the installed Spark app and DEFAULT_SPARK_CONF (for a baseline)."""
         self.info = info
         self.ledger = ledger
         self.workdir = workdir
         self.spark_conf = dict(spark_conf or {})
         self.min_partitions = min_partitions
+        self.app = app
+        self.default_conf = dict(default_conf) if default_conf is not None else None
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
+        from airflow_kafka_offsets import spark as spark_module
+
+        with contextlib.ExitStack() as stack:
+            if self.app:
+                stack.enter_context(mock.patch.object(spark_module, "app_path", lambda: self.app))
+            if self.default_conf is not None:
+                stack.enter_context(mock.patch.object(spark_module, "DEFAULT_SPARK_CONF", self.default_conf))
+            return self._run(topic, expected)
+
+    def _run(self, topic: str, expected: int) -> dict[str, Any]:
         from airflow_kafka_offsets.batches import commit_batch, plan_batch, run_batch
         from airflow_kafka_offsets.kafka import KafkaOffsetsClient
         from airflow_kafka_offsets.ranges import build_spec
@@ -134,6 +157,7 @@ class PackageRunner:
             finally:
                 marks["submit_end"] = time.time()
 
+        cpu0 = children_cpu()
         t0 = time.time()
         kafka = KafkaOffsetsClient(kafka_props)
         outcome = plan_batch(self.ledger, spec, kafka.offsets, sink, ACTOR)
@@ -150,6 +174,7 @@ class PackageRunner:
         split = parse_event_log(events, marks["submit_start"], marks["submit_end"])
         result = {
             "seconds": round(t3 - t0, 3),
+            "cpu_s": round(children_cpu() - cpu0, 1),
             "records": rows,
             "output_files": files,
             "output_bytes": size,
@@ -191,14 +216,16 @@ class StreamingRunner:
              "--output", str(run_dir / "out"), "--checkpoint", str(run_dir / "checkpoint")],
             "bench-structured-streaming",
         )
+        cpu0 = children_cpu()
         start = time.time()
         run(argv, timeout=3600)
         end = time.time()
+        cpu = children_cpu() - cpu0
         rows, files, size = parquet_rows(run_dir / "out")
         if rows != expected:
             raise RuntimeError(f"structured streaming wrote {rows} rows, expected {expected}")
-        result = {"seconds": round(end - start, 3), "records": rows, "output_files": files, "output_bytes": size,
-                  "spark": parse_event_log(events, start, end)}
+        result = {"seconds": round(end - start, 3), "cpu_s": round(cpu, 1), "records": rows, "output_files": files,
+                  "output_bytes": size, "spark": parse_event_log(events, start, end)}
         shutil.rmtree(run_dir, ignore_errors=True)
         return result
 
@@ -215,15 +242,18 @@ class PythonConsumerRunner:
         run_dir = self.workdir / f"python-{uuid.uuid4().hex[:8]}"
         argv = [sys.executable, "-m", "benchmarks.python_consumer", "--bootstrap", self.info.bootstrap_servers,
                 "--topic", topic, "--output", str(run_dir / "out")]
+        cpu0 = children_cpu()
         start = time.time()
         out = run(argv, timeout=3600, cwd=str(REPO))
         end = time.time()
+        cpu = children_cpu() - cpu0
         reported = json.loads(out.stdout.strip().splitlines()[-1])
         rows, files, size = parquet_rows(run_dir / "out")
         if rows != expected or reported["records"] != expected:
             raise RuntimeError(f"python consumer wrote {rows} rows, expected {expected}")
         shutil.rmtree(run_dir, ignore_errors=True)
-        return {"seconds": round(end - start, 3), "records": rows, "output_files": files, "output_bytes": size}
+        return {"seconds": round(end - start, 3), "cpu_s": round(cpu, 1), "records": rows, "output_files": files,
+                "output_bytes": size}
 
 
 # --------------------------------------------------------------------------- Kafka's own tool
@@ -237,9 +267,11 @@ class ConsumerPerfRunner:
         argv = ["java", "-cp", f"{self.info.kafka_libs_dir}/*", "org.apache.kafka.tools.ConsumerPerformance",
                 "--bootstrap-server", self.info.bootstrap_servers, "--topic", topic,
                 "--messages", str(expected), "--timeout", "60000", "--group", f"bench-perf-{uuid.uuid4().hex[:8]}"]
+        cpu0 = children_cpu()
         start = time.time()
         out = run(argv, timeout=3600)
         end = time.time()
+        cpu = children_cpu() - cpu0
         lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
         header = [h.strip() for h in lines[-2].split(",")]
         values = [v.strip() for v in lines[-1].split(",")]
@@ -248,7 +280,7 @@ class ConsumerPerfRunner:
         if consumed < expected:
             raise RuntimeError(f"ConsumerPerformance consumed {consumed}, expected {expected}: {out.stdout[-2000:]}")
         tool = {k: _number(v) for k, v in stats.items() if not k.endswith(".time")}
-        return {"seconds": round(end - start, 3), "records": consumed, "tool_reported": tool}
+        return {"seconds": round(end - start, 3), "cpu_s": round(cpu, 1), "records": consumed, "tool_reported": tool}
 
 
 def _number(value: str) -> Any:

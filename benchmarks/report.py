@@ -9,10 +9,19 @@ from typing import Any
 
 LABELS = {
     "package": "airflow-kafka-offsets batch (plan + spark-submit + commit)",
+    "package_baseline": "airflow-kafka-offsets batch, baseline (app + Spark conf before tuning)",
     "structured_streaming": "Spark Structured Streaming, AvailableNow + checkpoint",
     "python_consumer": "Python consumer (confluent-kafka + pyarrow)",
     "kafka_consumer_perf": "Kafka ConsumerPerformance (reads only: the ceiling)",
 }
+
+
+def median_of(values) -> float | None:
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 def _f(value: Any, digits: int = 1) -> str:
@@ -62,23 +71,29 @@ def throughput_lines(results: dict) -> list[str]:
     rows = []
     for name, c in tp["contenders"].items():
         s = c["seconds"]
+        cpu = median_of(r.get("cpu_s") for r in c.get("runs", []))
         rows.append([
             LABELS.get(name, name),
             f"{_f(s['median'])} ({_f(s['min'])}-{_f(s['max'])})",
             _f(c["records_per_s"], 0),
             _f(c["mb_per_s"]),
             f"{c['vs_package']:.2f}x" if c.get("vs_package") else "-",
+            _f(cpu),
         ])
-    out += _table(["contender", "seconds", "records/s", "MB/s", "vs package"], rows)
+    out += _table(["contender", "seconds", "records/s", "MB/s", "vs package", "CPU s"], rows)
+    out += ["", "CPU s: user + system CPU seconds of the contender's processes (spark-submit's JVMs and Python, "
+                "the consumer), median; the machine has 2 cores shared with other work."]
     perf = tp["contenders"].get("kafka_consumer_perf", {})
     tool = (perf.get("runs") or [{}])[0].get("tool_reported") if perf else None
     if tool:
         out += ["", f"ConsumerPerformance's own figure (fetch phase only, no JVM start-up or group join): "
                     f"{_f(tool.get('fetch.nMsg.sec'), 0)} records/s, {_f(tool.get('fetch.MB.sec'))} MiB/s."]
-    split = tp["contenders"].get("package", {}).get("median_split")
-    if split:
-        out += ["", "Where the package's time goes in this run (medians, seconds): " + ", ".join(
-            f"{k.removesuffix('_s').replace('_', ' ')} {_f(v)}" for k, v in split.items())]
+    for name in ("package", "package_baseline"):
+        split = tp["contenders"].get(name, {}).get("median_split")
+        if split:
+            what = "the package's" if name == "package" else "the baseline's"
+            out += ["", f"Where {what} time goes (medians, seconds): " + ", ".join(
+                f"{k.removesuffix('_s').replace('_', ' ')} {_f(v)}" for k, v in split.items())]
     return out + [""]
 
 
@@ -105,6 +120,11 @@ def overhead_lines(results: dict) -> list[str]:
         "seconds; the Spark phases come from Spark's event log.",
         "",
     ]
+    base = (ov.get("baseline") or {}).get("median")
+    if base:
+        rows = [[label, _f(ov["median"].get(key), 2), _f(base.get(key), 2)]
+                for key, label in OVERHEAD_PHASES if key in ov["median"]]
+        return out + _table(["phase", "seconds", "baseline seconds (before tuning)"], rows) + [""]
     rows = [[label, _f(ov["median"].get(key), 2)] for key, label in OVERHEAD_PHASES if key in ov["median"]]
     return out + _table(["phase", "seconds"], rows) + [""]
 
@@ -157,6 +177,33 @@ def comparison_lines(before: dict, after: dict, before_name: str) -> list[str]:
             "of 10-20% are within the noise.", ""]
 
 
+def baseline_lines(results: dict) -> list[str]:
+    """Current package against package_baseline, interleaved in the same run (same noise)."""
+    rows = []
+    tp = (results.get("throughput") or {}).get("contenders", {})
+    if "package" in tp and "package_baseline" in tp:
+        a, b = tp["package"], tp["package_baseline"]
+        rows.append(["throughput, records/s", _f(b["records_per_s"], 0), _f(a["records_per_s"], 0),
+                     f"{a['records_per_s'] / b['records_per_s']:.2f}x"])
+        rows.append(["throughput, wall seconds", _f(b["seconds"]["median"]), _f(a["seconds"]["median"]),
+                     f"{b['seconds']['median'] / a['seconds']['median']:.2f}x"])
+        bc, ac = median_of(r.get("cpu_s") for r in b["runs"]), median_of(r.get("cpu_s") for r in a["runs"])
+        if bc and ac:
+            rows.append(["throughput, CPU seconds", _f(bc), _f(ac), f"{bc / ac:.2f}x"])
+    ov = results.get("overhead") or {}
+    if ov.get("baseline"):
+        for key, label in OVERHEAD_PHASES:
+            bv, av = ov["baseline"]["median"].get(key), ov["median"].get(key)
+            if bv is not None and av is not None and key not in ("plan_s", "attempt_bookkeeping_s", "commit_s"):
+                rows.append([f"small batch: {label}", _f(bv, 2), _f(av, 2), f"{bv / av:.2f}x" if av else "-"])
+    if not rows:
+        return []
+    return ["## Before / after tuning, interleaved in this run", "",
+            "package_baseline is the same batch with the Spark app and DEFAULT_SPARK_CONF from before the tuning, "
+            "run alternately with the current package so both see the same machine load.", ""] + _table(
+        ["figure", "before", "after", "speed-up"], rows) + [""]
+
+
 def render(results: dict, before: dict | None = None, before_name: str = "") -> str:
     p = results["params"]
     lines = [
@@ -173,6 +220,7 @@ def render(results: dict, before: dict | None = None, before_name: str = "") -> 
     ]
     lines += throughput_lines(results)
     lines += overhead_lines(results)
+    lines += baseline_lines(results)
     lines += scaling_lines(results)
     if before:
         lines += comparison_lines(before, results, before_name)

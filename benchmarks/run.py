@@ -25,7 +25,7 @@ from typing import Any
 from benchmarks.common import MB, REPO, dump_json, loadavg, machine_info, median, prepare_environment, say, spread
 
 DEFAULT_RESULTS = REPO / "benchmarks" / "results"
-CONTENDERS = ("package", "structured_streaming", "python_consumer", "kafka_consumer_perf")
+CONTENDERS = ("package", "package_baseline", "structured_streaming", "python_consumer", "kafka_consumer_perf")
 SECTIONS = ("throughput", "overhead", "scaling")
 
 
@@ -47,11 +47,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--overhead-repeat", type=int, help="small batches timed (default 3; quick 2)")
     p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
     p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
-    p.add_argument("--history-partitions", type=int, default=8, help="partitions per batch in the history")
+    p.add_argument("--history-partitions", type=int, default=1,
+                   help="partitions per batch in the history and the timed batches (default 1: a million batches"
+                        " of 8 partitions take ~20 min to load, the ledger's exclusion constraint checks every row)")
     p.add_argument("--scaling-batches", type=int, help="batches timed per scaling point (default 5; quick 3)")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark setting for both Spark contenders (repeatable; for experiments)")
     p.add_argument("--min-partitions", type=int, help="min_partitions for the package's batch (experiments)")
+    p.add_argument("--baseline-app", type=Path, metavar="FILE",
+                   help="a copy of an earlier spark_apps/kafka_range_batch.py: adds the contender package_baseline, "
+                        "the package's batch with that app (interleaved with the current one, also in overhead)")
+    p.add_argument("--baseline-conf", metavar="JSON",
+                   help="DEFAULT_SPARK_CONF for package_baseline, as a JSON object (default: the current one)")
     p.add_argument("--label", default="latest", help="results file name (default latest)")
     p.add_argument("--out-dir", type=Path, default=DEFAULT_RESULTS)
     p.add_argument("--compare", type=Path, help="an earlier results JSON to show before/after against")
@@ -63,6 +70,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.contender_list = [c.strip() for c in args.contenders.split(",") if c.strip()]
     if set(args.contender_list) - set(CONTENDERS):
         p.error(f"unknown contender(s) in {args.contenders}")
+    args.baseline_conf = json.loads(args.baseline_conf) if args.baseline_conf else None
+    args.baseline = bool(args.baseline_app or args.baseline_conf is not None)
+    if args.baseline_app and not args.baseline_app.is_file():
+        p.error(f"--baseline-app {args.baseline_app} is not a file")
+    if not args.baseline:
+        args.contender_list = [c for c in args.contender_list if c != "package_baseline"]
+    elif "package_baseline" not in args.contender_list and "package" in args.contender_list:
+        args.contender_list.insert(args.contender_list.index("package") + 1, "package_baseline")
     q = args.quick
     args.records = args.records or (100_000 if q else 2_000_000)
     args.repeat = args.repeat or (1 if q else 3)
@@ -103,6 +118,16 @@ def _spark_split_median(runs: list[dict]) -> dict[str, float]:
             if any(row.get(k) is not None for row in rows)}
 
 
+def _baseline_runner(info: Any, ledger: Any, workdir: Path, args: argparse.Namespace):
+    from benchmarks import contenders
+
+    if not args.baseline:
+        return None
+    return contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions,
+                                    app=str(args.baseline_app.resolve()) if args.baseline_app else None,
+                                    default_conf=args.baseline_conf)
+
+
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from airflow_kafka_offsets.spark import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
@@ -112,6 +137,7 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
     spark_conf = {**DEFAULT_SPARK_CONF, **args.extra_conf}
     runners = {
         "package": contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions),
+        "package_baseline": _baseline_runner(info, ledger, workdir, args),
         "structured_streaming": contenders.StreamingRunner(info, workdir, spark_conf),
         "python_consumer": contenders.PythonConsumerRunner(info, workdir),
         "kafka_consumer_perf": contenders.ConsumerPerfRunner(info),
@@ -140,9 +166,10 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
             "mb_per_s": round(dataset.payload_bytes / MB / seconds["median"], 2),
             "runs": runs[name],
         }
+        if name.startswith("package"):
+            entry["median_split"] = _spark_split_median(runs[name])
         if name == "package":
             base = rate
-            entry["median_split"] = _spark_split_median(runs[name])
         out["contenders"][name] = entry
     if base:
         for entry in out["contenders"].values():
@@ -155,19 +182,26 @@ def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, An
 
     dataset = datagen.produce(info.bootstrap_servers, args.overhead_records, args.partitions, args.record_bytes)
     ledger = _ledger(info)
-    runner = contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions)
-    runs = []
+    runners = {"package": contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions)}
+    if args.baseline:
+        runners["package_baseline"] = _baseline_runner(info, ledger, workdir, args)
+    runs: dict[str, list[dict]] = {name: [] for name in runners}
     try:
         for rep in range(args.overhead_repeat):
-            result = runner(dataset.topic, dataset.records)
-            result["loadavg_before"] = loadavg()
-            runs.append(result)
-            say(f"overhead run {rep + 1}/{args.overhead_repeat}: {result['seconds']:.1f}s")
+            for name, runner in runners.items():
+                load = loadavg()
+                result = runner(dataset.topic, dataset.records)
+                result["loadavg_before"] = load
+                runs[name].append(result)
+                say(f"overhead run {rep + 1}/{args.overhead_repeat}: {name}: {result['seconds']:.1f}s")
     finally:
         _drop(ledger)
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)
-    return {"records": dataset.records, "partitions": dataset.partitions, "repeat": args.overhead_repeat,
-            "median": _spark_split_median(runs), "runs": runs}
+    out = {"records": dataset.records, "partitions": dataset.partitions, "repeat": args.overhead_repeat,
+           "median": _spark_split_median(runs["package"]), "runs": runs["package"]}
+    if args.baseline:
+        out["baseline"] = {"median": _spark_split_median(runs["package_baseline"]), "runs": runs["package_baseline"]}
+    return out
 
 
 def scaling(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -201,9 +235,11 @@ def main(argv: list[str] | None = None) -> int:
 
     info = devstack.up()
     prepare_environment(info)
-    logging.getLogger("airflow_kafka_offsets").setLevel(logging.WARNING)
-    logging.getLogger("airflow.task.hooks").setLevel(logging.WARNING)
-    for name in ("airflow", "airflow.task"):
+    if {"throughput", "overhead"} & set(args.sections):
+        # Import Airflow and the Spark provider now: a worker has them loaded before a task starts, so their
+        # import time is no part of any figure.
+        import airflow.providers.apache.spark.hooks.spark_submit  # noqa: F401
+    for name in ("airflow_kafka_offsets", "airflow.task.hooks", "airflow.task", "airflow"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
     from benchmarks.report import render
@@ -221,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             "scaling_partitions": args.scaling_partitions, "scaling_history": args.scaling_history,
             "history_partitions": args.history_partitions, "scaling_batches": args.scaling_batches,
             "extra_spark_conf": args.extra_conf, "min_partitions": args.min_partitions, "quick": args.quick,
+            "baseline_app": str(args.baseline_app) if args.baseline_app else None,
+            "baseline_conf": args.baseline_conf,
         },
         "machine": machine_info(info, _pg_version(info)),
     }

@@ -21,6 +21,10 @@ report (``<staging_uri>/_kafka_batch_report.json``, written last)::
                      "max_offset", "distinct_offsets", "payload_bytes",
                      "decode_errors" (only with decode)}]}
 
+``min_partitions`` null lets the app choose: enough Spark tasks for every core of the
+application and about one task per million records (a Kafka range is split when that is
+more tasks than ranges; Spark's default is one task per Kafka partition).
+
 With decode, the output gains ``decoded`` (struct, null when undecodable) and
 ``decode_error`` (null, or why), and undecodable records are also written to
 ``<staging_uri>/_errors/`` with their offsets. Raw ``key``/``value`` are always kept.
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -45,6 +50,7 @@ CORRUPT = "_corrupt_record"
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
+RECORDS_PER_TASK = 1_000_000  # default split of long Kafka ranges (min_partitions null)
 
 
 class BatchCheckError(RuntimeError):
@@ -103,6 +109,21 @@ def check_versions(spark: SparkSession) -> None:
         )
 
 
+def min_partitions(spark: SparkSession, job: dict) -> int | None:
+    """The job's min_partitions, or None for one task per range, or more tasks when that leaves cores idle.
+
+    By default Spark reads each Kafka partition in one task: a batch of fewer partitions than cores,
+    or one long range, then runs on a few cores. Without a setting in the job, ask for at least
+    one task per core and per RECORDS_PER_TASK planned offsets; Spark splits the larger ranges.
+    """
+    if job.get("min_partitions"):
+        return int(job["min_partitions"])
+    ranges = job["ranges"]
+    offsets = sum(int(r["end"]) - int(r["start"]) for r in ranges)
+    wanted = max(spark.sparkContext.defaultParallelism, math.ceil(offsets / RECORDS_PER_TASK))
+    return wanted if wanted > len(ranges) else None
+
+
 def read_ranges(spark: SparkSession, job: dict) -> DataFrame:
     ranges = job["ranges"]
     assign: dict[str, list[int]] = {}
@@ -120,8 +141,9 @@ def read_ranges(spark: SparkSession, job: dict) -> DataFrame:
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")
     )
-    if job.get("min_partitions"):
-        reader = reader.option("minPartitions", str(job["min_partitions"]))
+    tasks = min_partitions(spark, job)
+    if tasks:
+        reader = reader.option("minPartitions", str(tasks))
     for key, value in job["kafka"].items():
         reader = reader.option(f"kafka.{key}", str(value))
     # Set last so no client setting can weaken it.
@@ -154,16 +176,33 @@ def with_decoded(df: DataFrame, schema: str) -> DataFrame:
 
 
 def summarize(written: DataFrame, decoding: bool = False) -> list[dict]:
-    aggregates = [
+    """Per topic partition: records, min and max offset, distinct offsets, key + value bytes (+ decode errors).
+
+    Distinct offsets are counted exactly without shuffling every offset (as countDistinct does):
+    offsets are grouped in blocks of 64 (``offset >> 6``), each block ORs ``1 << (offset & 63)``
+    into a 64-bit mask, and the bits set in a block's mask are its distinct offsets (a repeated
+    offset sets no new bit). Consecutive offsets collapse 64 to 1 before the shuffle.
+    """
+    payload = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    per_block = [
         F.count(F.lit(1)).alias("records"),
         F.min("offset").alias("min_offset"),
         F.max("offset").alias("max_offset"),
-        F.countDistinct("offset").alias("distinct_offsets"),
-        F.sum(F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))).alias("payload_bytes"),
+        F.expr("bit_or(shiftleft(1L, CAST(offset & 63 AS INT)))").alias("offset_bits"),
+        F.sum(payload).alias("payload_bytes"),
+    ]
+    per_partition = [
+        F.sum("records").alias("records"),
+        F.min("min_offset").alias("min_offset"),
+        F.max("max_offset").alias("max_offset"),
+        F.sum(F.expr("bit_count(offset_bits)")).alias("distinct_offsets"),
+        F.sum("payload_bytes").alias("payload_bytes"),
     ]
     if decoding:
-        aggregates.append(F.count("decode_error").alias("decode_errors"))
-    rows = written.groupBy("topic", "partition").agg(*aggregates).collect()
+        per_block.append(F.count("decode_error").alias("decode_errors"))
+        per_partition.append(F.sum("decode_errors").alias("decode_errors"))
+    blocks = written.groupBy("topic", "partition", F.shiftright("offset", 6).alias("offset_block")).agg(*per_block)
+    rows = blocks.groupBy("topic", "partition").agg(*per_partition).collect()
     return sorted((row.asDict() for row in rows), key=lambda r: (r["topic"], r["partition"]))
 
 
@@ -210,7 +249,8 @@ def run(job: dict, spark: SparkSession) -> dict:
     if decode:
         records = with_decoded(records, decode["schema"])
     records.write.mode("overwrite").parquet(staging)
-    written = spark.read.parquet(staging)
+    # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
+    written = spark.read.schema(records.schema).parquet(staging)
     partitions = summarize(written, decoding=bool(decode))
     check_against_ranges(job, partitions)
     if decode:

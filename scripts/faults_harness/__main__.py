@@ -1,4 +1,4 @@
-"""``python -m faults_harness`` (what ``scripts/faults`` runs): fault-injection trials on the local stack.
+"""Fault-injection trials of airflow-kafka-offsets on the local stack (``scripts/faults``).
 
 Prints one line per trial as it ends, then per fault kind
 ``<kind>: trials N, lost L, duplicated D (failed F, faults fired X/N)``; exits 1 on any
@@ -12,6 +12,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -19,16 +20,29 @@ import uuid
 from pathlib import Path
 
 import devstack
-from faults_harness.harness import KINDS, MODES, Context, TrialResult, describe, run_trial, summarize
+from faults_harness.harness import (
+    CHAINABLE,
+    KINDS,
+    MODES,
+    Context,
+    TrialResult,
+    describe,
+    kinds_of,
+    run_trial,
+    summarize,
+)
+from faults_harness.procs import kill_everything_started
 
 
 def parse_kinds(value: str) -> list[str]:
     if value in ("", "all"):
         return list(KINDS)
     kinds = [k.strip() for k in value.split(",") if k.strip()]
-    unknown = [k for k in kinds if k not in KINDS]
+    unknown = [k for k in kinds if k not in KINDS and not set(kinds_of(k)) <= set(CHAINABLE)]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}; chains k1+k2+... of "
+            f"{', '.join(CHAINABLE)} hit successive tries of one batch")
     return kinds
 
 
@@ -41,20 +55,23 @@ def run(trials: int = 1, kinds: list[str] | None = None, seed: int | None = None
     info = devstack.current()
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ako-faults-"))
     ctx = Context(info, schema=f"faults_{uuid.uuid4().hex[:8]}", workdir=workdir, batches=batches,
-                  records=records, recovery=recovery, log=out)
+                  records=records, recovery=recovery)
     ctx.ledger().migrate()
     order = [(kind, i) for i in range(trials) for kind in kinds]
     if shuffle:
         random.Random(seed).shuffle(order)
-    out(f"faults: {len(order)} trials ({trials} of each of {len(kinds)} kinds), seed {seed}, {batches} batches "
+    out(f"faults: {len(order)} trials ({trials} of each of {', '.join(kinds)}), seed {seed}, {batches} batches "
         f"per trial, ledger schema {ctx.schema}, work dir {workdir}", flush=True)
     results: list[TrialResult] = []
-    for kind, i in order:
-        result = run_trial(ctx, kind, i, seed)
-        results.append(result)
-        out(describe(result), flush=True)
-        if result.ok and not keep and result.directory is not None:
-            shutil.rmtree(result.directory, ignore_errors=True)
+    try:
+        for kind, i in order:
+            result = run_trial(ctx, kind, i, seed)
+            results.append(result)
+            out(describe(result), flush=True)
+            if result.ok and not keep and result.directory is not None:
+                shutil.rmtree(result.directory, ignore_errors=True)
+    finally:
+        kill_everything_started()
     lines, ok = summarize(results, kinds)
     out("", flush=True)
     for line in lines:
@@ -98,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     print(f"faults: stack {info!r}", flush=True)
     began = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in the finally blocks
     try:
         _, _, ok = run(args.trials, args.kinds, args.seed, args.batches, records, args.recovery, keep=args.keep)
     finally:

@@ -37,6 +37,7 @@ RETRY_DELAY_S = 1.0
 MAX_RUNS = 4  # runs (each with its task retries) before a trial counts as stuck
 WORKER_TIMEOUT_S = 600.0
 SPARK_START_TIMEOUT_S = 240.0
+MISSED = "MISSED: "  # how a monitor says the moment for its fault never came
 
 
 class TrialError(Exception):
@@ -53,7 +54,6 @@ class Context:
     batches: int = 2
     records: tuple[int, int] = (100, 250)
     recovery: str = "mixed"
-    log: Callable[[str], None] = print
     # small batches: no Spark UI, few shuffle partitions (the report's groupBy)
     spark_conf: dict[str, str] = field(default_factory=lambda: {"spark.ui.enabled": "false",
                                                                 "spark.sql.shuffle.partitions": "3"})
@@ -62,7 +62,6 @@ class Context:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.airflow_home = self.workdir / "airflow-home"
         self.airflow_home.mkdir(exist_ok=True)
-        self.admin = AdminClient({"bootstrap.servers": self.info.bootstrap_servers})
 
     def ledger(self) -> Ledger:
         dsn = self.info.pg_dsn()
@@ -150,7 +149,9 @@ class Pipeline:
         self.orphans: list[int] = []  # process groups of Spark jobs whose worker was killed
         self.current_batch: int | None = None
         self._lock = threading.Lock()
-        futures = ctx.admin.create_topics([NewTopic(self.topic, num_partitions=PARTITIONS, replication_factor=1)])
+        # a client of its own, gone with this call: no idle connection logs errors while a trial restarts Kafka
+        admin = AdminClient({"bootstrap.servers": ctx.info.bootstrap_servers})
+        futures = admin.create_topics([NewTopic(self.topic, num_partitions=PARTITIONS, replication_factor=1)])
         futures[self.topic].result(timeout=60)
 
     # records ---------------------------------------------------------------------
@@ -190,7 +191,8 @@ class Pipeline:
         env = worker_env(self.ctx.info.airflow_env(), str(self.ctx.airflow_home),
                          {"PGAPPNAME": f"faults-worker-{uuid.uuid4().hex[:12]}",  # to find its sessions
                           SPARK_CONF_ENV: json.dumps(self.ctx.spark_conf), **(extra_env or {})})
-        worker = Worker(step, argv, env, self.dir / "logs" / f"{run_id}-{step}-try{try_number}.log")
+        worker = Worker(step, argv, env, self.dir / "logs" / f"{run_id}-{step}-try{try_number}.log",
+                        batch_id=batch_id, existing_attempts=frozenset(self.attempt_dirs(batch_id)))
         with self._lock:
             self.workers.append(worker)
         return worker.start()
@@ -205,23 +207,26 @@ class Pipeline:
         with self._lock:
             self.steps.append(StepLog(run_id, worker.step, try_number, worker.ok, detail))
 
-    def run(self, run_id: str, retries: int = RETRIES, fault: Fault | None = None) -> RunOutcome:
-        """One DAG run: plan >> read >> commit, each task tried up to ``retries + 1`` times."""
+    def run(self, run_id: str, retries: int = RETRIES, faults: list[Fault] | None = None) -> RunOutcome:
+        """One DAG run: plan >> read >> commit, each task tried up to ``retries + 1`` times.
+
+        Each fault hits the first try of its step not hit yet (a chain of faults on one step
+        hits successive tries).
+        """
         outcome = RunOutcome(run_id, ok=False)
         batch_id = None
         for step in ("plan", "read", "commit"):
             worker = None
             for try_number in range(1, retries + 2):
-                inject = fault if fault is not None and fault.step == step and not fault.fired else None
+                inject = next((f for f in faults or () if f.step == step and not f.fired), None)
                 worker = self.worker(step, run_id, try_number, batch_id, inject.env if inject else None)
                 if inject is not None:
                     inject.fired = True
-                    inject.outcome = inject.monitor(self, worker) if inject.monitor else "crash point"
+                    inject.outcome = inject.monitor(self, worker) if inject.monitor else "crash point reached"
                 self.finish(worker, run_id, try_number)
                 if inject is not None:
                     if inject.env.get(CRASH_ENV) and worker.returncode != -9:
-                        inject.outcome = f"crash point {inject.env[CRASH_ENV]} not reached"
-                        inject.fired = False
+                        inject.outcome = f"{MISSED}crash point {inject.env[CRASH_ENV]} not reached"
                     if inject.after:
                         inject.after()
                 if worker.ok:
@@ -244,10 +249,13 @@ class Pipeline:
         outcome.batch_id = batch_id
         return outcome
 
-    def run_until_success(self, run_prefix: str, first_run: int = 1) -> RunOutcome:
-        """Scheduled runs until one succeeds (each with task retries); stuck after MAX_RUNS."""
+    def run_until_success(self, run_prefix: str, first_run: int = 1, faults: list[Fault] | None = None) -> RunOutcome:
+        """Scheduled runs until one succeeds (each with task retries); stuck after MAX_RUNS.
+
+        Faults of a chain not injected yet hit the next runs.
+        """
         for n in range(first_run, MAX_RUNS + 1):
-            outcome = self.run(f"{run_prefix}-run{n}")
+            outcome = self.run(f"{run_prefix}-run{n}", faults=faults)
             if outcome.ok:
                 return outcome
         raise TrialError(f"no run of {self.name} succeeded in {MAX_RUNS} runs; last failures:\n"
@@ -259,15 +267,20 @@ class Pipeline:
 
     # observation -----------------------------------------------------------------
 
-    def staging(self) -> Path:
-        return Path(self.output_root) / "_staging" / self.name
+    def attempt_dirs(self, batch_id: int | None) -> list[Path]:
+        """Staging directories of the batch's Spark attempts (<root>/_staging/<pipeline>/batch=N/<attempt>)."""
+        if batch_id is None:
+            return []
+        stage = Path(self.output_root) / "_staging" / self.name / f"batch={batch_id:012d}"
+        return list(stage.iterdir()) if stage.is_dir() else []
 
-    def staging_phase(self) -> str:
-        """Where the newest Spark attempt is: 'none', 'writing' (_temporary present), 'staged' (report)."""
-        stage = self.staging()
-        if any(stage.glob("batch=*/*/_kafka_batch_report.json")):
+    def spark_phase(self, worker: Worker) -> str:
+        """Where the worker's Spark attempt is: 'none' (nothing written yet), 'writing' (Spark's
+        _temporary directory exists), 'staged' (the report is written)."""
+        mine = [d for d in self.attempt_dirs(worker.batch_id) if d not in worker.existing_attempts]
+        if any((d / "_kafka_batch_report.json").exists() for d in mine):
             return "staged"
-        if any(stage.glob("batch=*/*/_temporary")):
+        if any((d / "_temporary").exists() for d in mine):
             return "writing"
         return "none"
 
@@ -296,16 +309,16 @@ def kill_in_spark(pipe: Pipeline, worker: Worker, *, target: str, whole_group: b
     """SIGKILL during the Spark job: ``target`` 'read' (a random moment before the Parquet write
     starts) or 'write' (as soon as Spark's _temporary directory appears)."""
     if not wait_spark_app(worker):
-        return f"Spark never ran (worker ended {worker.proc.poll()})"
+        return f"{MISSED}Spark never ran (worker ended {worker.proc.poll()})"
     started = time.monotonic()
     if target == "read":
         delay = pipe.rng.uniform(0.0, 4.0)
-        wait_until(lambda: time.monotonic() - started >= delay or pipe.staging_phase() != "none", worker, 60)
+        wait_until(lambda: time.monotonic() - started >= delay or pipe.spark_phase(worker) != "none", worker, 60)
     else:
-        wait_until(lambda: pipe.staging_phase() != "none", worker, 180, poll=0.02)
-    phase = pipe.staging_phase()
+        wait_until(lambda: pipe.spark_phase(worker) != "none", worker, 180, poll=0.02)
+    phase = pipe.spark_phase(worker)
     if not worker.alive():
-        return f"worker ended before the kill (phase {phase})"
+        return f"{MISSED}worker ended before the kill (phase {phase})"
     if whole_group:
         worker.kill_group()
         what = "worker + spark-submit/JVM/driver (process group)"
@@ -355,9 +368,9 @@ def postgres_restart(pipe: Pipeline) -> Fault:
     if pipe.rng.random() < 0.5:
         def during_spark(p: Pipeline, w: Worker) -> str:
             if not wait_spark_app(w):
-                return "Spark never ran"
+                return f"{MISSED}Spark never ran"
             time.sleep(p.rng.uniform(0.0, 3.0))
-            phase = p.staging_phase()
+            phase = p.spark_phase(w)
             devstack.restart_postgres(mode=mode)
             return f"PostgreSQL restarted ({mode}) while the Spark job ran (phase {phase})"
 
@@ -366,7 +379,7 @@ def postgres_restart(pipe: Pipeline) -> Fault:
 
     def in_commit(p: Pipeline, w: Worker) -> str:
         if not wait_paused(w):
-            return f"commit never reached {point}"
+            return f"{MISSED}commit never reached {point}"
         devstack.restart_postgres(mode=mode)
         w.resume()
         return f"PostgreSQL restarted ({mode}) with the commit transaction open at {point}"
@@ -380,9 +393,9 @@ def kafka_restart(pipe: Pipeline) -> Fault:
 
     def during_spark(p: Pipeline, w: Worker) -> str:
         if not wait_spark_app(w):
-            return "Spark never ran"
+            return f"{MISSED}Spark never ran"
         time.sleep(p.rng.uniform(0.0, 4.0))
-        phase = p.staging_phase()
+        phase = p.spark_phase(w)
         devstack.restart_kafka(hard=hard)
         return f"Kafka broker restarted ({'SIGKILL' if hard else 'clean'}) while the Spark job ran (phase {phase})"
 
@@ -398,7 +411,7 @@ def stale_worker(pipe: Pipeline) -> Fault:
         # the successor (the task's retry) commits; A wakes up and must not commit.
         def commit_fenced(p: Pipeline, w: Worker) -> str:
             if not wait_paused(w):
-                return "commit never reached after_publish"
+                return f"{MISSED}commit never reached after_publish"
             appname = w.env["PGAPPNAME"]
             ended = terminate_backends(p.ctx, appname)
             successor = p.worker("commit", "successor", 1, p.current_batch)
@@ -424,7 +437,7 @@ def stale_worker(pipe: Pipeline) -> Fault:
     # again and commits; A wakes up and its run goes on to commit with its old attempt.
     def reader_stale(p: Pipeline, w: Worker) -> str:
         if not wait_paused(w):
-            return "read never reached after_spark"
+            return f"{MISSED}read never reached after_spark"
         successor = p.run("successor")
         w.resume()
         w.wait(timeout=WORKER_TIMEOUT_S)
@@ -498,16 +511,30 @@ def choose_mode(ctx: Context, kind_index: int, trial: int, rng: random.Random) -
     return MODES[(kind_index + trial) % 2]
 
 
+CHAINABLE = ("after_plan", "during_spark_read", "during_parquet_write", "after_spark", "after_publish",
+             "in_commit_transaction", "after_commit")
+
+
+def kinds_of(kind: str) -> list[str]:
+    """A trial's kind is one fault kind, or a chain 'k1+k2+...' of CHAINABLE kinds injected into
+    successive tries of one batch (one Spark run serves several faults: what CI uses)."""
+    return kind.split("+")
+
+
 def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
     rng = random.Random(f"{seed}:{kind}:{index}")
-    kind_index = list(KINDS).index(kind)
-    mode = "n/a" if kind in ("concurrent_runs", "stale_worker") else choose_mode(ctx, kind_index, index, rng)
+    parts = kinds_of(kind)
+    chained = len(parts) > 1
+    if chained or kind in ("concurrent_runs", "stale_worker"):
+        mode = "retry" if chained else "n/a"
+    else:
+        mode = choose_mode(ctx, list(KINDS).index(kind), index, rng)
     started = time.monotonic()
     pipe: Pipeline | None = None
-    fault = None
+    faults: list[Fault] = []
     description = ""
     try:
-        pipe = Pipeline(ctx, kind, index, rng)
+        pipe = Pipeline(ctx, f"chain{len(parts)}" if chained else kind, index, rng)
         fault_wave = rng.randrange(max(1, ctx.batches - 1))
         for wave in range(ctx.batches):
             pipe.random_wave(f"w{wave}-")
@@ -515,26 +542,25 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
             if wave != fault_wave:
                 pipe.run_until_success(prefix)
                 continue
-            late = wave < ctx.batches - 1
             if kind == "concurrent_runs":
                 description = concurrent_runs(pipe, prefix)
                 continue
-            fault = KINDS[kind](pipe)
+            faults = [KINDS[k](pipe) for k in parts]
             if kind == "stale_worker":
-                _with_batch(pipe, fault)
-            if late:
-                previous = fault.after
+                _with_batch(pipe, faults[0])
+            if wave < ctx.batches - 1:
+                previous = faults[0].after
 
                 def produce_late(prev=previous, tag=f"w{wave}late-") -> None:
                     if prev:
                         prev()
                     pipe.random_wave(tag)  # newer records the replay must leave to the next batch
 
-                fault.after = produce_late
-            first = pipe.run(f"{prefix}-run1", retries=0 if mode == "next_run" else RETRIES, fault=fault)
+                faults[0].after = produce_late
+            first = pipe.run(f"{prefix}-run1", retries=0 if mode == "next_run" else RETRIES, faults=faults)
             if not first.ok:
-                pipe.run_until_success(prefix, first_run=2)
-            description = f"{fault.description}: {fault.outcome}"
+                pipe.run_until_success(prefix, first_run=2, faults=faults)
+            description = "; then ".join(f"{f.description}: {f.outcome}" for f in faults)
         _reap_orphans(pipe)
         verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
         error = None
@@ -546,8 +572,9 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
                 verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
             except Exception as vexc:  # report the trial's own error first
                 error += f"\n(verification failed too: {vexc})"
-    fired = kind == "concurrent_runs" or bool(fault and fault.fired)
-    return TrialResult(kind, index, mode, verdict, description or (fault.description if fault else ""), fired,
+    fired = kind == "concurrent_runs" or bool(faults) and all(f.fired and not f.outcome.startswith(MISSED)
+                                                               for f in faults)
+    return TrialResult(kind, index, mode, verdict, description or "; ".join(f.description for f in faults), fired,
                        pipe.steps if pipe else [], error, time.monotonic() - started, pipe.dir if pipe else None)
 
 
@@ -576,8 +603,8 @@ def _reap_orphans(pipe: Pipeline, timeout: float = 120.0) -> None:
 
 def summarize(results: list[TrialResult], kinds: list[str]) -> tuple[list[str], bool]:
     lines, ok = [], True
-    for kind in kinds:
-        mine = [r for r in results if r.kind == kind]
+    for kind in dict.fromkeys(k for chain in kinds for k in kinds_of(chain)):
+        mine = [r for r in results if kind in kinds_of(r.kind)]
         lost = sum(r.lost for r in mine)
         dup = sum(r.duplicated for r in mine)
         failed = sum(1 for r in mine if not r.ok)

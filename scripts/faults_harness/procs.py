@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from faults_harness.worker import ERROR_PREFIX, RESULT_PREFIX
@@ -46,8 +46,13 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def group_runs(pgid: int, marker: str) -> bool:
-    return any(marker in _cmdline(pid) for pid in group_members(pgid))
+def group_runs(pgid: int, marker: str, program: str | None = None) -> bool:
+    """A live member of the group has ``marker`` in its command line (and runs ``program``)."""
+    for pid in group_members(pgid):
+        line = _cmdline(pid)
+        if marker in line and (program is None or Path(line.split(" ", 1)[0]).name.startswith(program)):
+            return True
+    return False
 
 
 def kill_group(pgid: int, timeout: float = 30.0) -> None:
@@ -59,6 +64,16 @@ def kill_group(pgid: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+STARTED: list[int] = []  # process groups of every worker started here (each worker leads its own)
+
+
+def kill_everything_started() -> None:
+    """On interrupt: no worker, Spark job or orphan of this harness outlives it."""
+    for pgid in STARTED:
+        if group_members(pgid):
+            kill_group(pgid, timeout=10)
 
 
 @dataclass
@@ -75,7 +90,8 @@ class Worker:
     result: dict | None = None
     error: str | None = None
     killed: bool = False
-    notes: list[str] = field(default_factory=list)
+    batch_id: int | None = None
+    existing_attempts: frozenset[Path] = frozenset()  # staging dirs of the batch before this worker ran
 
     def start(self) -> Worker:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +101,7 @@ class Worker:
         self.proc = subprocess.Popen(self.argv, env=self.env, stdout=handle, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         handle.close()
+        STARTED.append(self.proc.pid)
         self.started = time.monotonic()
         return self
 
@@ -107,7 +124,8 @@ class Worker:
         return self.alive() and group_runs(self.pid, SPARK_SUBMIT_MARKER)
 
     def spark_app_running(self) -> bool:
-        return self.alive() and group_runs(self.pid, SPARK_APP_MARKER)
+        """The PySpark driver (python .../kafka_range_batch.py) runs: the JVM is up, the app started."""
+        return self.alive() and group_runs(self.pid, SPARK_APP_MARKER, program="python")
 
     def kill_group(self) -> None:
         """The worker and everything it started (spark-submit, the JVM, the Python driver)."""

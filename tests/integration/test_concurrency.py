@@ -21,7 +21,8 @@ import psycopg2
 import pytest
 
 from airflow_kafka_offsets.batches import commit_batch, load_batch
-from airflow_kafka_offsets.errors import BatchStateError
+from airflow_kafka_offsets.errors import BatchStateError, PipelineBusyError
+from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.model import BatchState
 from airflow_kafka_offsets.ranges import build_spec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
@@ -107,32 +108,11 @@ def test_two_plans_started_together_plan_one_batch(stack, ledger, pipe):
             (1, "planned")]
 
 
-def test_two_commits_of_one_batch_started_together_commit_once(stack, ledger, pipe):
-    produced = pipe.produce(120, "a-")
-    spec = spec_of(pipe)
-    outcome = plan(ledger, spec, stack)
-    read(ledger, spec, stack, outcome)
-    batch_id = outcome.plan.batch_id
-    with holding(ledger, lambda tx: tx.batch(pipe.name, batch_id, for_update=True)):
-        workers = [pipe.worker("commit", f"run{i}", 1, batch_id) for i in (1, 2)]
-        wait_blocked_on_lock(stack, workers)
-    finish(pipe, workers)
-    assert all(w.ok for w in workers), [w.tail() for w in workers]
-    results = [w.result for w in workers]
-    assert sorted(r["committed_now"] for r in results) == [False, True]
-    assert {r["records"] for r in results} == {120}
-    assert audit_counts(ledger, pipe.name)[(batch_id, "committed")] == 1
-    loser = next(w for w in workers if not w.result["committed_now"])
-    assert f"batch {batch_id} was already committed" in loser.output()
-    assert_exactly_once(committed_rows(ledger, pipe.name), produced)
-    assert sorted(p.name for p in (Path(pipe.output_root) / pipe.name).iterdir()) == [f"batch={batch_id:012d}"]
-
-
 def published_attempt(uri: str) -> str:
     return json.loads((local_path(uri) / "_kafka_batch_report.json").read_text())["attempt_id"]
 
 
-def test_stale_workers_are_fenced(stack, ledger, pipe):
+def test_stale_workers_are_fenced(stack, ledger, schema, pipe):
     """Workers presumed dead wake up after a successor took over: none of them commits again."""
     produced = pipe.produce(150, "a-")
     spec = spec_of(pipe)
@@ -150,6 +130,11 @@ def test_stale_workers_are_fenced(stack, ledger, pipe):
     # batch row; its session is ended (idle-in-transaction timeout, or killed as a zombie's)
     committer_c = pipe.worker("commit", "run-c", 1, batch.batch_id, {PAUSE_ENV: "after_publish"})
     assert wait_paused(committer_c), committer_c.tail()
+    # while C holds the batch row, another committer waits, then stops with a clear message
+    impatient = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema, lock_timeout_s=2)
+    with pytest.raises(PipelineBusyError, match="waiting for a ledger lock held by another run"):
+        commit_batch(impatient, LocalDirectorySink(pipe.output_root), pipe.name, batch.batch_id, ACTOR)
+    assert ledger.batch(pipe.name, batch.batch_id).state is BatchState.PLANNED
     with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
         cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
                     (committer_c.env["PGAPPNAME"],))
@@ -183,12 +168,14 @@ def test_stale_workers_are_fenced(stack, ledger, pipe):
     assert ledger.contiguity_problems(pipe.name) == []
 
 
-def test_stale_worker_of_an_aborted_batch_cannot_commit(stack, ledger, pipe):
-    """A run presumed dead after planning; its batch is aborted, a successor plans and commits the
-    same offsets as a new batch; the stale run then tries to read or commit its old batch."""
+def test_two_commits_started_together_commit_once_and_a_stale_run_of_an_aborted_batch_cannot(stack, ledger, pipe):
+    """A run presumed dead after planning; its batch is aborted and a successor plans the same
+    offsets as a new batch and reads them; two committers of that batch start together: one
+    commits, the other reports it committed; the stale run then tries to read or commit its
+    old batch and is refused."""
     from airflow_kafka_offsets.operations import abort_planned_batch
 
-    produced = pipe.produce(60, "a-")
+    produced = pipe.produce(120, "a-")
     spec = spec_of(pipe)
     stale = plan(ledger, spec, stack).plan
     abort_planned_batch(ledger, pipe.name, "worker presumed dead", ACTOR)
@@ -196,8 +183,21 @@ def test_stale_worker_of_an_aborted_batch_cannot_commit(stack, ledger, pipe):
     assert not successor.replayed and successor.plan.batch_id == stale.batch_id + 1
     assert [(r.start, r.end) for r in successor.plan.ranges] == [(r.start, r.end) for r in stale.ranges]
     read(ledger, spec, stack, successor)
-    assert commit_batch(ledger, LocalDirectorySink(pipe.output_root), pipe.name, successor.plan.batch_id,
-                        ACTOR).committed_now
+    batch_id = successor.plan.batch_id
+
+    with holding(ledger, lambda tx: tx.batch(pipe.name, batch_id, for_update=True)):
+        workers = [pipe.worker("commit", f"run{i}", 1, batch_id) for i in (1, 2)]
+        wait_blocked_on_lock(stack, workers)
+    finish(pipe, workers)
+    assert all(w.ok for w in workers), [w.tail() for w in workers]
+    results = [w.result for w in workers]
+    assert sorted(r["committed_now"] for r in results) == [False, True]
+    assert {r["records"] for r in results} == {120}
+    assert audit_counts(ledger, pipe.name)[(batch_id, "committed")] == 1
+    loser = next(w for w in workers if not w.result["committed_now"])
+    assert f"batch {batch_id} was already committed" in loser.output()
+    assert sorted(p.name for p in (Path(pipe.output_root) / pipe.name).iterdir()) == [f"batch={batch_id:012d}"]
+
     cursors = ledger.cursors(pipe.name)
     with pytest.raises(BatchStateError, match="aborted"):
         load_batch(ledger, pipe.name, stale.batch_id)
