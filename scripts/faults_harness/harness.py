@@ -14,6 +14,7 @@ import json
 import random
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import devstack
 from airflow_kafka_offsets.faults import CRASH_ENV
 from airflow_kafka_offsets.ledger import Ledger
-from faults_harness.procs import Worker, worker_argv, worker_env
+from faults_harness.procs import Worker, kill_everything_started, worker_argv, worker_env
 from faults_harness.verify import Verdict, verify
 from faults_harness.worker import PAUSE_ENV, SPARK_CONF_ENV
 
@@ -317,6 +318,7 @@ def kill_in_spark(pipe: Pipeline, worker: Worker, *, target: str, whole_group: b
     else:
         wait_until(lambda: pipe.spark_phase(worker) != "none", worker, 180, poll=0.02)
     phase = pipe.spark_phase(worker)
+    at = time.monotonic() - started
     if not worker.alive():
         return f"{MISSED}worker ended before the kill (phase {phase})"
     if whole_group:
@@ -328,7 +330,29 @@ def kill_in_spark(pipe: Pipeline, worker: Worker, *, target: str, whole_group: b
         pipe.orphans.append(worker.pid)
     moment = {"none": "before the Parquet write started", "writing": "while Parquet was being written",
               "staged": "after Spark staged its output"}[phase]
-    return f"SIGKILL {what} {time.monotonic() - started:.1f}s into the Spark app, {moment}"
+    return f"SIGKILL {what} {at:.1f}s into the Spark app, {moment}"
+
+
+def restart(service: str, **kwargs) -> str:
+    """Restart a stack service; if its port was taken meanwhile (the stack's ports are in the
+    ephemeral range: any process binding port 0 can get one while the service is down), start it
+    again on the same port as soon as the port is free. Returns a note on such a delay."""
+    what = devstack.restart_kafka if service == "kafka" else devstack.restart_postgres
+    try:
+        what(**kwargs)
+        return ""
+    except devstack.StackError as exc:
+        first = str(exc).splitlines()[0]
+    deadline = time.monotonic() + 180
+    began = time.monotonic()
+    while True:
+        time.sleep(2)
+        try:
+            devstack.up()
+            return f" (restart delayed {time.monotonic() - began:.0f}s: {first})"
+        except devstack.StackError:
+            if time.monotonic() > deadline:
+                raise
 
 
 def wait_paused(worker: Worker, timeout: float = 240.0) -> bool:
@@ -371,8 +395,8 @@ def postgres_restart(pipe: Pipeline) -> Fault:
                 return f"{MISSED}Spark never ran"
             time.sleep(p.rng.uniform(0.0, 3.0))
             phase = p.spark_phase(w)
-            devstack.restart_postgres(mode=mode)
-            return f"PostgreSQL restarted ({mode}) while the Spark job ran (phase {phase})"
+            note = restart("postgres", mode=mode)
+            return f"PostgreSQL restarted ({mode}) while the Spark job ran (phase {phase}){note}"
 
         return Fault("read", monitor=during_spark, description=f"PostgreSQL restart ({mode}) during Spark")
     point = pipe.rng.choice(["after_publish", "in_commit_transaction"])
@@ -380,27 +404,38 @@ def postgres_restart(pipe: Pipeline) -> Fault:
     def in_commit(p: Pipeline, w: Worker) -> str:
         if not wait_paused(w):
             return f"{MISSED}commit never reached {point}"
-        devstack.restart_postgres(mode=mode)
-        w.resume()
-        return f"PostgreSQL restarted ({mode}) with the commit transaction open at {point}"
+        try:
+            note = restart("postgres", mode=mode)
+        finally:
+            w.resume()
+        return f"PostgreSQL restarted ({mode}) with the commit transaction open at {point}{note}"
 
     return Fault("commit", {PAUSE_ENV: point}, monitor=in_commit,
                  description=f"PostgreSQL restart ({mode}) inside the commit at {point}")
 
 
 def kafka_restart(pipe: Pipeline) -> Fault:
+    """The broker restarts while Spark starts up (metadata, offsets) or as its tasks fetch records."""
     hard = pipe.rng.random() < 0.5
+    at_write = pipe.rng.random() < 0.5
+    how = "SIGKILL" if hard else "clean"
 
     def during_spark(p: Pipeline, w: Worker) -> str:
         if not wait_spark_app(w):
             return f"{MISSED}Spark never ran"
-        time.sleep(p.rng.uniform(0.0, 4.0))
+        if at_write:  # tasks fetch from Kafka and write Parquet once _temporary exists
+            wait_until(lambda: p.spark_phase(w) != "none", w, 180, poll=0.02)
+        else:
+            time.sleep(p.rng.uniform(0.0, 4.0))
         phase = p.spark_phase(w)
-        devstack.restart_kafka(hard=hard)
-        return f"Kafka broker restarted ({'SIGKILL' if hard else 'clean'}) while the Spark job ran (phase {phase})"
+        if phase == "staged" or not w.alive():
+            return f"{MISSED}the Spark job ended before the restart"
+        note = restart("kafka", hard=hard)
+        moment = "as its tasks fetched records" if phase == "writing" else "while it started"
+        return f"Kafka broker restarted ({how}) during the Spark job, {moment}{note}"
 
     return Fault("read", monitor=during_spark,
-                 description=f"Kafka restart ({'hard' if hard else 'clean'}) during Spark")
+                 description=f"Kafka restart ({how}) {'as Spark fetches' if at_write else 'as Spark starts'}")
 
 
 def stale_worker(pipe: Pipeline) -> Fault:
@@ -564,8 +599,15 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
         _reap_orphans(pipe)
         verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
         error = None
-    except TrialError as exc:
-        verdict, error = None, str(exc)
+    except Exception as exc:  # TrialError: stuck; anything else: a harness or stack problem
+        verdict = None
+        error = str(exc) if isinstance(exc, TrialError) else "".join(
+            traceback.format_exception(exc)).rstrip()
+        kill_everything_started()
+        try:
+            devstack.up()  # a restart may have left a service down
+        except devstack.StackError as up_exc:
+            error += f"\n(the stack is not up: {up_exc})"
         if pipe is not None:
             _reap_orphans(pipe)
             try:
@@ -592,13 +634,13 @@ def _with_batch(pipe: Pipeline, fault: Fault) -> None:
 
 def _reap_orphans(pipe: Pipeline, timeout: float = 120.0) -> None:
     """Let orphaned Spark jobs finish (they must not matter), then make sure they are gone."""
-    from faults_harness.procs import group_members, kill_group
+    from faults_harness.procs import group_members, kill_leftovers
 
     for pgid in pipe.orphans:
         deadline = time.monotonic() + timeout
         while group_members(pgid) and time.monotonic() < deadline:
             time.sleep(0.5)
-        kill_group(pgid)
+        kill_leftovers(pgid)
 
 
 def summarize(results: list[TrialResult], kinds: list[str]) -> tuple[list[str], bool]:

@@ -67,13 +67,27 @@ def kill_group(pgid: int, timeout: float = 30.0) -> None:
 
 
 STARTED: list[int] = []  # process groups of every worker started here (each worker leads its own)
+OURS = ("faults_harness.worker", SPARK_SUBMIT_MARKER, SPARK_APP_MARKER, "spark-submit")
+
+
+def kill_leftovers(pgid: int, timeout: float = 10.0) -> None:
+    """SIGKILL what is left of a worker's process group (an orphaned Spark job), checking each
+    process's command line, since the group's leader is gone and its number could be reused."""
+    for pid in group_members(pgid):
+        if any(marker in _cmdline(pid) for marker in OURS):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def kill_everything_started() -> None:
-    """On interrupt: no worker, Spark job or orphan of this harness outlives it."""
+    """After a failed trial or on interrupt: no worker, Spark job or orphan of this harness lives on."""
     for pgid in STARTED:
-        if group_members(pgid):
-            kill_group(pgid, timeout=10)
+        kill_leftovers(pgid)
 
 
 @dataclass
