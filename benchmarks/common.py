@@ -143,7 +143,8 @@ def machine_info(info: Any, pg_version: str | None = None) -> dict[str, Any]:
         "pyspark": pyspark.__version__,
         "spark_kafka_connector": connector,
         "kafka_broker": kafka_version,
-        "confluent_kafka": f"{_version(confluent_kafka.version())} (librdkafka {_version(confluent_kafka.libversion())})",
+        "confluent_kafka":
+            f"{_version(confluent_kafka.version())} (librdkafka {_version(confluent_kafka.libversion())})",
         "pyarrow": pyarrow.__version__,
         "postgresql": pg_version,
         "airflow_kafka_offsets": airflow_kafka_offsets.__version__,

@@ -136,8 +136,8 @@ def scaling_lines(results: dict) -> list[str]:
     out = [
         "## Scaling of the ledger and the planner",
         "",
-        f"No Spark, no Kafka: the package's plan_batch / run_batch / commit_batch on the real PostgreSQL ledger, a fake "
-        f"offsets source and a fake Spark submit; median of {sc['batches_timed']} batches, milliseconds. "
+        "No Spark, no Kafka: the package's plan_batch / run_batch / commit_batch on the real PostgreSQL ledger, "
+        f"a fake offsets source and a fake Spark submit; median of {sc['batches_timed']} batches, milliseconds. "
         "\"attempt\" is run_batch without Spark (attempt rows, report check).",
         "",
     ]
