@@ -23,13 +23,19 @@ def get_provider_info() -> dict:
         "operators": [
             {
                 "integration-name": "Kafka Offsets",
-                "python-modules": ["airflow_kafka_offsets.operators.ingest"],
+                "python-modules": [
+                    "airflow_kafka_offsets.operators.ingest",
+                    "airflow_kafka_offsets.operators.manual",
+                ],
             }
         ],
         "hooks": [
             {
                 "integration-name": "Kafka Offsets",
-                "python-modules": ["airflow_kafka_offsets.hooks"],
+                "python-modules": [
+                    "airflow_kafka_offsets.hooks.kafka",
+                    "airflow_kafka_offsets.hooks.ledger",
+                ],
             }
         ],
         "config": {

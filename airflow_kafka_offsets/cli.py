@@ -74,11 +74,11 @@ def _reset_args(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 def run(args: argparse.Namespace) -> tuple[Any, str]:
-    from airflow_kafka_offsets import operations as ops
+    from airflow_kafka_offsets.service import operations as ops
     from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
     from airflow_kafka_offsets.operators.ingest import _config
-    from airflow_kafka_offsets.resets import build_reset_request, parse_datetime
-    from airflow_kafka_offsets.spark import SparkBatchSubmitter, SparkSettings, split_list
+    from airflow_kafka_offsets.core.resets import build_reset_request, parse_datetime
+    from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings, split_list
 
     ledger = LedgerHook(args.postgres_conn_id, args.ledger_schema or _config("ledger_schema", "kafka_offsets")).get_conn()
     kafka_hook = KafkaClusterHook(args.kafka_conn_id)

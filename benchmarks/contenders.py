@@ -123,7 +123,7 @@ class PackageRunner:
         self.default_conf = dict(default_conf) if default_conf is not None else None
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
-        from airflow_kafka_offsets import spark as spark_module
+        from airflow_kafka_offsets.clients import spark_submit as spark_module
 
         with contextlib.ExitStack() as stack:
             if self.app:
@@ -133,11 +133,11 @@ class PackageRunner:
             return self._run(topic, expected)
 
     def _run(self, topic: str, expected: int) -> dict[str, Any]:
-        from airflow_kafka_offsets.batches import commit_batch, plan_batch, run_batch
-        from airflow_kafka_offsets.kafka import KafkaOffsetsClient
-        from airflow_kafka_offsets.ranges import build_spec
+        from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+        from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+        from airflow_kafka_offsets.core.spec import build_spec
         from airflow_kafka_offsets.sinks import LocalDirectorySink
-        from airflow_kafka_offsets.spark import SparkBatchSubmitter, SparkSettings
+        from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 
         run_dir = self.workdir / f"package-{uuid.uuid4().hex[:8]}"
         events = run_dir / "eventlog"

@@ -98,7 +98,7 @@ def produce(bootstrap: str, records: int, partitions: int, record_bytes: int = 5
     if left:
         raise RuntimeError(f"{left} records were not delivered to {topic}")
     elapsed = now() - started
-    from airflow_kafka_offsets.kafka import KafkaOffsetsClient
+    from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 
     offsets = KafkaOffsetsClient({"bootstrap.servers": bootstrap}).offsets([topic])
     stored = sum(o.latest - o.earliest for o in offsets.values())

@@ -129,7 +129,7 @@ def _baseline_runner(info: Any, ledger: Any, workdir: Path, args: argparse.Names
 
 
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from airflow_kafka_offsets.spark import DEFAULT_SPARK_CONF
+    from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
 
     dataset = datagen.produce(info.bootstrap_servers, args.records, args.partitions, args.record_bytes)

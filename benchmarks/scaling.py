@@ -93,7 +93,7 @@ class FakeOffsets:
         self.latest += STEP
 
     def __call__(self, topics: Sequence[str]):
-        from airflow_kafka_offsets.model import PartitionOffsets, TopicPartition
+        from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
 
         return {TopicPartition(TOPIC, p): PartitionOffsets(0, self.latest) for p in range(self.partitions)}
 
@@ -134,12 +134,12 @@ class LedgerBench:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def spec(self, name: str):
-        from airflow_kafka_offsets.ranges import build_spec
+        from airflow_kafka_offsets.core.spec import build_spec
 
         return build_spec(name, [TOPIC], str(self.root))
 
     def one_batch(self, spec, offsets: FakeOffsets) -> dict[str, float]:
-        from airflow_kafka_offsets.batches import commit_batch, plan_batch, run_batch
+        from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
         from airflow_kafka_offsets.sinks import LocalDirectorySink
 
         actor = {"dag_id": "benchmarks", "run_id": "scaling"}

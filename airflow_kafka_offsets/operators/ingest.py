@@ -1,4 +1,4 @@
-"""Thin operators over :mod:`airflow_kafka_offsets.batches`.
+"""Thin operators over :mod:`airflow_kafka_offsets.service.batches`.
 
 Use them separately (the batch id travels by XCom) or through
 :func:`kafka_ingest_task_group`. A retried or re-run task replays the planned
@@ -14,12 +14,12 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, TaskGroup, conf
 
-from airflow_kafka_offsets.batches import commit_batch, load_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
-from airflow_kafka_offsets.ranges import build_spec, validate_pipeline_name
+from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.spark import SparkBatchSubmitter, SparkSettings, split_list
+from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings, split_list
 
 CONFIG_SECTION = "kafka_offsets"
 
@@ -282,7 +282,7 @@ class KafkaBatchCommitOperator(_LedgerOperator):
 
     def mirror_consumer_group(self, ledger) -> None:
         """Best effort: the ledger is the truth, the consumer group only feeds lag monitors."""
-        from airflow_kafka_offsets.operations import mirror_to_consumer_group
+        from airflow_kafka_offsets.service.operations import mirror_to_consumer_group
 
         try:
             group = mirror_to_consumer_group(ledger, KafkaClusterHook(self.kafka_conn_id).get_conn(), self.pipeline)

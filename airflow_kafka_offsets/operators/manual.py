@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.hooks import KafkaClusterHook
-from airflow_kafka_offsets.operations import (
+from airflow_kafka_offsets.service.operations import (
     ReplaySelection,
     abort_planned_batch,
     catch_up,
@@ -22,9 +22,9 @@ from airflow_kafka_offsets.operations import (
     resolve_replay,
 )
 from airflow_kafka_offsets.operators.ingest import KafkaBatchSparkOperator, actor_from_context
-from airflow_kafka_offsets.ranges import validate_pipeline_name
-from airflow_kafka_offsets.resets import build_reset_request, parse_datetime
-from airflow_kafka_offsets.spark import SparkBatchSubmitter
+from airflow_kafka_offsets.core.spec import validate_pipeline_name
+from airflow_kafka_offsets.core.resets import build_reset_request, parse_datetime
+from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter
 
 OPERATIONS = ("status", "replay", "reset", "catch_up", "abort")
 

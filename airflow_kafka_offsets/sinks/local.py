@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from airflow_kafka_offsets.errors import OutputLocationError
-from airflow_kafka_offsets.ranges import validate_pipeline_name
+from airflow_kafka_offsets.core.spec import validate_pipeline_name
 
 REPORT_NAME = "_kafka_batch_report.json"
 STAGING_DIR = "_staging"

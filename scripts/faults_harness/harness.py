@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import devstack
-from airflow_kafka_offsets.faults import CRASH_ENV
+from airflow_kafka_offsets.service.faults import CRASH_ENV
 from airflow_kafka_offsets.ledger import Ledger
 from faults_harness.procs import Worker, kill_everything_started, worker_argv, worker_env
 from faults_harness.verify import Verdict, verify

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import pyarrow.parquet as pq
 
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.model import TopicPartition
+from airflow_kafka_offsets.core.model import TopicPartition
 
 
 def local_path(uri: str) -> Path:

@@ -13,7 +13,7 @@ is ``FAULTS_RESULT <json>`` (what the task would push to XCom); a failure exits
 Faults:
 
 - ``AIRFLOW_KAFKA_OFFSETS_CRASH_AT=<point>``: the package's own crash points
-  (the process SIGKILLs itself there, see airflow_kafka_offsets/faults.py);
+  (the process SIGKILLs itself there, see airflow_kafka_offsets/service/faults.py);
 - ``FAULTS_PAUSE_AT=<point>[,<point>...]``: the worker stops itself (SIGSTOP)
   at one of those crash points, or at ``before_step``, and carries on when it
   gets SIGCONT. The harness restarts a service meanwhile, or lets a successor
@@ -54,7 +54,7 @@ def install_pause_points() -> None:
     """Wrap the package's crash points so they can also pause the process."""
     if not _pause_points():
         return
-    from airflow_kafka_offsets import batches, faults
+    from airflow_kafka_offsets.service import batches, faults
 
     original = faults.crash_point
 

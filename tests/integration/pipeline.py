@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from airflow_kafka_offsets.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
-from airflow_kafka_offsets.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.model import PipelineSpec
+from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.spark import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 
 ACTOR = {"dag_id": "tests", "run_id": "manual"}
 

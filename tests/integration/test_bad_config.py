@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from airflow_kafka_offsets.batches import commit_batch, plan_batch
+from airflow_kafka_offsets.service.batches import commit_batch, plan_batch
 from airflow_kafka_offsets.errors import (
     ConfigurationError,
     InvalidPipelineSpecError,
@@ -32,16 +32,16 @@ from airflow_kafka_offsets.errors import (
     UnknownTopicError,
 )
 from airflow_kafka_offsets.hooks import LedgerHook
-from airflow_kafka_offsets.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.ledger_schema import SCHEMA_VERSION
-from airflow_kafka_offsets.model import TopicPartition as TP
+from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
+from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.operators import (
     KafkaBatchCommitOperator,
     KafkaBatchPlanOperator,
     KafkaBatchSparkOperator,
 )
-from airflow_kafka_offsets.ranges import build_spec, validate_pipeline_name
+from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import produce

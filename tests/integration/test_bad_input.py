@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka import Producer
 
 from airflow_kafka_offsets.errors import DecodeErrorThresholdError
-from airflow_kafka_offsets.model import BatchState
-from airflow_kafka_offsets.model import TopicPartition as TP
-from airflow_kafka_offsets.ranges import build_spec
+from airflow_kafka_offsets.core.model import BatchState
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec
 
 from .helpers import committed_rows, local_path
 from .pipeline import plan, read, run_once

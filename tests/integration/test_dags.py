@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_offsets.model import TopicPartition as TP
+from airflow_kafka_offsets.core.model import TopicPartition as TP
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import psycopg2
 import pytest
 
-from airflow_kafka_offsets.batches import commit_batch, plan_batch
+from airflow_kafka_offsets.service.batches import commit_batch, plan_batch
 from airflow_kafka_offsets.errors import BatchStateError, CursorMovedError, LedgerSchemaTooNewError
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.ledger_schema import SCHEMA_VERSION
-from airflow_kafka_offsets.model import BatchState, PartitionOffsets, PartitionRange
-from airflow_kafka_offsets.model import TopicPartition as TP
-from airflow_kafka_offsets.ranges import build_spec
+from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
+from airflow_kafka_offsets.core.model import BatchState, PartitionOffsets, PartitionRange
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 ACTOR = {"test": True}

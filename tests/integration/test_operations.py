@@ -15,12 +15,12 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka import TopicPartition as KafkaTP
 
-from airflow_kafka_offsets import operations as ops
+from airflow_kafka_offsets.service import operations as ops
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError
-from airflow_kafka_offsets.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.model import TopicPartition as TP
-from airflow_kafka_offsets.ranges import build_spec
-from airflow_kafka_offsets.resets import build_reset_request
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.core.resets import build_reset_request
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
 from .pipeline import ACTOR, plan, run_once, submitter

@@ -12,9 +12,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
 from airflow_kafka_offsets.errors import DataLossError, NoStartingOffsetError
-from airflow_kafka_offsets.model import BatchState
-from airflow_kafka_offsets.model import TopicPartition as TP
-from airflow_kafka_offsets.ranges import build_spec
+from airflow_kafka_offsets.core.model import BatchState
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce

@@ -8,8 +8,8 @@ import psycopg2
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, TopicPartition
 
-from airflow_kafka_offsets.batches import build_job
-from airflow_kafka_offsets.model import BatchPlan, PartitionRange
+from airflow_kafka_offsets.service.batches import build_job
+from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 
 from .helpers import local_path, produce
 from .pipeline import submitter

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_kafka_offsets.ranges import build_spec
+from airflow_kafka_offsets.core.spec import build_spec
 
 from .helpers import assert_exactly_once, committed_rows, produce
 from .pipeline import run_once

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_kafka_offsets.errors import ConfigurationError
-from airflow_kafka_offsets.kafka_config import java_client_properties
+from airflow_kafka_offsets.clients.kafka_config import java_client_properties
 
 
 def test_plain_settings_pass_through_and_consumer_settings_drop():

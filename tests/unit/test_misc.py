@@ -8,10 +8,10 @@ import pytest
 
 import airflow_kafka_offsets
 from airflow_kafka_offsets.errors import ConfigurationError, InvalidPipelineSpecError
-from airflow_kafka_offsets.ledger_schema import quote_schema
-from airflow_kafka_offsets.model import PartitionOffsets, PartitionRange, TopicPartition
-from airflow_kafka_offsets.tables import partition_table
-from airflow_kafka_offsets.versions import check_connector_jars
+from airflow_kafka_offsets.ledger.schema import quote_schema
+from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, TopicPartition
+from airflow_kafka_offsets.core.tables import partition_table
+from airflow_kafka_offsets.clients.versions import check_connector_jars
 
 
 def test_provider_info_names_the_distribution():

@@ -14,9 +14,10 @@ from airflow_kafka_offsets.errors import (
     PartitionVanishedError,
     UnknownTopicError,
 )
-from airflow_kafka_offsets.model import DataLossPolicy, PartitionOffsets, PartitionRange, StartPolicy
-from airflow_kafka_offsets.model import TopicPartition as TP
-from airflow_kafka_offsets.ranges import build_spec, fair_shares, has_work, plan_ranges
+from airflow_kafka_offsets.core.model import DataLossPolicy, PartitionOffsets, PartitionRange, StartPolicy
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.core.planner import fair_shares, has_work, plan_ranges
 
 
 def spec(**kw):

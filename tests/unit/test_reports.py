@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_kafka_offsets.errors import ReportMismatchError
-from airflow_kafka_offsets.model import BatchPlan, PartitionRange
-from airflow_kafka_offsets.ranges import check_report
-from airflow_kafka_offsets.reports import parse_report
+from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
+from airflow_kafka_offsets.core.report import check_report
+from airflow_kafka_offsets.core.report import parse_report
 
 PLAN = BatchPlan("p", 3, 0, (PartitionRange("t", 0, 10, 20, 10), PartitionRange("t", 1, 5, 5, 5)), "file:///o")
 
@@ -69,9 +69,9 @@ def test_malformed_report():
 
 
 def test_decode_error_threshold():
-    from airflow_kafka_offsets.batches import check_decode_errors
+    from airflow_kafka_offsets.service.batches import check_decode_errors
     from airflow_kafka_offsets.errors import DecodeErrorThresholdError
-    from airflow_kafka_offsets.model import DecodeSpec
+    from airflow_kafka_offsets.core.model import DecodeSpec
 
     raw = {"format": 1, "pipeline": "p", "batch_id": 3, "partitions": [
         {"topic": "t", "partition": 0, "records": 5, "min_offset": 10, "max_offset": 14, "distinct_offsets": 5,

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airflow_kafka_offsets.model import PartitionOffsets, PartitionRange
-from airflow_kafka_offsets.model import TopicPartition as TP
-from airflow_kafka_offsets.operations import parse_offset_ranges
-from airflow_kafka_offsets.ranges import build_spec
-from airflow_kafka_offsets.resets import (
+from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.service.operations import parse_offset_ranges
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.core.resets import (
     PartitionReset,
     ResetError,
     ResetMode,

@@ -15,7 +15,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airflow_kafka_offsets.errors import KafkaAuthenticationError, KafkaUnavailableError, UnknownTopicError
-from airflow_kafka_offsets.model import PartitionOffsets, TopicPartition
+from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
 
 ADMIN_ONLY_DROPPED = frozenset({"group.id", "enable.auto.commit", "auto.offset.reset", "isolation.level"})
 # librdkafka reports these through error_cb only; list_topics just times out with _TRANSPORT.

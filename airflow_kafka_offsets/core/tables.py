@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from airflow_kafka_offsets.model import BatchReport, PartitionOffsets, PartitionRange, TopicPartition
+from airflow_kafka_offsets.core.model import BatchReport, PartitionOffsets, PartitionRange, TopicPartition
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

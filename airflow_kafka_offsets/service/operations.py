@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_kafka_offsets.batches import OffsetsSource, commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.batches import OffsetsSource, commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
-from airflow_kafka_offsets.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.model import BatchState, TopicPartition
-from airflow_kafka_offsets.resets import ResetMode, ResetRequest, plan_reset
+from airflow_kafka_offsets.core.model import BatchState, TopicPartition
+from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.tables import render_table
+from airflow_kafka_offsets.core.tables import render_table
 
 log = logging.getLogger(__name__)
 Submit = Callable[[dict[str, Any]], None]

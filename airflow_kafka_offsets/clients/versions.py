@@ -3,7 +3,7 @@
 The Spark provider depends on ``pyspark-client``, which installs into the same
 ``pyspark/`` directory as ``pyspark``; mismatched versions leave Python files
 of one release next to the JVM jars of another. Run ``python -m
-airflow_kafka_offsets.versions`` to see what is installed.
+airflow_kafka_offsets.clients.versions`` to see what is installed.
 """
 
 from __future__ import annotations

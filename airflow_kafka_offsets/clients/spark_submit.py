@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_kafka_offsets.errors import ConfigurationError, SparkJobError
-from airflow_kafka_offsets.versions import check_connector_jars, connector_coordinates, local_pyspark_version
+from airflow_kafka_offsets.clients.versions import check_connector_jars, connector_coordinates, local_pyspark_version
 
 APP_MODULE = "airflow_kafka_offsets.spark_apps"
 APP_FILE = "kafka_range_batch.py"
@@ -112,7 +112,7 @@ def _write_private(path: Path, payload: Mapping[str, Any]) -> None:
 
 
 class SparkBatchSubmitter:
-    """Callable that runs one job (see :func:`airflow_kafka_offsets.batches.build_job`) with spark-submit."""
+    """Callable that runs one job (see :func:`airflow_kafka_offsets.service.batches.build_job`) with spark-submit."""
 
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, SparkJobError
-from airflow_kafka_offsets.faults import crash_point
+from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.model import (
+from airflow_kafka_offsets.core.model import (
     BatchPlan,
     BatchReport,
     BatchState,
@@ -22,10 +22,11 @@ from airflow_kafka_offsets.model import (
     PipelineSpec,
     TopicPartition,
 )
-from airflow_kafka_offsets.ranges import check_report, has_work, plan_ranges
-from airflow_kafka_offsets.reports import parse_report
+from airflow_kafka_offsets.core.planner import has_work, plan_ranges
+from airflow_kafka_offsets.core.report import check_report
+from airflow_kafka_offsets.core.report import parse_report
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.tables import partition_table
+from airflow_kafka_offsets.core.tables import partition_table
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from airflow_kafka_offsets.errors import (
     LedgerSchemaTooNewError,
     PipelineBusyError,
 )
-from airflow_kafka_offsets.ledger_schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
-from airflow_kafka_offsets.model import BatchPlan, BatchState, PartitionRange, PipelineSpec, TopicPartition
-from airflow_kafka_offsets.resets import PartitionReset, is_rewind, reset_ranges
+from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
+from airflow_kafka_offsets.core.model import BatchPlan, BatchState, PartitionRange, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.core.resets import PartitionReset, is_rewind, reset_ranges
 
 LOCK_NOT_AVAILABLE = "55P03"
 

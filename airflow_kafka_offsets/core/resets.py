@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from enum import Enum
 
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
-from airflow_kafka_offsets.model import PartitionOffsets, PartitionRange, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, PipelineSpec, TopicPartition
 
 
 class ResetMode(str, Enum):

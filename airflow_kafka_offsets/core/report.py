@@ -1,0 +1,85 @@
+"""Parse the Spark app's result report (a documented JSON format) into a :class:`BatchReport`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_kafka_offsets.errors import ReportMismatchError
+from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionReport
+
+REPORT_FORMAT = 1
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def parse_report(raw: Mapping[str, Any]) -> BatchReport:
+    if raw.get("format") != REPORT_FORMAT:
+        raise ReportMismatchError(f"unsupported report format {raw.get('format')!r}, expected {REPORT_FORMAT}")
+    try:
+        partitions = tuple(
+            PartitionReport(
+                topic=str(p["topic"]),
+                partition=int(p["partition"]),
+                records=int(p["records"]),
+                min_offset=_optional_int(p.get("min_offset")),
+                max_offset=_optional_int(p.get("max_offset")),
+                distinct_offsets=int(p["distinct_offsets"]),
+                payload_bytes=int(p.get("payload_bytes") or 0),
+                decode_errors=int(p.get("decode_errors") or 0),
+            )
+            for p in raw["partitions"]
+        )
+        return BatchReport(
+            pipeline=str(raw["pipeline"]),
+            batch_id=int(raw["batch_id"]),
+            partitions=partitions,
+            output_bytes=int(raw.get("output_bytes") or 0),
+            spark_version=str(raw.get("spark_version", "")),
+            extra={k: raw[k] for k in ("application_id", "master", "attempt_id") if k in raw},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReportMismatchError(f"malformed batch report: {exc!r}") from exc
+
+
+def check_report(plan: BatchPlan, report: BatchReport) -> None:
+    """Refuse to commit output that does not fit the plan.
+
+    Offsets may have gaps (transaction markers, aborted records, compaction), so
+    a partition may hold fewer records than its span, never more, never an
+    offset outside ``[start, end)`` and never the same offset twice.
+    """
+    problems: list[str] = []
+    if (report.pipeline, report.batch_id) != (plan.pipeline, plan.batch_id):
+        problems.append(
+            f"report is for {report.pipeline!r} batch {report.batch_id}, "
+            f"expected {plan.pipeline!r} batch {plan.batch_id}"
+        )
+    planned = {r.topic_partition: r for r in plan.ranges}
+    for part in report.partitions:
+        rng = planned.get(part.topic_partition)
+        if rng is None:
+            problems.append(f"{part.topic_partition}: {part.records} records from a partition not in the plan")
+            continue
+        if part.distinct_offsets != part.records:
+            problems.append(
+                f"{part.topic_partition}: {part.records} records but {part.distinct_offsets} distinct offsets"
+            )
+        if part.records > rng.span:
+            problems.append(f"{part.topic_partition}: {part.records} records exceed the planned span {rng.span}")
+        if part.records and (
+            part.min_offset is None
+            or part.max_offset is None
+            or part.min_offset < rng.start
+            or part.max_offset >= rng.end
+        ):
+            problems.append(
+                f"{part.topic_partition}: offsets [{part.min_offset}, {part.max_offset}] outside "
+                f"the planned range [{rng.start}, {rng.end})"
+            )
+    if problems:
+        raise ReportMismatchError(
+            f"batch {plan.batch_id} of pipeline {plan.pipeline!r} does not match its plan: " + "; ".join(problems)
+        )

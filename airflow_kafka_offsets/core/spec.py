@@ -1,0 +1,101 @@
+"""Pipeline specs: validation of what users type (names, topics, policies, caps) into a PipelineSpec.
+
+Pure: no I/O, so every rule can be tested by the hundred.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from airflow_kafka_offsets.core.model import DataLossPolicy, DecodeSpec, PipelineSpec, StartPolicy
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError
+
+PIPELINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# Kafka's own rule for topic names.
+TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def validate_pipeline_name(name: str) -> str:
+    """Pipeline names end up in paths and log lines: keep them to a safe alphabet."""
+    if not isinstance(name, str) or not PIPELINE_NAME.fullmatch(name) or name in {".", ".."}:
+        raise InvalidPipelineSpecError(
+            f"invalid pipeline name {name!r}: use 1-128 characters of letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def _positive_or_none(value: object, what: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)  # templated values arrive as strings
+    except (TypeError, ValueError):
+        raise InvalidPipelineSpecError(f"{what} must be a positive integer, got {value!r}") from None
+    if number <= 0 or str(number) != str(value).strip():
+        raise InvalidPipelineSpecError(f"{what} must be a positive integer, got {value!r}")
+    return number
+
+
+def _count_or_none(value: object, what: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if str(value).strip() == "0":
+        return 0
+    return _positive_or_none(value, what)
+
+
+def _enum(enum_type: type, value: object, what: str):
+    try:
+        return enum_type(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum_type)
+        raise InvalidPipelineSpecError(f"{what} must be one of {allowed}; got {value!r}") from None
+
+
+def build_spec(
+    name: str,
+    topics: Sequence[str] | str,
+    output_root: str,
+    *,
+    starting_offsets: str | StartPolicy = StartPolicy.EARLIEST,
+    new_partition_offsets: str | StartPolicy = StartPolicy.EARLIEST,
+    on_data_loss: str | DataLossPolicy = DataLossPolicy.FAIL,
+    max_records_per_batch: int | str | None = None,
+    max_records_per_partition: int | str | None = None,
+    consumer_group: str | None = None,
+    json_schema: str | None = None,
+    max_decode_errors: int | str | None = None,
+) -> PipelineSpec:
+    """Validate user input (often rendered templates) into a :class:`PipelineSpec`."""
+    validate_pipeline_name(name)
+    if isinstance(topics, str):
+        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    topic_list = list(topics)
+    if not topic_list:
+        raise InvalidPipelineSpecError(f"pipeline {name!r} names no topics")
+    for topic in topic_list:
+        if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic) or topic in {".", ".."}:
+            raise InvalidPipelineSpecError(f"invalid Kafka topic name {topic!r} in pipeline {name!r}")
+    if len(set(topic_list)) != len(topic_list):
+        raise InvalidPipelineSpecError(f"pipeline {name!r} lists a topic twice: {topic_list}")
+    decode = None
+    if json_schema is not None and str(json_schema).strip():
+        decode = DecodeSpec(str(json_schema).strip(), _count_or_none(max_decode_errors, "max_decode_errors"))
+    elif max_decode_errors not in (None, ""):
+        raise InvalidPipelineSpecError(f"pipeline {name!r}: max_decode_errors needs a json_schema to decode with")
+    if not isinstance(output_root, str) or not output_root.strip():
+        raise InvalidPipelineSpecError(f"pipeline {name!r} needs an output_root")
+    return PipelineSpec(
+        name=name,
+        topics=tuple(sorted(topic_list)),
+        output_root=output_root.strip(),
+        starting_offsets=_enum(StartPolicy, starting_offsets, "starting_offsets"),
+        new_partition_offsets=_enum(StartPolicy, new_partition_offsets, "new_partition_offsets"),
+        on_data_loss=_enum(DataLossPolicy, on_data_loss, "on_data_loss"),
+        max_records_per_batch=_positive_or_none(max_records_per_batch, "max_records_per_batch"),
+        max_records_per_partition=_positive_or_none(max_records_per_partition, "max_records_per_partition"),
+        consumer_group=(consumer_group or "").strip() or None,
+        decode=decode,
+    )

@@ -1,0 +1,23 @@
+"""Reading Airflow connections with errors that name the connection (and never quote its secrets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from airflow_kafka_offsets.errors import ConfigurationError
+
+
+def get_connection(conn_id: str, what: str) -> Any:
+    """The Airflow connection, or a ConfigurationError naming it (missing, or its lookup failed)."""
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException as exc:
+        raise ConfigurationError(f"{what} connection {conn_id!r} is not defined in Airflow") from exc
+    except Exception as exc:  # a broken secrets backend or metadata database (its text may quote the secret)
+        raise ConfigurationError(
+            f"{what} connection {conn_id!r} could not be read from Airflow ({type(exc).__name__}; see the cause)"
+        ) from exc

@@ -1,0 +1,30 @@
+"""The ledger on a PostgreSQL connection (the postgres provider's hook hands out the connections)."""
+
+from __future__ import annotations
+
+from airflow.sdk import BaseHook
+
+from airflow_kafka_offsets.hooks.connections import get_connection
+from airflow_kafka_offsets.ledger import Ledger
+
+
+class LedgerHook(BaseHook):
+    """The ledger on the PostgreSQL connection, in ``schema``; migrates it on first use."""
+
+    conn_name_attr = "postgres_conn_id"
+    default_conn_name = "postgres_default"
+    hook_name = "Kafka Offsets ledger"
+
+    def __init__(self, postgres_conn_id: str = default_conn_name, schema: str = "kafka_offsets") -> None:
+        super().__init__()
+        self.postgres_conn_id = postgres_conn_id
+        self.schema = schema
+
+    def get_conn(self) -> Ledger:
+        from airflow.providers.postgres.hooks.postgres import PostgresHook
+
+        get_connection(self.postgres_conn_id, "PostgreSQL")
+        hook = PostgresHook(postgres_conn_id=self.postgres_conn_id)
+        ledger = Ledger(hook.get_conn, schema=self.schema)
+        ledger.check_version()
+        return ledger
