@@ -76,11 +76,11 @@ def _reset_args(args: argparse.Namespace) -> tuple[str, Any]:
 def run(args: argparse.Namespace) -> tuple[Any, str]:
     from airflow_kafka_offsets.service import operations as ops
     from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
-    from airflow_kafka_offsets.operators.ingest import _config
+    from airflow_kafka_offsets.config import ledger_schema, spark_settings
     from airflow_kafka_offsets.core.resets import build_reset_request, parse_datetime
-    from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings, split_list
+    from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter
 
-    ledger = LedgerHook(args.postgres_conn_id, args.ledger_schema or _config("ledger_schema", "kafka_offsets")).get_conn()
+    ledger = LedgerHook(args.postgres_conn_id, ledger_schema(args.ledger_schema)).get_conn()
     kafka_hook = KafkaClusterHook(args.kafka_conn_id)
     kafka = kafka_hook.get_conn()
     actor = _actor(args.command)
@@ -100,9 +100,7 @@ def run(args: argparse.Namespace) -> tuple[Any, str]:
         batch_id = ops.abort_planned_batch(ledger, args.pipeline, args.reason, actor)
         return {"aborted": batch_id}, f"aborted batch {batch_id} of {args.pipeline}"
 
-    jars = split_list(args.spark_jars) or split_list(_config("spark_jars", ""))
-    submit = SparkBatchSubmitter(SparkSettings(conn_id=args.spark_conn_id, jars=jars,
-                                               packages=split_list(_config("spark_packages", ""))))
+    submit = SparkBatchSubmitter(spark_settings(args.spark_conn_id, jars=args.spark_jars))
     properties = kafka_hook.spark_properties()
     if args.command == "replay":
         first = last = None

@@ -81,3 +81,21 @@ class OutputLocationError(KafkaOffsetsError):
 
 class DecodeErrorThresholdError(KafkaOffsetsError):
     """More records than the pipeline allows could not be decoded; the batch is not committed."""
+
+
+# Errors a retry cannot fix: the operators fail the task at once instead of retrying.
+NOT_RETRYABLE: tuple[type[KafkaOffsetsError], ...] = (
+    InvalidPipelineSpecError,
+    ConfigurationError,
+    OutputLocationError,
+    DataLossError,
+    OffsetOutOfRangeError,
+    NoStartingOffsetError,
+    PartitionVanishedError,
+    UnknownTopicError,
+    KafkaAuthenticationError,
+    LedgerSchemaTooNewError,
+    BatchNotFoundError,
+    BatchStateError,
+    DecodeErrorThresholdError,
+)

@@ -12,7 +12,6 @@ spark-submit start-up, Spark set-up, Spark jobs and shutdown.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import resource
@@ -23,7 +22,6 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from benchmarks.common import REPO, parquet_rows, run
 
@@ -113,7 +111,7 @@ class PackageRunner:
     def __init__(self, info: Any, ledger: Any, workdir: Path, spark_conf: Mapping[str, str] | None = None,
                  min_partitions: int | None = None, app: str | None = None,
                  default_conf: Mapping[str, str] | None = None) -> None:
-        """``app`` and ``default_conf`` replace the installed Spark app and DEFAULT_SPARK_CONF (for a baseline)."""
+        """``app`` and ``default_conf`` replace SparkSettings.application and default_conf (for a baseline)."""
         self.info = info
         self.ledger = ledger
         self.workdir = workdir
@@ -123,14 +121,7 @@ class PackageRunner:
         self.default_conf = dict(default_conf) if default_conf is not None else None
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
-        from airflow_kafka_offsets.clients import spark_submit as spark_module
-
-        with contextlib.ExitStack() as stack:
-            if self.app:
-                stack.enter_context(mock.patch.object(spark_module, "app_path", lambda: self.app))
-            if self.default_conf is not None:
-                stack.enter_context(mock.patch.object(spark_module, "DEFAULT_SPARK_CONF", self.default_conf))
-            return self._run(topic, expected)
+        return self._run(topic, expected)
 
     def _run(self, topic: str, expected: int) -> dict[str, Any]:
         from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
@@ -145,8 +136,11 @@ class PackageRunner:
         spec = build_spec(pipeline, [topic], str(run_dir / "out"))
         sink = LocalDirectorySink(spec.output_root)
         kafka_props = {"bootstrap.servers": self.info.bootstrap_servers}
+        replaced: dict[str, Any] = {"application": self.app} if self.app else {}
+        if self.default_conf is not None:
+            replaced["default_conf"] = self.default_conf
         settings = SparkSettings(conn_id="spark_default", jars=tuple(self.info.connector_jars),
-                                 conf={**self.spark_conf, **event_log_conf(events)})
+                                 conf={**self.spark_conf, **event_log_conf(events)}, **replaced)
         spark = SparkBatchSubmitter(settings)
         marks: dict[str, float] = {}
 

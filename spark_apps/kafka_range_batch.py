@@ -2,7 +2,8 @@
 
 Submitted by airflow-kafka-offsets through spark-submit. It imports nothing
 from Airflow (executors and cluster drivers do not have it) and shares only
-two documented JSON formats with the package:
+two documented JSON formats with the package, defined with the names and the range check
+in ``kafka_batch_contract.py`` beside it:
 
 job file (argument ``--job-file``, shipped with ``--files``; private: it holds
 the Kafka client settings, so secrets never reach the command line)::
@@ -36,20 +37,18 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
 
 from pyspark import SparkFiles
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-JOB_FORMAT = 1
-REPORT_NAME = "_kafka_batch_report.json"
-ERRORS_DIR = "_errors"  # records the JSON decode step could not parse, with their offsets
+# Shipped beside this file (spark-submit --py-files); the package imports the same module.
+from kafka_batch_contract import CONNECTOR_JAR, ERRORS_DIR, JOB_FORMAT, REPORT_FORMAT, REPORT_NAME, range_problems
+
 CORRUPT = "_corrupt_record"
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
 RECORDS_PER_TASK = 1_000_000  # default split of long Kafka ranges (min_partitions null)
 
 
@@ -110,17 +109,21 @@ def check_versions(spark: SparkSession) -> None:
 
 
 def min_partitions(spark: SparkSession, job: dict) -> int | None:
-    """The job's min_partitions, or None for one task per range, or more tasks when that leaves cores idle.
+    """The job's min_partitions, or None for one task per range, or more tasks when that leaves cores idle."""
+    return wanted_partitions(job["ranges"], spark.sparkContext.defaultParallelism, job.get("min_partitions"))
+
+
+def wanted_partitions(ranges: list[dict], parallelism: int, configured: int | None) -> int | None:
+    """Spark's ``minPartitions`` for the Kafka source: None keeps Spark's one task per range.
 
     By default Spark reads each Kafka partition in one task: a batch of fewer partitions than cores,
     or one long range, then runs on a few cores. Without a setting in the job, ask for at least
     one task per core and per RECORDS_PER_TASK planned offsets; Spark splits the larger ranges.
     """
-    if job.get("min_partitions"):
-        return int(job["min_partitions"])
-    ranges = job["ranges"]
+    if configured:
+        return int(configured)
     offsets = sum(int(r["end"]) - int(r["start"]) for r in ranges)
-    wanted = max(spark.sparkContext.defaultParallelism, math.ceil(offsets / RECORDS_PER_TASK))
+    wanted = max(parallelism, math.ceil(offsets / RECORDS_PER_TASK))
     return wanted if wanted > len(ranges) else None
 
 
@@ -208,20 +211,7 @@ def summarize(written: DataFrame, decoding: bool = False) -> list[dict]:
 
 def check_against_ranges(job: dict, partitions: list[dict]) -> None:
     """Every offset inside its range, none twice; gaps (markers, compaction) are allowed."""
-    planned = {(r["topic"], int(r["partition"])): r for r in job["ranges"]}
-    problems = []
-    for part in partitions:
-        rng = planned.get((part["topic"], part["partition"]))
-        if rng is None:
-            problems.append(f"{part['topic']}-{part['partition']}: not requested")
-            continue
-        if part["distinct_offsets"] != part["records"]:
-            problems.append(f"{part['topic']}-{part['partition']}: repeated offsets")
-        if part["min_offset"] < rng["start"] or part["max_offset"] >= rng["end"]:
-            problems.append(
-                f"{part['topic']}-{part['partition']}: offsets [{part['min_offset']}, {part['max_offset']}] "
-                f"outside [{rng['start']}, {rng['end']})"
-            )
+    problems = range_problems(job["ranges"], partitions)
     if problems:
         raise BatchCheckError("; ".join(problems))
 
@@ -260,7 +250,7 @@ def run(job: dict, spark: SparkSession) -> dict:
         ).parquet(staging.rstrip("/") + "/" + ERRORS_DIR)
     path, fs = hadoop_path(spark, staging)
     report = {
-        "format": JOB_FORMAT,
+        "format": REPORT_FORMAT,
         "pipeline": job["pipeline"],
         "batch_id": job["batch_id"],
         "attempt_id": job["attempt_id"],

@@ -22,6 +22,7 @@ from airflow_kafka_offsets.clients.versions import check_connector_jars, connect
 
 APP_MODULE = "airflow_kafka_offsets.spark_apps"
 APP_FILE = "kafka_range_batch.py"
+CONTRACT_FILE = "kafka_batch_contract.py"
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
@@ -38,11 +39,11 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 }
 
 
-def app_path() -> str:
-    """The PySpark application shipped inside this package."""
-    path = files(APP_MODULE).joinpath(APP_FILE)
+def app_file(name: str = APP_FILE) -> str:
+    """A file of the PySpark application shipped inside this package."""
+    path = files(APP_MODULE).joinpath(name)
     if not path.is_file():
-        raise ConfigurationError(f"the Spark application {APP_MODULE}/{APP_FILE} is missing from the install")
+        raise ConfigurationError(f"the Spark application file {APP_MODULE}/{name} is missing from the install")
     return str(path)
 
 
@@ -67,6 +68,9 @@ class SparkSettings:
     num_executors: int | None = None
     total_executor_cores: int | None = None
     spark_binary: str = "spark-submit"
+    # The app and the conf every batch starts from; benchmarks and tests substitute their own.
+    application: str | None = None
+    default_conf: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SPARK_CONF))
 
     def resolved_dependencies(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Jars and packages to hand spark-submit; default: the connector matching the local pyspark."""
@@ -116,6 +120,12 @@ class SparkBatchSubmitter:
 
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings
+        self._running: Any = None  # the SparkSubmitHook of the submit in progress
+
+    def kill(self) -> None:
+        """Stop the running spark-submit (and a cluster-mode driver): the task was killed."""
+        if self._running is not None:
+            self._running.on_kill()
 
     def check(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Refuse a configuration spark-submit cannot run (before any ledger write); returns (jars, packages)."""
@@ -136,9 +146,10 @@ class SparkBatchSubmitter:
             job_file = Path(private_dir) / f"kafka-batch-{job['attempt_id']}.json"
             _write_private(job_file, job)
             hook = SparkSubmitHook(
-                conf={**DEFAULT_SPARK_CONF, **settings.conf},
+                conf={**settings.default_conf, **settings.conf},
                 conn_id=settings.conn_id,
                 files=str(job_file),
+                py_files=app_file(CONTRACT_FILE),
                 jars=",".join(jars) or None,
                 packages=",".join(packages) or None,
                 name=f"kafka-batch-{job['pipeline']}-{job['batch_id']}",
@@ -150,8 +161,9 @@ class SparkBatchSubmitter:
                 total_executor_cores=settings.total_executor_cores,
                 spark_binary=settings.spark_binary,
             )
+            self._running = hook
             try:
-                hook.submit(app_path())
+                hook.submit(settings.application or app_file())
             except Exception as exc:
                 raise SparkJobError(
                     f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed"

@@ -9,15 +9,14 @@ airflow_kafka_offsets.clients.versions`` to see what is installed.
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CONNECTOR_JAR
 
 CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10_2.13"
-CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
 
 
 def distribution_version(name: str) -> str | None:

@@ -7,8 +7,8 @@ from typing import Any
 
 from airflow_kafka_offsets.errors import ReportMismatchError
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionReport
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_FORMAT, range_problems
 
-REPORT_FORMAT = 1
 
 
 def _optional_int(value: Any) -> int | None:
@@ -57,28 +57,14 @@ def check_report(plan: BatchPlan, report: BatchReport) -> None:
             f"report is for {report.pipeline!r} batch {report.batch_id}, "
             f"expected {plan.pipeline!r} batch {plan.batch_id}"
         )
-    planned = {r.topic_partition: r for r in plan.ranges}
-    for part in report.partitions:
-        rng = planned.get(part.topic_partition)
-        if rng is None:
-            problems.append(f"{part.topic_partition}: {part.records} records from a partition not in the plan")
-            continue
-        if part.distinct_offsets != part.records:
-            problems.append(
-                f"{part.topic_partition}: {part.records} records but {part.distinct_offsets} distinct offsets"
-            )
-        if part.records > rng.span:
-            problems.append(f"{part.topic_partition}: {part.records} records exceed the planned span {rng.span}")
-        if part.records and (
-            part.min_offset is None
-            or part.max_offset is None
-            or part.min_offset < rng.start
-            or part.max_offset >= rng.end
-        ):
-            problems.append(
-                f"{part.topic_partition}: offsets [{part.min_offset}, {part.max_offset}] outside "
-                f"the planned range [{rng.start}, {rng.end})"
-            )
+    problems += range_problems(
+        ({"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in plan.ranges),
+        (
+            {"topic": p.topic, "partition": p.partition, "records": p.records, "distinct_offsets": p.distinct_offsets,
+             "min_offset": p.min_offset, "max_offset": p.max_offset}
+            for p in report.partitions
+        ),
+    )
     if problems:
         raise ReportMismatchError(
             f"batch {plan.batch_id} of pipeline {plan.pipeline!r} does not match its plan: " + "; ".join(problems)

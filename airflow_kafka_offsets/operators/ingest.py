@@ -10,22 +10,21 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-from airflow.sdk import BaseOperator, TaskGroup, conf
+from airflow.sdk import BaseOperator, Context, TaskGroup
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
-from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
+from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings, split_list
+from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.config import ledger_schema, spark_settings
 
-CONFIG_SECTION = "kafka_offsets"
-
-
-def _config(key: str, fallback: str) -> str:
-    return conf.get(CONFIG_SECTION, key, fallback=fallback) or fallback
+BATCH_ID_KEY = "batch_id"
 
 
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,7 +42,7 @@ def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_batch_id(value: Any) -> int | None:
-    """Batch ids arrive as ints, or as rendered template strings ('None' when nothing was planned)."""
+    """A batch id from XCom (int or None) or from a user's template ('None' when nothing was planned)."""
     if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
         return None
     try:
@@ -55,39 +54,123 @@ def parse_batch_id(value: Any) -> int | None:
     return batch_id
 
 
-class _LedgerOperator(BaseOperator):
-    """Shared connection parameters of the three operators."""
+def optional_int(value: Any, what: str) -> int | None:
+    """An optional whole number from an operator argument or a rendered template ('' and 'None' mean unset)."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{what} must be a whole number, got {value!r}") from None
+
+
+class PlanOptions(TypedDict, total=False):
+    """Pipeline options for :class:`KafkaBatchPlanOperator` (``plan_kwargs`` of the task group).
+
+    starting_offsets: where a new pipeline starts: ``earliest`` | ``latest`` | ``error``.
+    new_partition_offsets: where partitions added later start (same choices).
+    on_data_loss: ``fail`` | ``skip`` when retention deleted records the pipeline has not read.
+    max_records_per_batch / max_records_per_partition: caps on offset spans per batch.
+    consumer_group: mirror the cursor into this Kafka consumer group after each commit (for lag monitors).
+    json_schema / max_decode_errors: optional JSON decode step (a Spark DDL schema) and its error budget.
+    kafka_timeout_s: how long to wait for Kafka's answers while planning.
+    """
+
+    starting_offsets: str
+    new_partition_offsets: str
+    on_data_loss: str
+    max_records_per_batch: int | str | None
+    max_records_per_partition: int | str | None
+    consumer_group: str | None
+    json_schema: str | None
+    max_decode_errors: int | str | None
+    kafka_timeout_s: float
+
+
+class SparkOptions(TypedDict, total=False):
+    """Spark settings for :class:`KafkaBatchSparkOperator` (``spark_kwargs`` of the task group).
+
+    spark_conf: extra ``--conf`` settings; spark_jars / spark_packages: the Kafka connector
+    (default: the ``[kafka_offsets]`` config, else ``--packages`` for the local pyspark);
+    min_partitions: Spark tasks for the read (default: at least one per core); the rest are
+    spark-submit's own options.
+    """
+
+    spark_conf: Mapping[str, str] | None
+    spark_jars: str | Sequence[str] | None
+    spark_packages: str | Sequence[str] | None
+    min_partitions: int | str | None
+    executor_cores: int | None
+    executor_memory: str | None
+    driver_memory: str | None
+    num_executors: int | None
+    total_executor_cores: int | None
+
+
+class KafkaOffsetsBaseOperator(BaseOperator):
+    """Connections shared by every operator of this package; errors a retry cannot fix fail at once.
+
+    :param pipeline: the pipeline's name in the ledger (templated).
+    :param kafka_conn_id: the Kafka connection (the apache-kafka provider's ``kafka`` type).
+    :param postgres_conn_id: the PostgreSQL connection of the ledger database.
+    :param ledger_schema: the ledger's schema (default: ``[kafka_offsets] ledger_schema``).
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "kafka_conn_id", "postgres_conn_id", "ledger_schema")
 
     def __init__(
         self,
         *,
         pipeline: str,
+        kafka_conn_id: str = "kafka_default",
         postgres_conn_id: str = "postgres_default",
         ledger_schema: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.pipeline = pipeline
+        self.kafka_conn_id = kafka_conn_id
         self.postgres_conn_id = postgres_conn_id
         self.ledger_schema = ledger_schema
 
-    def ledger(self):
-        return LedgerHook(self.postgres_conn_id, self.ledger_schema or _config("ledger_schema", "kafka_offsets")).get_conn()
+    def execute(self, context: Context) -> Any:
+        try:
+            return self.run(context)
+        except NOT_RETRYABLE as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
-    def sink_for(self, ledger) -> LocalDirectorySink:
+    def run(self, context: Context) -> Any:
+        raise NotImplementedError
+
+    def ledger(self) -> Ledger:
+        return LedgerHook(self.postgres_conn_id, ledger_schema(self.ledger_schema)).get_conn()
+
+    def sink_for(self, ledger: Ledger) -> LocalDirectorySink:
         with ledger.transaction() as tx:
             return LocalDirectorySink(tx.output_root(self.pipeline))
 
 
-class KafkaBatchPlanOperator(_LedgerOperator):
+class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
     """Write the next batch's exact offset ranges to the ledger, or return the batch already planned.
 
-    Returns ``{"pipeline", "batch_id", "records_planned", "replayed"}``; ``batch_id``
-    is None when Kafka holds nothing new.
+    Returns ``{"pipeline", "batch_id", "records_planned", "replayed"}`` and pushes ``batch_id``
+    (None when Kafka holds nothing new) under its own XCom key for the read and commit steps.
+
+    :param topics: the pipeline's topics (a list, or a comma-separated string; templated).
+    :param output_root: where batch N lands, as ``<root>/<pipeline>/batch=<N>/`` (templated).
+    :param starting_offsets: where a new pipeline starts: ``earliest`` | ``latest`` | ``error``.
+    :param new_partition_offsets: where partitions added later start (same choices).
+    :param on_data_loss: ``fail`` | ``skip`` when retention deleted records not yet read.
+    :param max_records_per_batch: cap on the batch's offset span, shared max-min fairly.
+    :param max_records_per_partition: cap on each partition's offset span.
+    :param consumer_group: mirror the cursor into this Kafka consumer group after each commit.
+    :param json_schema: a Spark DDL schema: decode values as JSON into ``decoded``.
+    :param max_decode_errors: fail the batch when more records than this cannot be decoded.
+    :param kafka_timeout_s: how long to wait for Kafka's answers.
     """
 
     template_fields: Sequence[str] = (
-        "pipeline",
+        *KafkaOffsetsBaseOperator.template_fields,
         "topics",
         "output_root",
         "starting_offsets",
@@ -98,7 +181,6 @@ class KafkaBatchPlanOperator(_LedgerOperator):
         "consumer_group",
         "json_schema",
         "max_decode_errors",
-        "ledger_schema",
     )
     ui_color = "#e8f4ea"
 
@@ -107,7 +189,6 @@ class KafkaBatchPlanOperator(_LedgerOperator):
         *,
         topics: Sequence[str] | str,
         output_root: str,
-        kafka_conn_id: str = "kafka_default",
         starting_offsets: str = "earliest",
         new_partition_offsets: str = "earliest",
         on_data_loss: str = "fail",
@@ -120,20 +201,19 @@ class KafkaBatchPlanOperator(_LedgerOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.consumer_group = consumer_group
-        self.json_schema = json_schema
-        self.max_decode_errors = max_decode_errors
         self.topics = topics
         self.output_root = output_root
-        self.kafka_conn_id = kafka_conn_id
         self.starting_offsets = starting_offsets
         self.new_partition_offsets = new_partition_offsets
         self.on_data_loss = on_data_loss
         self.max_records_per_batch = max_records_per_batch
         self.max_records_per_partition = max_records_per_partition
+        self.consumer_group = consumer_group
+        self.json_schema = json_schema
+        self.max_decode_errors = max_decode_errors
         self.kafka_timeout_s = kafka_timeout_s
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, Any]:
         spec = build_spec(
             self.pipeline,
             self.topics,
@@ -152,25 +232,41 @@ class KafkaBatchPlanOperator(_LedgerOperator):
         kafka = KafkaClusterHook(self.kafka_conn_id, timeout_s=self.kafka_timeout_s).get_conn()
         outcome = plan_batch(self.ledger(), spec, kafka.offsets, sink, actor_from_context(context))
         plan = outcome.plan
+        batch_id = plan.batch_id if plan else None
+        context["ti"].xcom_push(key=BATCH_ID_KEY, value=batch_id)
         return {
             "pipeline": spec.name,
-            "batch_id": plan.batch_id if plan else None,
+            "batch_id": batch_id,
             "records_planned": plan.records_planned if plan else 0,
             "replayed": outcome.replayed,
         }
 
 
-class KafkaBatchSparkOperator(_LedgerOperator):
+class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
     """Read the batch's ranges with Spark into a staging location and check Spark's report.
 
-    ``batch_id`` defaults to the pipeline's planned batch. Nothing runs when
-    there is no batch, the batch is already committed, or it reads no records.
+    Nothing runs when there is no batch, the batch is already committed, or it reads no
+    records. A killed task kills its spark-submit (and, in cluster mode, the driver).
+
+    :param batch_id: the batch to read (an XComArg of the plan step, an int, or a template);
+        default: the pipeline's planned batch.
+    :param spark_conn_id: the Spark connection (the master: ``local[2]``, ``spark://...``, ``yarn``, ...).
+    :param spark_conf: extra ``--conf`` settings (templated).
+    :param spark_jars: local paths of the Kafka connector jars (default: ``[kafka_offsets] spark_jars``).
+    :param spark_packages: Maven coordinates instead (default: ``[kafka_offsets] spark_packages``,
+        else the connector matching the local pyspark).
+    :param min_partitions: Spark tasks for the read (default: at least one per core).
+    :param executor_cores: spark-submit ``--executor-cores``.
+    :param executor_memory: spark-submit ``--executor-memory``.
+    :param driver_memory: spark-submit ``--driver-memory``.
+    :param num_executors: spark-submit ``--num-executors``.
+    :param total_executor_cores: spark-submit ``--total-executor-cores``.
     """
 
     template_fields: Sequence[str] = (
-        "pipeline",
+        *KafkaOffsetsBaseOperator.template_fields,
         "batch_id",
-        "ledger_schema",
+        "spark_conn_id",
         "spark_conf",
         "spark_jars",
         "spark_packages",
@@ -183,7 +279,6 @@ class KafkaBatchSparkOperator(_LedgerOperator):
         self,
         *,
         batch_id: int | str | None = None,
-        kafka_conn_id: str = "kafka_default",
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, str] | None = None,
         spark_jars: str | Sequence[str] | None = None,
@@ -198,7 +293,6 @@ class KafkaBatchSparkOperator(_LedgerOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
-        self.kafka_conn_id = kafka_conn_id
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
         self.spark_jars = spark_jars
@@ -209,13 +303,14 @@ class KafkaBatchSparkOperator(_LedgerOperator):
         self.driver_memory = driver_memory
         self.num_executors = num_executors
         self.total_executor_cores = total_executor_cores
+        self._submitter: SparkBatchSubmitter | None = None
 
     def settings(self) -> SparkSettings:
-        return SparkSettings(
-            conn_id=self.spark_conn_id,
-            jars=split_list(self.spark_jars) or split_list(_config("spark_jars", "")),
-            packages=split_list(self.spark_packages) or split_list(_config("spark_packages", "")),
-            conf=dict(self.spark_conf or {}),
+        return spark_settings(
+            self.spark_conn_id,
+            jars=self.spark_jars,
+            packages=self.spark_packages,
+            conf=self.spark_conf,
             executor_cores=self.executor_cores,
             executor_memory=self.executor_memory,
             driver_memory=self.driver_memory,
@@ -223,14 +318,14 @@ class KafkaBatchSparkOperator(_LedgerOperator):
             total_executor_cores=self.total_executor_cores,
         )
 
-    def execute(self, context: Any) -> dict[str, Any] | None:
+    def run(self, context: Context) -> dict[str, Any] | None:
         validate_pipeline_name(self.pipeline)
         ledger = self.ledger()
         plan = load_batch(ledger, self.pipeline, parse_batch_id(self.batch_id))
         if plan is None:
             self.log.info("pipeline %s: no batch to read", self.pipeline)
             return None
-        submitter = SparkBatchSubmitter(self.settings())
+        self._submitter = submitter = SparkBatchSubmitter(self.settings())
         if plan.readable_ranges:
             submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
         report = run_batch(
@@ -240,25 +335,31 @@ class KafkaBatchSparkOperator(_LedgerOperator):
             submitter,
             KafkaClusterHook(self.kafka_conn_id).spark_properties() if plan.readable_ranges else {},
             actor_from_context(context),
-            min_partitions=int(self.min_partitions) if self.min_partitions not in (None, "", "None") else None,
+            min_partitions=optional_int(self.min_partitions, "min_partitions"),
         )
         records = sum(int(p["records"]) for p in report["partitions"]) if report else 0
         return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
 
+    def on_kill(self) -> None:
+        if self._submitter is not None:
+            self._submitter.kill()
 
-class KafkaBatchCommitOperator(_LedgerOperator):
-    """Publish the batch's staged output and advance the cursor in one ledger transaction."""
 
-    template_fields: Sequence[str] = ("pipeline", "batch_id", "ledger_schema")
+class KafkaBatchCommitOperator(KafkaOffsetsBaseOperator):
+    """Publish the batch's staged output and advance the cursor in one ledger transaction.
+
+    :param batch_id: the batch to commit (an XComArg of the plan step, an int, or a template);
+        default: the pipeline's planned batch.
+    """
+
+    template_fields: Sequence[str] = (*KafkaOffsetsBaseOperator.template_fields, "batch_id")
     ui_color = "#e0ecfd"
 
-    def __init__(self, *, batch_id: int | str | None = None, kafka_conn_id: str = "kafka_default",
-                 **kwargs: Any) -> None:
+    def __init__(self, *, batch_id: int | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
-        self.kafka_conn_id = kafka_conn_id
 
-    def execute(self, context: Any) -> dict[str, Any] | None:
+    def run(self, context: Context) -> dict[str, Any] | None:
         validate_pipeline_name(self.pipeline)
         ledger = self.ledger()
         batch_id = parse_batch_id(self.batch_id)
@@ -279,8 +380,7 @@ class KafkaBatchCommitOperator(_LedgerOperator):
             "output_uri": outcome.plan.output_uri,
         }
 
-
-    def mirror_consumer_group(self, ledger) -> None:
+    def mirror_consumer_group(self, ledger: Ledger) -> None:
         """Best effort: the ledger is the truth, the consumer group only feeds lag monitors."""
         from airflow_kafka_offsets.service.operations import mirror_to_consumer_group
 
@@ -303,32 +403,23 @@ def kafka_ingest_task_group(
     postgres_conn_id: str = "postgres_default",
     spark_conn_id: str = "spark_default",
     ledger_schema: str | None = None,
-    plan_kwargs: Mapping[str, Any] | None = None,
-    spark_kwargs: Mapping[str, Any] | None = None,
+    plan_kwargs: PlanOptions | None = None,
+    spark_kwargs: SparkOptions | None = None,
     commit_kwargs: Mapping[str, Any] | None = None,
 ) -> TaskGroup:
-    """plan >> read >> commit for one pipeline, the batch id passed by XCom."""
-    common = {"pipeline": pipeline, "postgres_conn_id": postgres_conn_id, "ledger_schema": ledger_schema}
+    """plan >> read >> commit for one pipeline, the batch id passed by XCom.
+
+    ``plan_kwargs`` and ``spark_kwargs`` take the documented keys of :class:`PlanOptions` and
+    :class:`SparkOptions`; ``commit_kwargs`` any BaseOperator argument of the commit task.
+    """
+    common: dict[str, Any] = {"pipeline": pipeline, "kafka_conn_id": kafka_conn_id,
+                              "postgres_conn_id": postgres_conn_id, "ledger_schema": ledger_schema}
     with TaskGroup(group_id=group_id) as group:
-        plan = KafkaBatchPlanOperator(
-            task_id="plan",
-            topics=topics,
-            output_root=output_root,
-            kafka_conn_id=kafka_conn_id,
-            **common,
-            **(plan_kwargs or {}),
-        )
-        batch_id = "{{ ti.xcom_pull(task_ids='%s')['batch_id'] }}" % plan.task_id
-        read = KafkaBatchSparkOperator(
-            task_id="read",
-            batch_id=batch_id,
-            kafka_conn_id=kafka_conn_id,
-            spark_conn_id=spark_conn_id,
-            **common,
-            **(spark_kwargs or {}),
-        )
-        commit = KafkaBatchCommitOperator(
-            task_id="commit", batch_id=batch_id, kafka_conn_id=kafka_conn_id, **common, **(commit_kwargs or {})
-        )
+        plan = KafkaBatchPlanOperator(task_id="plan", topics=topics, output_root=output_root, **common,
+                                      **(plan_kwargs or {}))
+        batch_id = plan.output[BATCH_ID_KEY]
+        read = KafkaBatchSparkOperator(task_id="read", batch_id=batch_id, spark_conn_id=spark_conn_id, **common,
+                                       **(spark_kwargs or {}))
+        commit = KafkaBatchCommitOperator(task_id="commit", batch_id=batch_id, **common, **(commit_kwargs or {}))
         plan >> read >> commit
     return group

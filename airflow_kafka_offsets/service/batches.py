@@ -26,12 +26,12 @@ from airflow_kafka_offsets.core.planner import has_work, plan_ranges
 from airflow_kafka_offsets.core.report import check_report
 from airflow_kafka_offsets.core.report import parse_report
 from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import JOB_FORMAT
 from airflow_kafka_offsets.core.tables import partition_table
 
 log = logging.getLogger(__name__)
 
 OffsetsSource = Callable[[Sequence[str]], Mapping[TopicPartition, PartitionOffsets]]
-JOB_FORMAT = 1
 
 
 @dataclass(frozen=True)

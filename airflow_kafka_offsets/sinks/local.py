@@ -23,8 +23,8 @@ from urllib.parse import urlparse
 
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
-REPORT_NAME = "_kafka_batch_report.json"
 STAGING_DIR = "_staging"
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100

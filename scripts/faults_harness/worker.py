@@ -51,20 +51,12 @@ def maybe_pause(name: str) -> None:
 
 
 def install_pause_points() -> None:
-    """Wrap the package's crash points so they can also pause the process."""
-    if not _pause_points():
-        return
-    from airflow_kafka_offsets.service import batches, faults
+    """Let the package's crash points also pause the process."""
+    from airflow_kafka_offsets.service import faults
 
-    original = faults.crash_point
-
-    def crash_or_pause(name: str) -> None:
-        maybe_pause(name)
-        original(name)
-
-    faults.crash_point = crash_or_pause
-    if hasattr(batches, "crash_point"):
-        batches.crash_point = crash_or_pause
+    faults.check_crash_env()
+    if _pause_points():
+        faults.add_observer(maybe_pause)
 
 
 def context(args: argparse.Namespace) -> dict[str, Any]:

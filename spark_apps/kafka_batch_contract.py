@@ -1,0 +1,45 @@
+"""The contract between airflow-kafka-offsets and its Spark app: formats, names and the range check.
+
+Plain Python with no imports beyond the standard library, so that the app (which runs where
+Airflow is not installed) and the package (``airflow_kafka_offsets.spark_apps.kafka_batch_contract``)
+share one copy. spark-submit ships this file next to the app with ``--py-files``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+JOB_FORMAT = 1
+REPORT_FORMAT = 1
+REPORT_NAME = "_kafka_batch_report.json"
+ERRORS_DIR = "_errors"  # records the JSON decode step could not parse, with their offsets
+CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
+
+
+def range_problems(ranges: Iterable[Mapping[str, Any]], partitions: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What is wrong with per-partition summaries against the requested ``[start, end)`` ranges.
+
+    Offsets may have gaps (transaction markers, aborted records, compaction), so a partition
+    may hold fewer records than its span; never an offset outside its range, never one twice,
+    never a partition that was not requested.
+    """
+    planned = {(str(r["topic"]), int(r["partition"])): r for r in ranges}
+    problems: list[str] = []
+    for part in partitions:
+        name = f"{part['topic']}-{part['partition']}"
+        rng = planned.get((str(part["topic"]), int(part["partition"])))
+        records = int(part["records"])
+        if rng is None:
+            problems.append(f"{name}: {records} records from a partition not in the plan")
+            continue
+        if int(part["distinct_offsets"]) != records:
+            problems.append(f"{name}: {records} records but {part['distinct_offsets']} distinct offsets")
+        start, end = int(rng["start"]), int(rng["end"])
+        if records > end - start:
+            problems.append(f"{name}: {records} records exceed the planned span {end - start}")
+        low, high = part.get("min_offset"), part.get("max_offset")
+        if records and (low is None or high is None or int(low) < start or int(high) >= end):
+            problems.append(f"{name}: offsets [{low}, {high}] outside the planned range [{start}, {end})")
+    return problems

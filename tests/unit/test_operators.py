@@ -1,0 +1,195 @@
+"""The Airflow layer in milliseconds: task wiring, XCom, templates, retries, on_kill, hooks.
+
+Connections come from ``AIRFLOW_CONN_*`` variables (no metadata database); the service
+functions the operators call are replaced, since what is checked here is the wiring.
+The same operators run against the real stack in tests/integration.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+from airflow.sdk.definitions.xcom_arg import PlainXComArg
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
+from airflow_kafka_offsets.errors import DataLossError, KafkaUnavailableError
+from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
+from airflow_kafka_offsets.operators import (
+    KafkaBatchCommitOperator,
+    KafkaBatchPlanOperator,
+    KafkaBatchSparkOperator,
+    kafka_ingest_task_group,
+)
+from airflow_kafka_offsets.operators import ingest
+from airflow_kafka_offsets.service.batches import PlanOutcome
+
+PLAN = BatchPlan("orders", 4, 0, (PartitionRange("orders", 0, 10, 20, 10),), "file:///out/orders/batch=4")
+
+
+class FakeTaskInstance(SimpleNamespace):
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def context() -> dict[str, Any]:
+    ti = FakeTaskInstance(dag_id="d", run_id="r", task_id="t", try_number=1, map_index=-1, pushed={})
+    return {"ti": ti}
+
+
+@pytest.fixture(autouse=True)
+def connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps(
+        {"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9", "sasl.password": "s3cret",
+                                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                         "sasl.username": "u"}}))
+
+
+def test_task_group_wires_plan_read_commit_by_xcom() -> None:
+    with DAG("wiring", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        kafka_ingest_task_group("ingest", pipeline="orders", topics=["orders"], output_root="/out",
+                                kafka_conn_id="k", postgres_conn_id="pg", spark_conn_id="sp",
+                                plan_kwargs={"max_records_per_batch": 100}, spark_kwargs={"min_partitions": 4})
+    plan, read, commit = (dag.get_task(f"ingest.{t}") for t in ("plan", "read", "commit"))
+    assert read.upstream_task_ids == {"ingest.plan"}
+    assert commit.upstream_task_ids == {"ingest.plan", "ingest.read"}
+    for task in (read, commit):
+        assert isinstance(task.batch_id, PlainXComArg)
+        assert task.batch_id.operator is plan and task.batch_id.key == ingest.BATCH_ID_KEY
+    assert (plan.kafka_conn_id, plan.postgres_conn_id, read.spark_conn_id) == ("k", "pg", "sp")
+    assert plan.max_records_per_batch == 100 and read.min_partitions == 4
+    for task in (plan, read, commit):
+        assert {"pipeline", "kafka_conn_id", "postgres_conn_id", "ledger_schema"} <= set(task.template_fields)
+    assert "spark_conn_id" in read.template_fields
+
+
+def test_plan_operator_pushes_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_plan(ledger: Any, spec: Any, offsets: Any, sink: Any, actor: Any) -> PlanOutcome:
+        seen.update(spec=spec, actor=actor)
+        return PlanOutcome(PLAN, replayed=True)
+
+    monkeypatch.setattr(ingest, "plan_batch", fake_plan)
+    monkeypatch.setattr(KafkaBatchPlanOperator, "ledger", lambda self: None)
+    op = KafkaBatchPlanOperator(task_id="plan", pipeline="orders", topics="orders, more", output_root=str(tmp_path),
+                                max_records_per_batch="250", on_data_loss="skip")
+    ctx = context()
+    result = op.execute(ctx)
+    assert result == {"pipeline": "orders", "batch_id": 4, "records_planned": 10, "replayed": True}
+    assert ctx["ti"].pushed == {"batch_id": 4}
+    assert set(seen["spec"].topics) == {"orders", "more"} and seen["spec"].max_records_per_batch == 250
+    assert seen["spec"].on_data_loss.value == "skip"
+    assert seen["actor"]["run_id"] == "r" and seen["actor"]["try_number"] == 1
+
+
+def test_errors_a_retry_cannot_fix_fail_the_task_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def lost(*args: Any) -> PlanOutcome:
+        raise DataLossError("orders-0: offsets [10, 20) were deleted by retention")
+
+    monkeypatch.setattr(ingest, "plan_batch", lost)
+    monkeypatch.setattr(KafkaBatchPlanOperator, "ledger", lambda self: None)
+    op = KafkaBatchPlanOperator(task_id="plan", pipeline="orders", topics="orders", output_root=str(tmp_path))
+    with pytest.raises(AirflowFailException, match=r"DataLossError: orders-0: offsets \[10, 20\) were deleted"):
+        op.execute(context())
+
+    def unreachable(*args: Any) -> PlanOutcome:
+        raise KafkaUnavailableError("no broker answered in 30 s")
+
+    monkeypatch.setattr(ingest, "plan_batch", unreachable)
+    with pytest.raises(KafkaUnavailableError):  # retryable: Airflow's retries apply
+        op.execute(context())
+
+
+def test_bad_options_fail_without_retry(tmp_path: Path) -> None:
+    op = KafkaBatchPlanOperator(task_id="plan", pipeline="orders", topics="orders", output_root=str(tmp_path),
+                                max_records_per_batch="lots")
+    with pytest.raises(AirflowFailException, match="max_records_per_batch"):
+        op.execute(context())
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("None", None), ("", None), (3, 3), ("7", 7)])
+def test_batch_id_from_xcom_or_template(value: Any, expected: int | None) -> None:
+    assert ingest.parse_batch_id(value) == expected
+
+
+@pytest.mark.parametrize("value", ["two", 0, "-1"])
+def test_bad_batch_id_is_named(value: Any) -> None:
+    with pytest.raises(Exception, match="batch_id must be"):
+        ingest.parse_batch_id(value)
+
+
+def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(ingest, "load_batch", lambda ledger, pipeline, batch_id: PLAN if batch_id == 4 else None)
+    monkeypatch.setattr(KafkaBatchSparkOperator, "ledger", lambda self: None)
+    monkeypatch.setattr(KafkaBatchSparkOperator, "sink_for", lambda self, ledger: "sink")
+    monkeypatch.setattr(SparkBatchSubmitter, "check", lambda self: ((), ()))
+
+    def fake_run(ledger: Any, sink: Any, plan: BatchPlan, submit: SparkBatchSubmitter, props: dict[str, str],
+                 actor: Any, min_partitions: int | None = None) -> dict[str, Any]:
+        seen.update(settings=submit.settings, props=props, min_partitions=min_partitions)
+        return {"partitions": [{"records": 9}]}
+
+    monkeypatch.setattr(ingest, "run_batch", fake_run)
+    op = KafkaBatchSparkOperator(task_id="read", pipeline="orders", batch_id=4, spark_conn_id="sp",
+                                 spark_jars="/j/a.jar,/j/b.jar", spark_conf={"spark.x": "1"}, min_partitions="6",
+                                 driver_memory="2g")
+    assert op.execute(context()) == {"pipeline": "orders", "batch_id": 4, "records_read": 9}
+    settings: SparkSettings = seen["settings"]
+    assert (settings.conn_id, settings.jars, dict(settings.conf), settings.driver_memory) == (
+        "sp", ("/j/a.jar", "/j/b.jar"), {"spark.x": "1"}, "2g")
+    assert seen["min_partitions"] == 6
+    assert seen["props"]["sasl.jaas.config"].startswith("org.apache.kafka.common.security.plain.PlainLoginModule")
+    op.batch_id = 5
+    assert op.execute(context()) is None  # nothing to read: no Spark
+
+
+def test_on_kill_stops_the_running_spark_submit() -> None:
+    killed: list[str] = []
+    op = KafkaBatchSparkOperator(task_id="read", pipeline="orders")
+    op.on_kill()  # nothing running yet: nothing to do
+    op._submitter = SparkBatchSubmitter(SparkSettings())
+    op._submitter._running = SimpleNamespace(on_kill=lambda: killed.append("spark-submit"))
+    op.on_kill()
+    assert killed == ["spark-submit"]
+
+
+def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    outcome = SimpleNamespace(committed_now=False, records=9, plan=PLAN)
+    monkeypatch.setattr(ingest, "commit_batch", lambda ledger, sink, pipeline, batch_id, actor: outcome)
+    monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: None)
+    monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: "sink")
+    op = KafkaBatchCommitOperator(task_id="commit", pipeline="orders", batch_id="4")
+    assert op.execute(context()) == {"pipeline": "orders", "batch_id": 4, "records": 9, "committed_now": False,
+                                     "output_uri": "file:///out/orders/batch=4"}
+
+
+def test_kafka_hook_reads_the_connection_without_a_database() -> None:
+    hook = KafkaClusterHook()
+    assert hook.client_config()["bootstrap.servers"] == "127.0.0.1:9"
+    props = hook.spark_properties()
+    assert props["security.protocol"] == "SASL_PLAINTEXT" and "s3cret" in props["sasl.jaas.config"]
+
+
+def test_hooks_name_missing_or_incomplete_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(Exception, match="PostgreSQL connection 'no_such_db' is not defined in Airflow"):
+        LedgerHook("no_such_db").get_conn()
+    monkeypatch.setenv("AIRFLOW_CONN_BARE", json.dumps({"conn_type": "kafka", "extra": {}}))
+    with pytest.raises(Exception, match="Kafka connection 'bare' has no 'bootstrap.servers'"):
+        KafkaClusterHook("bare").client_config()
+
+
+def test_example_dags_import_without_errors() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
+    assert bag.import_errors == {}
+    assert {"kafka_ingest_example", "kafka_offsets_manual_ops"} <= set(bag.dag_ids)

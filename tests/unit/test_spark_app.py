@@ -1,0 +1,108 @@
+"""The Spark app's pure parts and its contract with the package, without starting Spark."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_offsets.clients import spark_submit
+from airflow_kafka_offsets.clients.versions import CONNECTOR_JAR as PACKAGE_CONNECTOR_JAR
+from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
+from airflow_kafka_offsets.service.batches import build_job
+from airflow_kafka_offsets.sinks.local import REPORT_NAME as SINK_REPORT_NAME
+from airflow_kafka_offsets.spark_apps import kafka_batch_contract as contract
+
+APPS = Path(__file__).resolve().parents[2] / "spark_apps"
+sys.path.insert(0, str(APPS))  # the app imports its contract by file name, as under spark-submit --py-files
+import kafka_range_batch as app  # noqa: E402
+
+PLAN = BatchPlan("orders", 7, 0, (PartitionRange("t", 0, 10, 20, 10), PartitionRange("t", 1, 5, 5, 5)), "file:///o")
+
+
+def test_app_and_package_share_one_contract_module() -> None:
+    assert Path(sys.modules[app.range_problems.__module__].__file__).resolve() == Path(contract.__file__).resolve()
+    assert app.REPORT_NAME == SINK_REPORT_NAME == contract.REPORT_NAME
+    assert app.JOB_FORMAT == contract.JOB_FORMAT
+    assert PACKAGE_CONNECTOR_JAR is contract.CONNECTOR_JAR
+
+
+def test_app_imports_nothing_from_airflow_or_the_package() -> None:
+    for path in APPS.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        modules = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not {m for m in modules if m.split(".")[0] in ("airflow", "airflow_kafka_offsets")}, path
+
+
+def test_submitter_ships_the_contract_beside_the_app() -> None:
+    assert Path(spark_submit.app_file(spark_submit.CONTRACT_FILE)).read_text() == (APPS / "kafka_batch_contract.py").read_text()
+    assert Path(spark_submit.app_file()).name == "kafka_range_batch.py"
+
+
+def test_job_built_by_the_package_is_loaded_by_the_app(tmp_path: Path) -> None:
+    job = build_job(PLAN, "a1", "file:///staging", {"bootstrap.servers": "b:9092"}, min_partitions=None)
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job))
+    loaded = app.load_job(str(path))
+    assert loaded["ranges"] == [{"topic": "t", "partition": 0, "start": 10, "end": 20}]  # the empty range is not read
+    assert loaded["kafka"] == {"bootstrap.servers": "b:9092"}
+
+
+def test_app_refuses_another_job_format(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"format": 99}))
+    with pytest.raises(ValueError, match="unsupported job format 99, expected 1"):
+        app.load_job(str(path))
+    with pytest.raises(FileNotFoundError, match="job file"):
+        app.load_job(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize(
+    ("spans", "parallelism", "configured", "expected"),
+    [
+        ([100], 2, None, 2),  # one short range on two cores: split in two
+        ([100, 100], 2, None, None),  # as many ranges as cores: Spark's default
+        ([100, 100, 100], 2, None, None),
+        ([2_500_000], 2, None, 3),  # about one task per million records
+        ([3_000_000, 10], 8, None, 8),
+        ([100], 2, 5, 5),  # the job's own setting wins
+    ],
+)
+def test_wanted_partitions(spans: list[int], parallelism: int, configured: int | None, expected: int | None) -> None:
+    ranges = [{"topic": "t", "partition": i, "start": 1000, "end": 1000 + s} for i, s in enumerate(spans)]
+    assert app.wanted_partitions(ranges, parallelism, configured) == expected
+
+
+def summary(partition: int, records: int, low: int | None, high: int | None, distinct: int) -> dict[str, object]:
+    return {"topic": "t", "partition": partition, "records": records, "min_offset": low, "max_offset": high,
+            "distinct_offsets": distinct}
+
+
+RANGES = [{"topic": "t", "partition": 0, "start": 10, "end": 20}]
+
+
+@pytest.mark.parametrize(
+    ("part", "problem"),
+    [
+        (summary(0, 10, 10, 19, 10), None),
+        (summary(0, 3, 12, 18, 3), None),  # gaps are allowed
+        (summary(0, 0, None, None, 0), None),
+        (summary(0, 2, 10, 10, 1), "t-0: 2 records but 1 distinct offsets"),
+        (summary(0, 11, 10, 19, 11), "t-0: 11 records exceed the planned span 10"),
+        (summary(0, 1, 20, 20, 1), "t-0: offsets [20, 20] outside the planned range [10, 20)"),
+        (summary(0, 1, 9, 9, 1), "t-0: offsets [9, 9] outside the planned range [10, 20)"),
+        (summary(0, 1, None, None, 1), "t-0: offsets [None, None] outside the planned range [10, 20)"),
+        (summary(3, 1, 5, 5, 1), "t-3: 1 records from a partition not in the plan"),
+    ],
+)
+def test_range_check_shared_by_app_and_package(part: dict[str, object], problem: str | None) -> None:
+    assert contract.range_problems(RANGES, [part]) == ([problem] if problem else [])
+    if problem:
+        with pytest.raises(app.BatchCheckError, match=problem.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+            app.check_against_ranges({"ranges": RANGES}, [part])
+    else:
+        app.check_against_ranges({"ranges": RANGES}, [part])
