@@ -31,7 +31,6 @@ DROPPED = frozenset(
 )
 PLAIN_JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule"
-SECRET_KEYS = ("sasl.password", "ssl.key.password", "sasl.jaas.config", "ssl.keystore.password", "ssl.truststore.password")
 
 
 def _jaas_quote(value: str) -> str:

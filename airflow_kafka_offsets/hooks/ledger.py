@@ -7,6 +7,8 @@ from airflow.sdk import BaseHook
 from airflow_kafka_offsets.hooks.connections import get_connection
 from airflow_kafka_offsets.ledger import Ledger
 
+_VERSION_CHECKED: set[tuple[str, str]] = set()
+
 
 class LedgerHook(BaseHook):
     """The ledger on the PostgreSQL connection, in ``schema``; migrates it on first use."""
@@ -26,5 +28,8 @@ class LedgerHook(BaseHook):
         get_connection(self.postgres_conn_id, "PostgreSQL")
         hook = PostgresHook(postgres_conn_id=self.postgres_conn_id)
         ledger = Ledger(hook.get_conn, schema=self.schema)
-        ledger.check_version()
+        checked = (self.postgres_conn_id, self.schema)
+        if checked not in _VERSION_CHECKED:  # once per process: a task makes several ledgers
+            ledger.check_version()
+            _VERSION_CHECKED.add(checked)
         return ledger

@@ -13,6 +13,7 @@ either): only DB-API calls and ``%s`` parameters are used.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,6 +63,13 @@ class Attempt:
 
 def _sqlstate(exc: BaseException) -> str | None:
     return getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+
+
+def _close_quietly(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:  # already broken: nothing left to release
+        pass
 
 
 def _jsonb(value: Any) -> str:
@@ -412,30 +420,60 @@ class Ledger:
         self.schema = schema
         self._connect = connect
         self._lock_timeout_ms = int(lock_timeout_s * 1000)
+        self._idle: Any = None  # one connection kept between transactions (a task runs about five)
+        self._idle_lock = threading.Lock()
+
+    def _checkout(self) -> Any:
+        """The idle connection if it still answers, else a new one; either way with the lock timeout set."""
+        with self._idle_lock:
+            conn, self._idle = self._idle, None
+        if conn is not None:
+            try:
+                conn.cursor().execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+                return conn
+            except Exception:  # the server restarted or dropped it since: nothing ran on it yet
+                _close_quietly(conn)
+        conn = self._connect()
+        try:
+            conn.cursor().execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+        except BaseException:
+            _close_quietly(conn)
+            raise
+        return conn
+
+    def _checkin(self, conn: Any) -> None:
+        with self._idle_lock:
+            conn, self._idle = (conn, None) if self._idle is not None else (None, conn)
+        if conn is not None:
+            _close_quietly(conn)
+
+    def close(self) -> None:
+        """Close the idle connection (transactions open a new one when needed)."""
+        with self._idle_lock:
+            conn, self._idle = self._idle, None
+        if conn is not None:
+            _close_quietly(conn)
 
     @contextmanager
     def transaction(self) -> Iterator[LedgerTransaction]:
-        """One transaction on a fresh connection: committed on success, rolled back on any error."""
-        conn = self._connect()
+        """One transaction: committed on success, rolled back on any error (and its connection dropped)."""
+        conn = self._checkout()
         try:
-            cursor = conn.cursor()
-            cursor.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+            yield LedgerTransaction(conn.cursor(), self.schema)
+            conn.commit()
+        except BaseException as exc:
             try:
-                yield LedgerTransaction(cursor, self.schema)
-                conn.commit()
-            except BaseException as exc:
-                try:
-                    conn.rollback()
-                except Exception:  # connection lost (server restart): the server rolled back; report the cause
-                    pass
-                if _sqlstate(exc) == LOCK_NOT_AVAILABLE:
-                    raise PipelineBusyError(
-                        f"gave up after {self._lock_timeout_ms / 1000:.0f}s waiting for a ledger lock held by "
-                        "another run of the same pipeline"
-                    ) from exc
-                raise
-        finally:
-            conn.close()
+                conn.rollback()
+            except Exception:  # connection lost (server restart): the server rolled back; report the cause
+                pass
+            _close_quietly(conn)
+            if _sqlstate(exc) == LOCK_NOT_AVAILABLE:
+                raise PipelineBusyError(
+                    f"gave up after {self._lock_timeout_ms / 1000:.0f}s waiting for a ledger lock held by "
+                    "another run of the same pipeline"
+                ) from exc
+            raise
+        self._checkin(conn)
 
     def schema_version(self) -> int | None:
         with self.transaction() as tx:
