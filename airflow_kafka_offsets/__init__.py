@@ -8,12 +8,14 @@ committed.
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "get_provider_info"]
 
 
-def get_provider_info() -> dict:
+def get_provider_info() -> dict[str, Any]:
     """Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
     return {
         "package-name": "airflow-kafka-offsets",

@@ -55,6 +55,10 @@ class BatchNotFoundError(LedgerError):
     """The ledger has no such batch."""
 
 
+class PipelineNotFoundError(LedgerError):
+    """The ledger has no such pipeline (its plan task never ran, or the name is misspelt)."""
+
+
 class BatchStateError(LedgerError):
     """The batch is not in a state that allows the requested step."""
 
@@ -96,6 +100,7 @@ NOT_RETRYABLE: tuple[type[KafkaOffsetsError], ...] = (
     KafkaAuthenticationError,
     LedgerSchemaTooNewError,
     BatchNotFoundError,
+    PipelineNotFoundError,
     BatchStateError,
     DecodeErrorThresholdError,
 )

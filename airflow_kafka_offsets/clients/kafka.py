@@ -12,7 +12,8 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from airflow_kafka_offsets.errors import KafkaAuthenticationError, KafkaUnavailableError, UnknownTopicError
 from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
@@ -47,7 +48,8 @@ class _ErrorLog:
         with self._lock:
             errors = list(self._errors)
         specific = [e for e in errors if e.code() != KafkaError._ALL_BROKERS_DOWN]
-        return (specific or errors or [None])[-1]
+        recent = specific or errors
+        return recent[-1] if recent else None
 
 
 class KafkaOffsetsClient:
@@ -143,8 +145,8 @@ class KafkaOffsetsClient:
         tps = self.partitions(topics)
         if not tps:
             return {}
-        earliest = self._list_offsets(tps, OffsetSpec.earliest())
-        latest = self._list_offsets(tps, OffsetSpec.latest())
+        earliest = self._list_offsets(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        latest = self._list_offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
         return {tp: PartitionOffsets(earliest=earliest[tp], latest=latest[tp]) for tp in tps}
 
     def _consumer(self) -> Consumer:
@@ -180,7 +182,7 @@ class KafkaOffsetsClient:
                 msg = consumer.poll(1.0)
                 if msg is None or msg.error():
                     continue
-                tp = TopicPartition(msg.topic(), msg.partition())
+                tp = TopicPartition(str(msg.topic()), int(msg.partition() or 0))
                 if tp in pending:
                     _, millis = msg.timestamp()
                     result[tp] = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)

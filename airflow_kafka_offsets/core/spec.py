@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from airflow_kafka_offsets.core.model import DataLossPolicy, DecodeSpec, PipelineSpec, StartPolicy
+from airflow_kafka_offsets.core.values import enum_value, optional_int
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
 PIPELINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -24,34 +25,6 @@ def validate_pipeline_name(name: str) -> str:
             "starting with a letter or digit"
         )
     return name
-
-
-def _positive_or_none(value: object, what: str) -> int | None:
-    if value is None or value == "":
-        return None
-    try:
-        number = int(value)  # templated values arrive as strings
-    except (TypeError, ValueError):
-        raise InvalidPipelineSpecError(f"{what} must be a positive integer, got {value!r}") from None
-    if number <= 0 or str(number) != str(value).strip():
-        raise InvalidPipelineSpecError(f"{what} must be a positive integer, got {value!r}")
-    return number
-
-
-def _count_or_none(value: object, what: str) -> int | None:
-    if value is None or value == "":
-        return None
-    if str(value).strip() == "0":
-        return 0
-    return _positive_or_none(value, what)
-
-
-def _enum(enum_type: type, value: object, what: str):
-    try:
-        return enum_type(value)
-    except ValueError:
-        allowed = ", ".join(member.value for member in enum_type)
-        raise InvalidPipelineSpecError(f"{what} must be one of {allowed}; got {value!r}") from None
 
 
 def build_spec(
@@ -82,7 +55,7 @@ def build_spec(
         raise InvalidPipelineSpecError(f"pipeline {name!r} lists a topic twice: {topic_list}")
     decode = None
     if json_schema is not None and str(json_schema).strip():
-        decode = DecodeSpec(str(json_schema).strip(), _count_or_none(max_decode_errors, "max_decode_errors"))
+        decode = DecodeSpec(str(json_schema).strip(), optional_int(max_decode_errors, "max_decode_errors", minimum=0))
     elif max_decode_errors not in (None, ""):
         raise InvalidPipelineSpecError(f"pipeline {name!r}: max_decode_errors needs a json_schema to decode with")
     if not isinstance(output_root, str) or not output_root.strip():
@@ -91,11 +64,11 @@ def build_spec(
         name=name,
         topics=tuple(sorted(topic_list)),
         output_root=output_root.strip(),
-        starting_offsets=_enum(StartPolicy, starting_offsets, "starting_offsets"),
-        new_partition_offsets=_enum(StartPolicy, new_partition_offsets, "new_partition_offsets"),
-        on_data_loss=_enum(DataLossPolicy, on_data_loss, "on_data_loss"),
-        max_records_per_batch=_positive_or_none(max_records_per_batch, "max_records_per_batch"),
-        max_records_per_partition=_positive_or_none(max_records_per_partition, "max_records_per_partition"),
+        starting_offsets=enum_value(StartPolicy, starting_offsets, "starting_offsets"),
+        new_partition_offsets=enum_value(StartPolicy, new_partition_offsets, "new_partition_offsets"),
+        on_data_loss=enum_value(DataLossPolicy, on_data_loss, "on_data_loss"),
+        max_records_per_batch=optional_int(max_records_per_batch, "max_records_per_batch", minimum=1),
+        max_records_per_partition=optional_int(max_records_per_partition, "max_records_per_partition", minimum=1),
         consumer_group=(consumer_group or "").strip() or None,
         decode=decode,
     )

@@ -23,6 +23,7 @@ from typing import Any
 from airflow_kafka_offsets import __version__
 from airflow_kafka_offsets.errors import (
     BatchNotFoundError,
+    PipelineNotFoundError,
     BatchStateError,
     CursorMovedError,
     LedgerError,
@@ -121,13 +122,13 @@ class LedgerTransaction:
             "SELECT epoch, next_batch_id FROM {s}.pipelines WHERE name = %s FOR UPDATE", (pipeline,)
         )
         if row is None:
-            raise BatchNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
+            raise PipelineNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
         return int(row[0]), int(row[1])
 
     def output_root(self, pipeline: str) -> str:
         row = self.fetchone("SELECT spec->>'output_root' FROM {s}.pipelines WHERE name = %s", (pipeline,))
         if row is None:
-            raise BatchNotFoundError(f"pipeline {pipeline!r} is not in the ledger: run its plan task first")
+            raise PipelineNotFoundError(f"pipeline {pipeline!r} is not in the ledger: run its plan task first")
         return str(row[0])
 
     def cursors(self, pipeline: str) -> dict[TopicPartition, int]:
@@ -285,7 +286,7 @@ class LedgerTransaction:
     def pipeline_spec(self, pipeline: str) -> PipelineSpec:
         row = self.fetchone("SELECT spec FROM {s}.pipelines WHERE name = %s", (pipeline,))
         if row is None:
-            raise BatchNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
+            raise PipelineNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
         return PipelineSpec.from_json(_json(row[0]))
 
     def apply_reset(self, pipeline: str, resets: Sequence[PartitionReset], detail: Mapping, actor: Mapping) -> int:
@@ -353,8 +354,8 @@ class LedgerTransaction:
     def committed_ingest_batches(self, pipeline: str, first: int | None = None, last: int | None = None) -> list[int]:
         rows = self.fetchall(
             "SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'committed' AND kind = 'ingest'"
-            " AND records_planned > 0 AND batch_id >= %s AND batch_id <= %s ORDER BY batch_id",
-            (pipeline, first or 0, last if last is not None else 2**62),
+            " AND records_planned > 0 AND batch_id >= %s AND (%s::bigint IS NULL OR batch_id <= %s) ORDER BY batch_id",
+            (pipeline, first or 0, last, last),
         )
         return [int(r[0]) for r in rows]
 

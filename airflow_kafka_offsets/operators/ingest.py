@@ -12,11 +12,12 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-from airflow.sdk import BaseOperator, Context, TaskGroup
+from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
-from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError
+from airflow_kafka_offsets.core.values import optional_int
+from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
@@ -43,25 +44,10 @@ def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
 
 def parse_batch_id(value: Any) -> int | None:
     """A batch id from XCom (int or None) or from a user's template ('None' when nothing was planned)."""
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
-        return None
     try:
-        batch_id = int(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"batch_id must be an integer, got {value!r}") from None
-    if batch_id < 1:
-        raise ConfigurationError(f"batch_id must be positive, got {batch_id}")
-    return batch_id
-
-
-def optional_int(value: Any, what: str) -> int | None:
-    """An optional whole number from an operator argument or a rendered template ('' and 'None' mean unset)."""
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"{what} must be a whole number, got {value!r}") from None
+        return optional_int(value, "batch_id", minimum=1)
+    except InvalidPipelineSpecError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 class PlanOptions(TypedDict, total=False):
@@ -278,7 +264,7 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
     def __init__(
         self,
         *,
-        batch_id: int | str | None = None,
+        batch_id: int | str | XComArg | None = None,
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, str] | None = None,
         spark_jars: str | Sequence[str] | None = None,
@@ -335,7 +321,7 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
             submitter,
             KafkaClusterHook(self.kafka_conn_id).spark_properties() if plan.readable_ranges else {},
             actor_from_context(context),
-            min_partitions=optional_int(self.min_partitions, "min_partitions"),
+            min_partitions=optional_int(self.min_partitions, "min_partitions", minimum=1),
         )
         records = sum(int(p["records"]) for p in report["partitions"]) if report else 0
         return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
@@ -355,7 +341,7 @@ class KafkaBatchCommitOperator(KafkaOffsetsBaseOperator):
     template_fields: Sequence[str] = (*KafkaOffsetsBaseOperator.template_fields, "batch_id")
     ui_color = "#e0ecfd"
 
-    def __init__(self, *, batch_id: int | str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, batch_id: int | str | XComArg | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
 
@@ -417,7 +403,7 @@ def kafka_ingest_task_group(
     with TaskGroup(group_id=group_id) as group:
         plan = KafkaBatchPlanOperator(task_id="plan", topics=topics, output_root=output_root, **common,
                                       **(plan_kwargs or {}))
-        batch_id = plan.output[BATCH_ID_KEY]
+        batch_id = XComArg(plan, key=BATCH_ID_KEY)
         read = KafkaBatchSparkOperator(task_id="read", batch_id=batch_id, spark_conn_id=spark_conn_id, **common,
                                        **(spark_kwargs or {}))
         commit = KafkaBatchCommitOperator(task_id="commit", batch_id=batch_id, **common, **(commit_kwargs or {}))

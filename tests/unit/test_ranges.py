@@ -231,6 +231,6 @@ def test_decode_settings():
     assert spec().decode is None
     with pytest.raises(InvalidPipelineSpecError, match="needs a json_schema"):
         spec(max_decode_errors=3)
-    with pytest.raises(InvalidPipelineSpecError, match="max_decode_errors must be a positive integer"):
+    with pytest.raises(InvalidPipelineSpecError, match="max_decode_errors must be a non-negative integer"):
         spec(json_schema="id STRING", max_decode_errors="-1")
     assert type(s).from_json(s.to_json()) == s
