@@ -28,6 +28,24 @@ def _config(key: str, fallback: str) -> str:
     return conf.get(CONFIG_SECTION, key, fallback=fallback) or fallback
 
 
+def spark_settings(
+    conn_id: str,
+    jars: str | Sequence[str] | None = None,
+    packages: str | Sequence[str] | None = None,
+    conf: Mapping[str, str] | None = None,
+    **resources: Any,
+) -> SparkSettings:
+    """Spark settings from an operator's (or the CLI's) arguments; jars and packages default to
+    ``[kafka_offsets] spark_jars`` / ``spark_packages``."""
+    return SparkSettings(
+        conn_id=conn_id,
+        jars=split_list(jars) or split_list(_config("spark_jars", "")),
+        packages=split_list(packages) or split_list(_config("spark_packages", "")),
+        conf=dict(conf or {}),
+        **resources,
+    )
+
+
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
     """Which Airflow run and try did this, for the ledger's audit trail."""
     ti = context.get("ti")
@@ -211,11 +229,11 @@ class KafkaBatchSparkOperator(_LedgerOperator):
         self.total_executor_cores = total_executor_cores
 
     def settings(self) -> SparkSettings:
-        return SparkSettings(
-            conn_id=self.spark_conn_id,
-            jars=split_list(self.spark_jars) or split_list(_config("spark_jars", "")),
-            packages=split_list(self.spark_packages) or split_list(_config("spark_packages", "")),
-            conf=dict(self.spark_conf or {}),
+        return spark_settings(
+            self.spark_conn_id,
+            self.spark_jars,
+            self.spark_packages,
+            self.spark_conf,
             executor_cores=self.executor_cores,
             executor_memory=self.executor_memory,
             driver_memory=self.driver_memory,

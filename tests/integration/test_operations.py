@@ -20,7 +20,7 @@ from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecErr
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.core.resets import build_reset_request
+from airflow_kafka_offsets.core.operation_fields import build_reset_request, parse_offset_ranges
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
 from .pipeline import ACTOR, plan, run_once, submitter
@@ -87,7 +87,7 @@ def test_replay_selection_by_offsets_and_time_and_bad_selections(stack, ledger, 
     produce(stack.bootstrap_servers, topic, 10, partitions=1)
     run_once(ledger, spec, stack)
     kafka = kafka_client(stack)
-    by_offsets = ops.ReplaySelection(offset_ranges=ops.parse_offset_ranges(f"{topic}:0:9-11"))
+    by_offsets = ops.ReplaySelection(offset_ranges=parse_offset_ranges(f"{topic}:0:9-11"))
     assert ops.resolve_replay(ledger, kafka, "sel", by_offsets) == [1, 2]
     assert ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection(since=middle)) == [2]
     with pytest.raises(InvalidPipelineSpecError, match="matches no committed batch"):
