@@ -328,7 +328,7 @@ def parse_request(raw: Mapping[str, Any], labels: Mapping[str, str] | None = Non
         except OperationInputError as exc:
             problems.append(str(exc))
     if problems:
-        raise OperationInputError(f"{op}: " + "; ".join(problems))
+        raise OperationInputError("; ".join(problems))
     return OperationRequest(op, values["pipeline"], values)
 
 

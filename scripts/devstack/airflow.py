@@ -67,7 +67,7 @@ base_url = {url}
 workers = 1
 
 [api_auth]
-jwt_secret = {secrets.token_urlsafe(32)}
+jwt_secret = {secrets.token_urlsafe(64)}
 
 [scheduler]
 dag_dir_list_interval = 5
@@ -133,17 +133,15 @@ def token(cfg: Mapping[str, Any]) -> str:
     body = json.dumps({"username": cfg["user"], "password": password(cfg)}).encode()
     request = urllib.request.Request(f"{cfg['url']}/auth/token", data=body,
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())["access_token"]
 
 
-def api(cfg: Mapping[str, Any], path: str, body: Any = None, method: str | None = None) -> Any:
-    """Call the REST API (``/api/v2/...``) as admin; JSON in and out."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{cfg['url']}/api/v2/{path.lstrip('/')}", data=data, method=method,
-                                     headers={"Content-Type": "application/json",
-                                              "Authorization": f"Bearer {token(cfg)}"})
-    with urllib.request.urlopen(request, timeout=30) as response:
+def api(cfg: Mapping[str, Any], path: str, bearer: str | None = None, timeout: float = 120) -> Any:
+    """GET the REST API (``/api/v2/...``) as admin (``bearer``: a token from :func:`token`)."""
+    request = urllib.request.Request(f"{cfg['url']}/api/v2/{path.lstrip('/')}",
+                                     headers={"Authorization": f"Bearer {bearer or token(cfg)}"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read() or b"null")
 
 

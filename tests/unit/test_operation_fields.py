@@ -169,3 +169,15 @@ def test_cli_uses_the_same_rules_and_names_its_options():
     with pytest.raises(OperationInputError, match=re.escape("--partitions: '1;2' is not a list")):
         cli("reset", "p", "--to-latest", "--partitions", "1;2")
     assert cli("catch-up", "p").get("catch_up_max_batches") == 10
+
+
+def test_the_operator_has_its_own_spark_settings_and_templated_connection_ids():
+    from airflow_kafka_offsets.operators import KafkaBatchSparkOperator, KafkaPipelineOperationOperator
+
+    assert not issubclass(KafkaPipelineOperationOperator, KafkaBatchSparkOperator)
+    assert {"kafka_conn_id", "postgres_conn_id", "spark_conn_id", "operation", "options", "pipeline"} <= set(
+        KafkaPipelineOperationOperator.template_fields)
+    op = KafkaPipelineOperationOperator(task_id="t", operation="replay", pipeline="p", spark_conn_id="spark_x",
+                                        spark_jars="/a.jar,/b.jar", executor_memory="2g")
+    assert (op.spark_conn_id, op.spark_jars, op.spark_resources["executor_memory"]) == ("spark_x", "/a.jar,/b.jar",
+                                                                                        "2g")
