@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from airflow_kafka_offsets.core.operation_fields import FIELDS, OPERATIONS, OperationRequest, parse_request
+from airflow_kafka_offsets.core.operation_fields import FIELDS, OPERATIONS, OperationRequest, operation, parse_request
 from airflow_kafka_offsets.core.resets import ResetMode
 from airflow_kafka_offsets.errors import KafkaOffsetsError
 
@@ -82,9 +82,8 @@ def request_from_args(args: argparse.Namespace) -> OperationRequest:
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     request = request_from_args(args)
-    # Imported here: importing Airflow configures its logging, which must happen after main() routed stdout.
+    # Imported here, so that --help and bad input answer without loading Airflow.
     from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter
-    from airflow_kafka_offsets.core.operation_fields import operation
     from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
     from airflow_kafka_offsets.operators.ingest import _config, spark_settings
     from airflow_kafka_offsets.service.commands import OperationContext, run_operation

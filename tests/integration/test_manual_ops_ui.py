@@ -114,6 +114,12 @@ def clear(element: WebElement) -> None:
     element.send_keys(Keys.BACKSPACE)
 
 
+def show_task_log(driver: WebDriver, airflow: dict, run_id: str, text: str) -> None:
+    """The task's log page, where the operation prints its result."""
+    driver.get(f"{airflow['url']}/dags/{DAG_ID}/runs/{run_id}/tasks/operation")
+    wait_until(lambda: text in driver.find_element(By.TAG_NAME, "body").text, f"{text!r} in the task log", 60)
+
+
 def invalid_markers(form: WebElement) -> list[str]:
     return [e.get_attribute("outerHTML")[:120] for e in form.find_elements(By.CSS_SELECTOR, "[aria-invalid=true],"
                                                                                              " [data-invalid]")]
@@ -143,17 +149,16 @@ def test_trigger_form_runs_status_and_a_dry_run_reset_with_its_defaults(airflow_
 
     # status: one click on the form as it opens
     form = open_form(browser, airflow_ui)
+    browser.save_screenshot(str(SCREENSHOTS / "manual_ops_form_defaults.png"))
     assert trigger_button(form).is_enabled()
     assert invalid_markers(form) == []
-    browser.save_screenshot(str(SCREENSHOTS / "manual_ops_form_defaults.png"))
     before = run_ids(airflow_ui)
     trigger_button(form).click()
     run_id = wait_for_new_run(airflow_ui, before)
     status = result_of(airflow_ui, run_id)
     assert [(p["topic"], p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"])
             for p in status["partitions"]] == [(topic, 0, 5, 8, 3), (topic, 1, 5, 8, 3)]
-    browser.get(f"{airflow_ui['url']}/dags/{DAG_ID}/runs/{run_id}")
-    wait_until(lambda: "success" in browser.find_element(By.TAG_NAME, "body").text.lower(), "the run page")
+    show_task_log(browser, airflow_ui, run_id, f"pipeline {PIPELINE} ({topic}), lag 6 records")
     browser.save_screenshot(str(SCREENSHOTS / "manual_ops_status_run.png"))
 
     # reset dry run over every partition: topic and partitions left empty (partitions typed, then cleared)
@@ -175,8 +180,7 @@ def test_trigger_form_runs_status_and_a_dry_run_reset_with_its_defaults(airflow_
         (topic, 0, 5, 8, "skip 3"), (topic, 1, 5, 8, "skip 3")]
     assert ledger.cursors(PIPELINE) == {TP(topic, 0): 5, TP(topic, 1): 5}
     assert [b.plan.batch_id for b in ledger.committed_batches(PIPELINE)] == batches
-    browser.get(f"{airflow_ui['url']}/dags/{DAG_ID}/runs/{run_id}")
-    wait_until(lambda: "success" in browser.find_element(By.TAG_NAME, "body").text.lower(), "the run page")
+    show_task_log(browser, airflow_ui, run_id, "reset demo_events to-latest: dry run, nothing changed")
     browser.save_screenshot(str(SCREENSHOTS / "manual_ops_reset_dry_run.png"))
 
 
