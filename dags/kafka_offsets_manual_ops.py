@@ -9,6 +9,9 @@
 - **catch_up**: drain a backlog as a sequence of capped batches in one run.
 - **abort**: give up the planned batch (e.g. its records were deleted before it could be read).
 
+Only the fields of the chosen operation are read; the others may stay empty. Empty means
+"every topic" / "every partition" / "in place" where the field says so.
+
 Uses the connections ``kafka_default``, ``postgres_default`` and ``spark_default``.
 """
 
@@ -18,10 +21,8 @@ from datetime import datetime
 
 from airflow.sdk import DAG, Param
 
+from airflow_kafka_offsets.core.operation_fields import form_fields
 from airflow_kafka_offsets.operators import KafkaPipelineOperationOperator
-
-# Checked by pattern too: jsonschema only enforces format="date-time" when rfc3339-validator is installed.
-ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
 
 with DAG(
     dag_id="kafka_offsets_manual_ops",
@@ -32,43 +33,9 @@ with DAG(
     render_template_as_native_obj=True,
     tags=["kafka", "operations"],
     doc_md=__doc__,
-    params={
-        "operation": Param("status", type="string", enum=["status", "replay", "reset", "catch_up", "abort"],
-                           title="Operation", description="What to do with the pipeline."),
-        "pipeline": Param("demo_events", type="string", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
-                          title="Pipeline", description="The pipeline's name in the ledger."),
-        "replay_first_batch": Param(None, type=["null", "integer"], minimum=1, title="Replay: first batch",
-                                    section="Replay"),
-        "replay_last_batch": Param(None, type=["null", "integer"], minimum=1, title="Replay: last batch",
-                                   section="Replay"),
-        "replay_offset_ranges": Param("", type="string", pattern=r"^(|[A-Za-z0-9._-]+:\d+:\d+-\d+(,\s*[A-Za-z0-9._-]+:\d+:\d+-\d+)*)$",
-                                      title="Replay: offset ranges",
-                                      description="topic:partition:start-end, comma-separated (end exclusive)",
-                                      section="Replay"),
-        "replay_since": Param(None, type=["null", "string"], format="date-time", pattern=ISO_TIMESTAMP,
-                              title="Replay: since",
-                              description="Start of a time window (record timestamps)", section="Replay"),
-        "replay_until": Param(None, type=["null", "string"], format="date-time", pattern=ISO_TIMESTAMP,
-                              title="Replay: until",
-                              description="End of the time window (default: now)", section="Replay"),
-        "replay_output_root": Param("", type="string", title="Replay: separate output root",
-                                    description="Empty: rebuild the batches' outputs in place", section="Replay"),
-        "reset_mode": Param("to-latest", type="string",
-                            enum=["to-earliest", "to-latest", "to-datetime", "to-offset", "shift-by"],
-                            title="Reset: mode", section="Reset"),
-        "reset_value": Param("", type="string", title="Reset: value",
-                             description="Offset (to-offset), delta (shift-by) or ISO timestamp (to-datetime)",
-                             section="Reset"),
-        "reset_topic": Param("", type="string", title="Reset: topic", description="Empty: every topic",
-                             section="Reset"),
-        "reset_partitions": Param("", type="string", pattern=r"^[0-9,\s]*$", title="Reset: partitions",
-                                  description="Comma-separated; empty: every partition", section="Reset"),
-        "dry_run": Param(True, type="boolean", title="Reset: dry run",
-                         description="Show before and after without changing anything", section="Reset"),
-        "catch_up_max_batches": Param(10, type="integer", minimum=1, maximum=10000,
-                                      title="Catch-up: at most this many batches", section="Catch-up"),
-        "abort_reason": Param("", type="string", title="Abort: reason", section="Abort"),
-    },
+    # One definition per field (core/operation_fields.py), shared with the operator and the CLI:
+    # optional fields accept null, so only the operation and the pipeline are required.
+    params={field.name: Param(**field.param_kwargs()) for field in form_fields()},
 ):
     KafkaPipelineOperationOperator(
         task_id="operation",

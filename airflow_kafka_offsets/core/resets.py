@@ -23,6 +23,11 @@ class ResetMode(str, Enum):
     TO_OFFSET = "to-offset"
     SHIFT_BY = "shift-by"
 
+    @property
+    def takes_value(self) -> bool:
+        """to-offset and shift-by take a number, to-datetime a timestamp."""
+        return self not in (ResetMode.TO_EARLIEST, ResetMode.TO_LATEST)
+
 
 class ResetError(InvalidPipelineSpecError):
     """A reset request that cannot be applied as given."""
@@ -70,47 +75,6 @@ def parse_datetime(value: str | datetime) -> datetime:
                 f"malformed timestamp {value!r}: use ISO 8601, e.g. 2026-11-21T08:00:00Z"
             ) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def parse_partitions(value: str | Sequence[int] | None) -> tuple[int, ...] | None:
-    if value is None or value == "" or value == []:
-        return None
-    items = str(value).replace(" ", "").split(",") if isinstance(value, str) else list(value)
-    try:
-        parts = tuple(sorted({int(p) for p in items if str(p) != ""}))
-    except ValueError:
-        raise ResetError(f"partitions must be a comma-separated list of numbers, got {value!r}") from None
-    if not parts or min(parts) < 0:
-        raise ResetError(f"partitions must be non-negative numbers, got {value!r}")
-    return parts
-
-
-def build_reset_request(
-    mode: str,
-    value: str | int | None = None,
-    topic: str | None = None,
-    partitions: str | Sequence[int] | None = None,
-) -> ResetRequest:
-    """Validate user input (CLI flags or the trigger form) into a :class:`ResetRequest`."""
-    try:
-        reset_mode = ResetMode(mode)
-    except ValueError:
-        allowed = ", ".join(m.value for m in ResetMode)
-        raise ResetError(f"reset mode must be one of {allowed}; got {mode!r}") from None
-    offset: int | None = None
-    timestamp: datetime | None = None
-    if reset_mode in (ResetMode.TO_OFFSET, ResetMode.SHIFT_BY):
-        try:
-            offset = int(str(value).strip())
-        except (TypeError, ValueError):
-            raise ResetError(f"{reset_mode.value} needs an integer value, got {value!r}") from None
-        if reset_mode is ResetMode.TO_OFFSET and offset < 0:
-            raise ResetError(f"to-offset needs a non-negative offset, got {offset}")
-    elif reset_mode is ResetMode.TO_DATETIME:
-        if value in (None, ""):
-            raise ResetError("to-datetime needs a timestamp value")
-        timestamp = parse_datetime(value)  # type: ignore[arg-type]
-    return ResetRequest(reset_mode, offset, timestamp, (topic or "").strip() or None, parse_partitions(partitions))
 
 
 def select_partitions(

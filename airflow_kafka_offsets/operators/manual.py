@@ -1,5 +1,9 @@
 """One operator for the manual operations (status, replay, reset, catch-up, abort), driven by the
 trigger form of ``dags/kafka_offsets_manual_ops.py`` or by any DAG that passes the same options.
+
+The options are validated by the same field definitions as the form and the CLI
+(:mod:`airflow_kafka_offsets.core.operation_fields`) and run by the shared dispatcher
+(:mod:`airflow_kafka_offsets.service.commands`).
 """
 
 from __future__ import annotations
@@ -7,107 +11,88 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_kafka_offsets.errors import InvalidPipelineSpecError
-from airflow_kafka_offsets.hooks import KafkaClusterHook
-from airflow_kafka_offsets.service.operations import (
-    ReplaySelection,
-    abort_planned_batch,
-    catch_up,
-    mirror_to_consumer_group,
-    parse_offset_ranges,
-    pipeline_status,
-    render_status,
-    replay_batch,
-    reset_offsets,
-    resolve_replay,
-)
-from airflow_kafka_offsets.operators.ingest import KafkaBatchSparkOperator, actor_from_context
-from airflow_kafka_offsets.core.spec import validate_pipeline_name
-from airflow_kafka_offsets.core.resets import build_reset_request, parse_datetime
+from airflow.sdk import Context
+
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter
-
-OPERATIONS = ("status", "replay", "reset", "catch_up", "abort")
-
-
-def _int_or_none(options: Mapping[str, Any], key: str) -> int | None:
-    value = options.get(key)
-    if value in (None, "", "None"):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise InvalidPipelineSpecError(f"{key} must be a whole number, got {value!r}") from None
+from airflow_kafka_offsets.core.operation_fields import operation, parse_request
+from airflow_kafka_offsets.hooks import KafkaClusterHook
+from airflow_kafka_offsets.config import spark_settings
+from airflow_kafka_offsets.operators.ingest import KafkaOffsetsBaseOperator, actor_from_context
+from airflow_kafka_offsets.service.commands import OperationContext, run_operation
 
 
-def replay_selection(options: Mapping[str, Any]) -> ReplaySelection:
-    since = options.get("replay_since") or None
-    until = options.get("replay_until") or None
-    return ReplaySelection(
-        first_batch=_int_or_none(options, "replay_first_batch"),
-        last_batch=_int_or_none(options, "replay_last_batch"),
-        offset_ranges=parse_offset_ranges(options.get("replay_offset_ranges")),
-        since=parse_datetime(since) if since else None,
-        until=parse_datetime(until) if until else None,
-    )
-
-
-class KafkaPipelineOperationOperator(KafkaBatchSparkOperator):
+class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
     """Run one manual operation on a pipeline; ``options`` carries the trigger form's fields.
 
-    Reuses the Spark settings of :class:`KafkaBatchSparkOperator` for replay and catch-up.
+    Replay and catch-up submit Spark jobs with this operator's own Spark settings.
+
+    :param operation: one of the operations in :mod:`airflow_kafka_offsets.core.operation_fields` (templated).
+    :param options: the trigger form's fields (or the same keys from any DAG; templated).
+    :param spark_conn_id: the Spark connection for replay and catch-up.
+    :param spark_conf: extra ``--conf`` settings for replay and catch-up.
+    :param spark_jars: the Kafka connector jars (default: ``[kafka_offsets] spark_jars``).
+    :param spark_packages: Maven coordinates instead (default: ``[kafka_offsets] spark_packages``).
+    :param executor_cores: spark-submit ``--executor-cores``.
+    :param executor_memory: spark-submit ``--executor-memory``.
+    :param driver_memory: spark-submit ``--driver-memory``.
+    :param num_executors: spark-submit ``--num-executors``.
+    :param total_executor_cores: spark-submit ``--total-executor-cores``.
     """
 
-    template_fields: Sequence[str] = (*KafkaBatchSparkOperator.template_fields, "operation", "options")
+    template_fields: Sequence[str] = (
+        *KafkaOffsetsBaseOperator.template_fields,
+        "operation",
+        "options",
+        "spark_conn_id",
+        "spark_conf",
+        "spark_jars",
+        "spark_packages",
+    )
+    template_fields_renderers = {"options": "json", "spark_conf": "json"}
     ui_color = "#f3e8fd"
 
-    def __init__(self, *, operation: str, options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        operation: str,
+        options: Mapping[str, Any] | None = None,
+        spark_conn_id: str = "spark_default",
+        spark_conf: Mapping[str, str] | None = None,
+        spark_jars: str | Sequence[str] | None = None,
+        spark_packages: str | Sequence[str] | None = None,
+        executor_cores: int | None = None,
+        executor_memory: str | None = None,
+        driver_memory: str | None = None,
+        num_executors: int | None = None,
+        total_executor_cores: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.operation = operation
         self.options = options
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.spark_jars = spark_jars
+        self.spark_packages = spark_packages
+        self.spark_resources = {
+            "executor_cores": executor_cores,
+            "executor_memory": executor_memory,
+            "driver_memory": driver_memory,
+            "num_executors": num_executors,
+            "total_executor_cores": total_executor_cores,
+        }
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        operation = str(self.operation)
-        if operation not in OPERATIONS:
-            raise InvalidPipelineSpecError(f"operation must be one of {', '.join(OPERATIONS)}; got {operation!r}")
-        validate_pipeline_name(self.pipeline)
-        options = dict(self.options or {})
-        ledger = self.ledger()
+    def run(self, context: Context) -> dict[str, Any]:
+        request = parse_request({**(self.options or {}), "operation": self.operation, "pipeline": self.pipeline})
         kafka_hook = KafkaClusterHook(self.kafka_conn_id)
-        kafka = kafka_hook.get_conn()
-        actor = {**actor_from_context(context), "operation": operation}
-
-        if operation == "status":
-            status = pipeline_status(ledger, kafka, self.pipeline)
-            self.log.info("status of %s\n%s", self.pipeline, render_status(status))
-            return status
-        if operation == "reset":
-            request = build_reset_request(
-                str(options.get("reset_mode", "")), options.get("reset_value"),
-                options.get("reset_topic"), options.get("reset_partitions"),
-            )
-            dry_run = options.get("dry_run", True) not in (False, "false", "False", 0)
-            outcome = reset_offsets(ledger, kafka, self.pipeline, request, actor, dry_run=dry_run)
-            self.log.info("reset of %s (%s):\n%s", self.pipeline,
-                          "applied as batch %s" % outcome.batch_id if outcome.applied else "dry run: nothing changed",
-                          outcome.table)
-            if outcome.applied:
-                mirror_to_consumer_group(ledger, kafka, self.pipeline)
-            return {"applied": outcome.applied, "batch_id": outcome.batch_id, "changes": list(outcome.changes)}
-        if operation == "abort":
-            reason = str(options.get("abort_reason") or "aborted by hand")
-            batch_id = abort_planned_batch(ledger, self.pipeline, reason, actor)
-            self.log.info("aborted batch %s of %s: %s", batch_id, self.pipeline, reason)
-            return {"aborted": batch_id}
-
-        submit = SparkBatchSubmitter(self.settings())
-        properties = kafka_hook.spark_properties()
-        if operation == "replay":
-            batch_ids = resolve_replay(ledger, kafka, self.pipeline, replay_selection(options))
-            target = str(options.get("replay_output_root") or "").strip() or None
-            self.log.info("replaying %s batch(es) of %s: %s", len(batch_ids), self.pipeline, batch_ids)
-            outputs = [replay_batch(ledger, self.pipeline, b, submit, properties, actor, target) for b in batch_ids]
-            return {"replayed": batch_ids, "outputs": outputs}
-        max_batches = _int_or_none(options, "catch_up_max_batches") or 10
-        outcome = catch_up(ledger, self.pipeline, kafka.offsets, submit, properties, actor, max_batches,
-                           after_commit=lambda: mirror_to_consumer_group(ledger, kafka, self.pipeline))
-        return {"batches": outcome.batches, "records": outcome.records, "lag_left": outcome.lag_left}
+        submit, properties = None, {}
+        if operation(request.operation).uses_spark:
+            submit = SparkBatchSubmitter(spark_settings(
+                self.spark_conn_id, jars=self.spark_jars, packages=self.spark_packages, conf=self.spark_conf,
+                **self.spark_resources))
+            properties = kafka_hook.spark_properties()
+        actor = {**actor_from_context(context), "operation": request.operation}
+        ctx = OperationContext(self.ledger(), kafka_hook.get_conn(), actor, submit, properties)
+        result = run_operation(request, ctx)
+        self.log.info("%s of %s:\n%s", request.operation, request.pipeline, result.text)
+        return result.data

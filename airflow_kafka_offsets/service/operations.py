@@ -113,27 +113,6 @@ class ReplaySelection:
     until: datetime | None = None
 
 
-def parse_offset_ranges(text: str | None) -> tuple[tuple[TopicPartition, int, int], ...]:
-    """``topic:partition:start-end`` items, comma-separated; ``end`` is exclusive."""
-    if not text:
-        return ()
-    ranges = []
-    for item in str(text).split(","):
-        item = item.strip()
-        try:
-            topic, partition, span = item.rsplit(":", 2)
-            start, end = span.split("-", 1)
-            tp, lo, hi = TopicPartition(topic, int(partition)), int(start), int(end)
-        except ValueError:
-            raise InvalidPipelineSpecError(
-                f"malformed offset range {item!r}: use topic:partition:start-end, e.g. orders:0:100-200"
-            ) from None
-        if lo < 0 or hi <= lo:
-            raise InvalidPipelineSpecError(f"offset range {item!r} is empty or negative")
-        ranges.append((tp, lo, hi))
-    return tuple(ranges)
-
-
 def resolve_replay(ledger: Ledger, kafka: KafkaOffsetsClient | None, pipeline: str,
                    selection: ReplaySelection) -> list[int]:
     """The committed ingest batches a selection covers; an empty result is an error, not a no-op."""
@@ -265,14 +244,14 @@ def reset_offsets(
         table = render_table(["partition", "before", "after", "change"],
                              [[f"{c['topic']}-{c['partition']}", c["before"], c["after"], c["change"]] for c in changes])
         if dry_run or all(r.before == r.after for r in resets):
-            log.info("pipeline %s: reset %s %s (%s)\n%s", pipeline, request.mode.value,
-                     "dry run, nothing changed" if dry_run else "changes nothing", request, table)
+            log.info("pipeline %s: reset %s: %s", pipeline, request.mode.value,
+                     "dry run, nothing changed" if dry_run else "changes nothing")
             return ResetOutcome(pipeline, False, None, table, changes)
         detail = {"mode": request.mode.value, "offset": request.offset,
                   "timestamp": request.timestamp.isoformat() if request.timestamp else None,
                   "changes": list(changes)}
         batch_id = tx.apply_reset(pipeline, resets, detail, actor)
-    log.info("pipeline %s: reset %s applied as batch %s\n%s", pipeline, request.mode.value, batch_id, table)
+    log.info("pipeline %s: reset %s applied as batch %s", pipeline, request.mode.value, batch_id)
     return ResetOutcome(pipeline, True, batch_id, table, changes)
 
 

@@ -9,6 +9,8 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     info.bootstrap_servers, info.pg_dsn(), info.airflow_env()
     info.sasl_bootstrap_servers, info.sasl_client_config()   # SASL_PLAINTEXT/PLAIN listener
     devstack.restart_kafka(); devstack.restart_postgres()
+    devstack.start_airflow()          # api-server + scheduler + dag-processor on the project's dags/
+    devstack.stop_airflow()
     devstack.down()
 
 The broker has a second client listener, SASL_PLAINTEXT with mechanism PLAIN, for one user
@@ -27,11 +29,13 @@ from .stack import (
                     down,
                     restart_kafka,
                     restart_postgres,
+                    start_airflow,
                     start_spark_cluster,
+                    stop_airflow,
                     status,
                     stop_spark_cluster,
                     up,
 )
 
 __all__ = ["StackError", "StackInfo", "current", "down", "restart_kafka", "restart_postgres",
-           "start_spark_cluster", "status", "stop_spark_cluster", "up"]
+           "start_airflow", "start_spark_cluster", "status", "stop_airflow", "stop_spark_cluster", "up"]

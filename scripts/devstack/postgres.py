@@ -162,8 +162,9 @@ def ready(cfg: dict[str, Any]) -> bool:
     return True
 
 
-def ensure_database(cfg: dict[str, Any]) -> None:
-    """Create the ``ledger`` database if it does not exist yet."""
+def ensure_database(cfg: dict[str, Any], dbname: str | None = None) -> None:
+    """Create the ``ledger`` database (or ``dbname``) if it does not exist yet."""
+    dbname = dbname or cfg["database"]
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -179,8 +180,8 @@ def ensure_database(cfg: dict[str, Any]) -> None:
     try:
         conn.autocommit = True
         with conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (cfg["database"],))
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,))
             if cur.fetchone() is None:
-                cur.execute(f'CREATE DATABASE "{cfg["database"]}"')
+                cur.execute(f'CREATE DATABASE "{dbname}"')
     finally:
         conn.close()

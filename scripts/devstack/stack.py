@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import info, jars, kafka, postgres, procs, state
+from . import airflow, info, jars, kafka, postgres, procs, state
 from . import spark_cluster as spark
 from .errors import StackError
 from .info import StackInfo
@@ -105,6 +105,40 @@ def stop_spark_cluster() -> None:
             state.save(stack)
 
 
+def start_airflow(ledger_schema: str = "kafka_offsets") -> dict[str, Any]:
+    """Start (or reuse) Airflow (api-server, scheduler, dag-processor) on the running stack.
+
+    Returns its record: ``url``, ``user``, ``password_file``, ``ledger_schema``, ``home``. A running
+    deployment is reused as it is, whatever ``ledger_schema`` asks.
+    """
+    with state.lock():
+        stack = _require_stack()
+        af = stack.get("airflow")
+        if af and airflow.is_running(af):
+            _say(f"Airflow already running ({af['url']})")
+            return af
+        if af:
+            airflow.stop(af)
+        af = airflow.configure(Path(stack["state_dir"]), stack["postgres"], ledger_schema)
+        _say(f"starting Airflow api-server, scheduler and dag-processor ({af['url']})")
+        stack["airflow"] = af
+        state.save(stack)
+        try:
+            airflow.start(af, stack["postgres"], info.from_stack(stack).airflow_env())
+        finally:
+            state.save(stack)  # the pids, so `down` stops them even when start failed
+        return af
+
+
+def stop_airflow() -> None:
+    """Stop the Airflow components (if any) and forget them."""
+    with state.lock():
+        stack = state.load()
+        if stack.get("airflow"):
+            airflow.stop(stack.pop("airflow"))
+            state.save(stack)
+
+
 def down(keep_data: bool = False) -> None:
     """Stop exactly what ``up`` started (by pid); remove the state dir unless ``keep_data``."""
     with state.lock():
@@ -112,6 +146,9 @@ def down(keep_data: bool = False) -> None:
         stack = state.load()
         if not stack:
             _say(f"nothing recorded in {sd}; nothing to stop")
+        if stack.get("airflow"):
+            _say("stopping Airflow")
+            airflow.stop(stack.pop("airflow"))
         if stack.get("spark"):
             _say("stopping Spark worker + master")
             spark.stop(stack["spark"])
@@ -199,6 +236,13 @@ def status() -> dict[str, Any]:
                                     "webui": f"http://{sc['host']}:{sc['worker_webui_port']}",
                                     "alive_workers": spark.alive_workers(sc),
                                     "log": sc["worker_log"]}
+    af = stack.get("airflow")
+    if af:
+        for component in airflow.COMPONENTS:
+            services[f"airflow_{component.replace('-', '_')}"] = {
+                "pid": af["pids"].get(component), "alive": procs.pid_alive(af["pids"].get(component), airflow.marker(component)),
+                "address": af["url"] if component == "api-server" else "",
+                "log": f"{af['home']}/logs/{component}.out"}
     out["up"] = bool(services) and all(s["alive"] and s.get("answers", True)
                                        for s in services.values())
     if pg and kc:

@@ -9,8 +9,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import psycopg2
@@ -86,3 +88,41 @@ def add_partitions(kafka_admin: AdminClient) -> Callable[[str, int], None]:
         kafka_admin.create_partitions([NewPartitions(topic, total)])[topic].result(timeout=30)
 
     return grow
+
+
+BROWSER_LEDGER_SCHEMA = "browser_tests"
+
+
+@pytest.fixture(scope="session")
+def airflow_ui(stack: devstack.StackInfo) -> Iterator[dict]:
+    """A real Airflow (api-server, scheduler, dag-processor) on the stack, its ledger in its own schema.
+
+    Reused when already running (it then must use that schema); stopped afterwards if started here.
+    """
+    already_running = devstack.status()["services"].get("airflow_api_server", {}).get("alive", False)
+    started = time.monotonic()
+    airflow = devstack.start_airflow(ledger_schema=BROWSER_LEDGER_SCHEMA)
+    print(f"Airflow ready in {time.monotonic() - started:.0f}s at {airflow['url']}")
+    assert airflow["ledger_schema"] == BROWSER_LEDGER_SCHEMA, (
+        f"the running Airflow uses ledger schema {airflow['ledger_schema']!r}; stop it (scripts/stack down)")
+    yield airflow
+    if not already_running:
+        devstack.stop_airflow()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Debian's headless chromium through /usr/bin/chromedriver (never a downloaded browser or driver)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for path in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
+        assert Path(path).exists(), f"{path} is missing: run scripts/bootstrap (apt-get install chromium chromium-driver)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1700"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.implicitly_wait(10)
+    yield driver
+    driver.quit()

@@ -20,7 +20,7 @@ from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecErr
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.core.resets import build_reset_request
+from airflow_kafka_offsets.core.operation_fields import build_reset_request, parse_offset_ranges
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
 from .pipeline import ACTOR, plan, run_once, submitter
@@ -87,7 +87,7 @@ def test_replay_selection_by_offsets_and_time_and_bad_selections(stack, ledger, 
     produce(stack.bootstrap_servers, topic, 10, partitions=1)
     run_once(ledger, spec, stack)
     kafka = kafka_client(stack)
-    by_offsets = ops.ReplaySelection(offset_ranges=ops.parse_offset_ranges(f"{topic}:0:9-11"))
+    by_offsets = ops.ReplaySelection(offset_ranges=parse_offset_ranges(f"{topic}:0:9-11"))
     assert ops.resolve_replay(ledger, kafka, "sel", by_offsets) == [1, 2]
     assert ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection(since=middle)) == [2]
     with pytest.raises(InvalidPipelineSpecError, match="matches no committed batch"):
@@ -171,12 +171,19 @@ def test_manual_ops_dag_trigger_form(stack, airflow_db, ledger, schema, make_top
 
     dag = DagBag().get_dag("kafka_offsets_manual_ops")
     for bad in ({"operation": "explode"}, {"pipeline": "../etc"}, {"replay_since": "yesterday"},
-                {"reset_partitions": "1;2"}, {"catch_up_max_batches": 0}, {"replay_offset_ranges": "t:0"}):
+                {"reset_partitions": "1;2"}, {"catch_up_max_batches": 0}, {"replay_offset_ranges": "t:0"},
+                {"replay_offset_ranges": "garbage"}, {"reset_value": "abc"}):
         params = copy.deepcopy(dag.params)
         with pytest.raises(ParamValidationError):
             for key, value in bad.items():
                 params[key] = value
             params.validate()
+
+    params = copy.deepcopy(dag.params)
+    params.validate()  # the defaults as they are
+    for name in [n for n in params if n not in ("operation", "pipeline")]:
+        params[name] = None  # what the form sends for a cleared field
+    params.validate()
 
     topic = make_topic(partitions=1)
     produce(stack.bootstrap_servers, topic, 12, partitions=1)
@@ -184,6 +191,11 @@ def test_manual_ops_dag_trigger_form(stack, airflow_db, ledger, schema, make_top
     monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA", schema)
     run = dag.test(run_conf={"operation": "status", "pipeline": "form"})
     assert run.state == "success"
+    # a dry run over every partition: blank topic and partitions mean all of them
+    run = dag.test(run_conf={"operation": "reset", "pipeline": "form", "reset_mode": "to-earliest",
+                             "reset_topic": "", "reset_partitions": "  "})
+    assert run.state == "success"
+    assert ledger.cursors("form") == {TP(topic, 0): 12}
     run = dag.test(run_conf={"operation": "reset", "pipeline": "form", "reset_mode": "to-offset",
                              "reset_value": "3", "dry_run": False})
     assert run.state == "success"
@@ -214,3 +226,67 @@ def test_cli_status_and_reset_json(stack, ledger, schema, make_topic, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "out of range" in bad.stderr
     assert ledger.cursors("cli") == {TP(topic, 0): 8}
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    cli = str(Path(sys.executable).parent / "airflow-kafka-offsets")
+    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=300)
+
+
+def cli_json(*args: str) -> dict:
+    """Run a subcommand with --json: it must succeed and stdout must be exactly one JSON document."""
+    out = run_cli(*args, "--json")
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_cli_json_is_one_document_for_every_subcommand_and_matches_the_ledger(stack, ledger, schema, make_topic,
+                                                                             tmp_path):
+    topic = make_topic(partitions=1)
+    spec = build_spec("clij", [topic], str(tmp_path / "out"))
+    produce(stack.bootstrap_servers, topic, 8, partitions=1)
+    run_once(ledger, spec, stack)
+    common = ("clij", "--ledger-schema", schema)
+
+    status = cli_json("status", *common)
+    assert [(p["partition"], p["committed_offset"], p["lag_records"]) for p in status["partitions"]] == [(0, 8, 0)]
+    assert [b["batch_id"] for b in status["batches"]] == [1]
+
+    reset = cli_json("reset", *common, "--to-offset", "4", "--execute")
+    assert reset["applied"] is True and reset["dry_run"] is False
+    assert reset["changes"] == [{"topic": topic, "partition": 0, "before": 8, "after": 4, "change": "rewind 4"}]
+    assert ledger.cursors("clij") == {TP(topic, 0): 4}
+    assert ledger.batch("clij", reset["batch_id"]).state.value == "committed"
+
+    produce(stack.bootstrap_servers, topic, 4, partitions=1)
+    catch = cli_json("catch-up", *common, "--max-batches", "5")
+    assert catch == {"batches": 1, "records": 8, "lag_left": 0}
+    assert ledger.cursors("clij") == {TP(topic, 0): 12}
+
+    replay = cli_json("replay", *common, "--batches", "1", "--output-root", str(tmp_path / "again"))
+    assert replay == {"replayed": [1], "outputs": [f"file://{tmp_path / 'again'}/clij/batch=000000000001"]}
+    assert ledger.cursors("clij") == {TP(topic, 0): 12}
+
+    produce(stack.bootstrap_servers, topic, 2, partitions=1)
+    planned = plan(ledger, spec, stack).plan.batch_id
+    abort = cli_json("abort", *common, "--reason", "records deleted")
+    assert abort == {"aborted": planned, "reason": "records deleted"}
+    assert ledger.batch("clij", planned).state.value == "aborted"
+    assert ledger.cursors("clij") == {TP(topic, 0): 12}
+
+
+def test_cli_table_mode_and_bad_options_name_the_option(stack, ledger, schema, make_topic, tmp_path):
+    topic = make_topic(partitions=2)
+    produce(stack.bootstrap_servers, topic, 6, partitions=2)
+    run_once(ledger, build_spec("clit", [topic], str(tmp_path)), stack)
+    common = ("clit", "--ledger-schema", schema)
+    dry = run_cli("reset", *common, "--to-earliest", "--partitions", " ")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("rewind 3") == 2 and dry.stdout.count("partition") == 1  # one table, both partitions
+    assert "dry run" in dry.stdout and "ResetRequest(" not in dry.stdout + dry.stderr
+    bad = run_cli("replay", *common, "--batches", "two")
+    assert bad.returncode == 2
+    assert "--batches: expected FIRST or FIRST-LAST batch numbers, e.g. 3 or 3-5; got 'two'" in bad.stderr
+    bad = run_cli("reset", *common, "--shift-by", "x")
+    assert bad.returncode == 2 and "--shift-by: expected a whole number such as 42, got 'x'" in bad.stderr
+    assert ledger.cursors("clit") == {TP(topic, 0): 3, TP(topic, 1): 3}

@@ -8,13 +8,12 @@ import pytest
 
 from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange
 from airflow_kafka_offsets.core.model import TopicPartition as TP
-from airflow_kafka_offsets.service.operations import parse_offset_ranges
+from airflow_kafka_offsets.core.operation_fields import OperationInputError, build_reset_request, parse_offset_ranges
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.core.resets import (
     PartitionReset,
     ResetError,
     ResetMode,
-    build_reset_request,
     is_rewind,
     plan_reset,
     reset_ranges,
@@ -54,21 +53,27 @@ def test_to_datetime_uses_offsets_for_times_and_goes_to_end_when_none():
 
 
 @pytest.mark.parametrize(
-    "args,match",
+    "args,error,match",
     [
-        (("to-somewhere",), "reset mode must be one of"),
-        (("to-offset", "x"), "needs an integer"),
-        (("to-offset", "-1"), "non-negative"),
-        (("to-datetime", "yesterday"), "malformed timestamp"),
-        (("to-datetime", ""), "needs a timestamp"),
-        (("to-latest", None, "c"), "topic 'c' is not part of pipeline"),
-        (("to-latest", None, "a", "7"), r"partition\(s\) \[7\] do not exist"),
-        (("to-latest", None, "a", "x"), "comma-separated list"),
+        (("to-somewhere",), OperationInputError, "Reset: mode: 'to-somewhere' is not a reset mode"),
+        (("to-offset", "x"), OperationInputError, "expected a whole number such as 42, got 'x'"),
+        (("to-offset", "-1"), OperationInputError, "must be at least 0"),
+        (("to-datetime", "yesterday"), OperationInputError, "'yesterday' is not a timestamp: use ISO 8601"),
+        (("to-datetime", ""), OperationInputError, "to-datetime needs a timestamp"),
+        (("to-latest", None, "c"), ResetError, "topic 'c' is not part of pipeline"),
+        (("to-latest", None, "a", "7"), ResetError, r"partition\(s\) \[7\] do not exist"),
+        (("to-latest", None, "a", "x"), OperationInputError, "'x' is not a list of partition numbers"),
     ],
 )
-def test_bad_reset_input(args, match):
-    with pytest.raises(ResetError, match=match):
+def test_bad_reset_input(args, error, match):
+    with pytest.raises(error, match=match):
         reset(*args)
+
+
+@pytest.mark.parametrize("blank", [None, "", "   "])
+def test_blank_topic_and_partitions_mean_every_partition(blank):
+    assert [(r.topic, r.partition, r.after) for r in reset("to-latest", None, blank, blank)] == [
+        ("a", 0, 100), ("a", 1, 50), ("b", 0, 5)]
 
 
 def test_datetime_without_zone_is_utc():
@@ -95,6 +100,6 @@ def test_rewind_opens_an_epoch_marking_every_partition():
 
 def test_offset_range_parsing():
     assert parse_offset_ranges("a:0:5-9, my.topic:12:0-1") == ((TP("a", 0), 5, 9), (TP("my.topic", 12), 0, 1))
-    for bad in ("a:0:9-5", "a:0", "a:x:1-2", "a:0:1"):
-        with pytest.raises(ValueError):
+    for bad in ("a:0:9-5", "a:0", "a:x:1-2", "a:0:1", "garbage"):
+        with pytest.raises(OperationInputError, match="offset range"):
             parse_offset_ranges(bad)

@@ -1,0 +1,173 @@
+"""A real Airflow deployment on loopback: api-server (UI + REST), scheduler and dag-processor.
+
+It runs the project's ``dags/`` with LocalExecutor, its metadata in a database ``airflow`` of the
+stack's PostgreSQL, in a throwaway AIRFLOW_HOME under the stack dir. The stack's connections come
+in as ``AIRFLOW_CONN_*`` env vars. Login: SimpleAuthManager, user ``admin`` with a password
+generated once per deployment (``<home>/passwords.json``, 0600). Secrets (the metadata DB URL, the
+JWT secret) live in ``<home>/airflow.cfg`` (0600), never on a command line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import postgres, procs, state
+from .errors import StackError
+
+DATABASE = "airflow"
+USER = "admin"
+COMPONENTS = ("api-server", "scheduler", "dag-processor")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _airflow_bin() -> str:
+    path = Path(sys.executable).parent / "airflow"
+    if not path.exists():
+        raise StackError(f"{path} not found: run scripts/bootstrap (Airflow is installed in .venv)")
+    return str(path)
+
+
+def configure(sd: Path, pg: Mapping[str, Any], ledger_schema: str) -> dict[str, Any]:
+    """Create AIRFLOW_HOME with its airflow.cfg and password file; return the config record."""
+    home = sd / "airflow"
+    if home.exists():
+        shutil.rmtree(home)
+    (home / "logs").mkdir(parents=True)
+    port = procs.free_port()
+    password = secrets.token_urlsafe(18)
+    db_password = Path(pg["password_file"]).read_text().strip()
+    url = f"http://{state.LOOPBACK}:{port}"
+    cfg_text = f"""[core]
+dags_folder = {REPO / 'dags'}
+executor = LocalExecutor
+load_examples = False
+dags_are_paused_at_creation = False
+parallelism = 4
+auth_manager = airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
+simple_auth_manager_users = {USER}:admin
+simple_auth_manager_passwords_file = {home / 'passwords.json'}
+execution_api_server_url = {url}/execution/
+
+[database]
+sql_alchemy_conn = postgresql+psycopg2://{pg['user']}:{db_password}@{pg['host']}:{pg['port']}/{DATABASE}
+
+[api]
+host = {state.LOOPBACK}
+port = {port}
+base_url = {url}
+workers = 1
+
+[api_auth]
+jwt_secret = {secrets.token_urlsafe(64)}
+
+[scheduler]
+dag_dir_list_interval = 5
+
+[dag_processor]
+refresh_interval = 5
+
+[logging]
+base_log_folder = {home / 'logs'}
+
+[kafka_offsets]
+ledger_schema = {ledger_schema}
+"""
+    for name, text in (("airflow.cfg", cfg_text), ("passwords.json", json.dumps({USER: password}) + "\n")):
+        path = home / name
+        path.write_text(text)
+        os.chmod(path, 0o600)
+    return {"home": str(home), "port": port, "url": url, "user": USER, "ledger_schema": ledger_schema,
+            "password_file": str(home / "passwords.json"), "pids": {}}
+
+
+def password(cfg: Mapping[str, Any]) -> str:
+    return json.loads(Path(cfg["password_file"]).read_text())[cfg["user"]]
+
+
+def _env(cfg: Mapping[str, Any], connections: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
+    env.update(connections)
+    env.update({"AIRFLOW_HOME": cfg["home"], "AIRFLOW_CONFIG": f"{cfg['home']}/airflow.cfg",
+                "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"})
+    return env
+
+
+def marker(component: str) -> str:
+    """What the component's command line holds; the api-server retitles itself "airflow api_server ..."."""
+    return {"api-server": "airflow api"}.get(component, f"airflow {component}")
+
+
+def is_running(cfg: Mapping[str, Any]) -> bool:
+    return all(procs.pid_alive(cfg["pids"].get(c), marker(c)) for c in COMPONENTS)
+
+
+def start(cfg: dict[str, Any], pg: Mapping[str, Any], connections: Mapping[str, str],
+          timeout: float = 300) -> dict[str, Any]:
+    """Migrate the metadata DB, start the three components, wait until the UI serves the DAGs."""
+    postgres.ensure_database(dict(pg), DATABASE)
+    env = _env(cfg, connections)
+    airflow = _airflow_bin()
+    procs.run([airflow, "db", "migrate"], "airflow db migrate", env=env, timeout=timeout)
+    home = Path(cfg["home"])
+    for component in COMPONENTS:
+        if not procs.pid_alive(cfg["pids"].get(component), marker(component)):
+            if component == "api-server":
+                procs.ensure_port_free(cfg["port"], "Airflow api-server")
+            cfg["pids"][component] = procs.spawn_detached(
+                [airflow, component], home / "logs" / f"{component}.out", cwd=home, env=env)
+    _wait_ready(cfg, timeout)
+    return cfg
+
+
+def token(cfg: Mapping[str, Any]) -> str:
+    """A REST API bearer token for the admin user."""
+    body = json.dumps({"username": cfg["user"], "password": password(cfg)}).encode()
+    request = urllib.request.Request(f"{cfg['url']}/auth/token", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())["access_token"]
+
+
+def api(cfg: Mapping[str, Any], path: str, bearer: str | None = None, timeout: float = 120) -> Any:
+    """GET the REST API (``/api/v2/...``) as admin (``bearer``: a token from :func:`token`)."""
+    request = urllib.request.Request(f"{cfg['url']}/api/v2/{path.lstrip('/')}",
+                                     headers={"Authorization": f"Bearer {bearer or token(cfg)}"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read() or b"null")
+
+
+def _wait_ready(cfg: Mapping[str, Any], timeout: float) -> None:
+    """Healthy scheduler and dag-processor, and the project's DAGs parsed."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        for component in COMPONENTS:
+            if not procs.pid_alive(cfg["pids"].get(component), marker(component)):
+                log = Path(cfg["home"]) / "logs" / f"{component}.out"
+                raise StackError(f"Airflow {component} exited:\n{procs.tail(log)}")
+        try:
+            health = json.loads(urllib.request.urlopen(f"{cfg['url']}/api/v2/monitor/health", timeout=5).read())
+            healthy = all(health.get(c, {}).get("status") == "healthy"
+                          for c in ("metadatabase", "scheduler", "dag_processor"))
+            dags = {d["dag_id"] for d in api(cfg, "dags?limit=100")["dags"]} if healthy else set()
+            if "kafka_offsets_manual_ops" in dags:
+                return
+            last = f"health {health}, dags {sorted(dags)}"
+        except (OSError, ValueError, urllib.error.URLError) as exc:
+            last = str(exc)
+        time.sleep(2)
+    raise StackError(f"Airflow did not become ready in {timeout:.0f}s ({last}); logs in {cfg['home']}/logs")
+
+
+def stop(cfg: Mapping[str, Any]) -> None:
+    for component in reversed(COMPONENTS):
+        procs.terminate(cfg["pids"].get(component), marker(component))

@@ -1,0 +1,202 @@
+"""The manual-operations trigger form in Airflow's own UI, in a real headless browser.
+
+Airflow (api-server, scheduler, dag-processor) runs the project's dags/ on the local stack; the
+test logs in, opens the form of ``kafka_offsets_manual_ops``, triggers runs the way a user does and
+checks what they did to (and read from) the ledger. Screenshots go to ``out/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+
+import devstack
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.ledger import Ledger
+
+from .helpers import produce
+from .pipeline import run_once
+
+DAG_ID = "kafka_offsets_manual_ops"
+PIPELINE = "demo_events"  # the form's default
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"
+
+
+def api(airflow: dict, path: str) -> Any:
+    if "token" not in airflow:
+        airflow["token"] = devstack.airflow.token(airflow)
+    return devstack.airflow.api(airflow, path, airflow["token"])
+
+
+def run_ids(airflow: dict) -> set[str]:
+    return {r["dag_run_id"] for r in api(airflow, f"dags/{DAG_ID}/dagRuns?limit=100")["dag_runs"]}
+
+
+def wait_for_new_run(airflow: dict, before: set[str], timeout: float = 240) -> str:
+    """The run the click created, once it finished; fails on anything but success."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = run_ids(airflow) - before
+        if new:
+            (run_id,) = new
+            state = api(airflow, f"dags/{DAG_ID}/dagRuns/{run_id}")["state"]
+            if state in ("success", "failed"):
+                assert state == "success", f"run {run_id} {state}: see {airflow['home']}/logs"
+                return run_id
+        time.sleep(2)
+    raise AssertionError(f"no finished run of {DAG_ID} within {timeout:.0f}s")
+
+
+def result_of(airflow: dict, run_id: str) -> Any:
+    entry = api(airflow, f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/operation/xcomEntries/return_value"
+                         "?deserialize=true")
+    return entry["value"]
+
+
+def login(driver: WebDriver, airflow: dict) -> None:
+    driver.get(f"{airflow['url']}/")
+    if "/auth/login" in driver.current_url:
+        driver.find_element(By.NAME, "username").send_keys(airflow["user"])
+        driver.find_element(By.NAME, "password").send_keys(devstack.airflow.password(airflow))
+        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_until(lambda: "/auth/login" not in driver.current_url, "the login to finish")
+
+
+def wait_until(condition, what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def open_form(driver: WebDriver, airflow: dict) -> WebElement:
+    driver.get(f"{airflow['url']}/dags/{DAG_ID}")
+    driver.find_element(By.CSS_SELECTOR, 'button[aria-label="Trigger Dag"]').click()
+    return wait_until(lambda: next((d for d in driver.find_elements(By.CSS_SELECTOR, "[role=dialog]")
+                                    if d.is_displayed() and "Trigger Dag" in d.text), None), "the trigger form")
+
+
+def trigger_button(form: WebElement) -> WebElement:
+    (button,) = [b for b in form.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Trigger"]
+    return button
+
+
+def open_section(form: WebElement, title: str) -> None:
+    form.find_element(By.CSS_SELECTOR, f'button[id$=":trigger:{title}"]').click()
+
+
+def choose(driver: WebDriver, form: WebElement, field: str, value: str) -> None:
+    """Pick ``value`` in the select of ``field`` (Chakra's combobox: type, then click the option)."""
+    hidden = form.find_element(By.NAME, f"element_{field}")
+    box = hidden.find_element(By.XPATH, "./ancestor::*[.//input[@role='combobox']][1]//input[@role='combobox']")
+    box.click()
+    box.send_keys(value)
+    option = wait_until(lambda: next((o for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]")
+                                      if o.is_displayed() and o.text.strip() == value), None), f"option {value}")
+    option.click()
+    wait_until(lambda: hidden.get_attribute("value") == value, f"{field} = {value}")
+
+
+def clear(element: WebElement) -> None:
+    element.send_keys(Keys.CONTROL, "a")
+    element.send_keys(Keys.BACKSPACE)
+
+
+def show_task_log(driver: WebDriver, airflow: dict, run_id: str, text: str) -> None:
+    """The task's log page, where the operation prints its result."""
+    driver.get(f"{airflow['url']}/dags/{DAG_ID}/runs/{run_id}/tasks/operation")
+    wait_until(lambda: text in driver.find_element(By.TAG_NAME, "body").text, f"{text!r} in the task log", 60)
+
+
+def invalid_markers(form: WebElement) -> list[str]:
+    return [e.get_attribute("outerHTML")[:120] for e in form.find_elements(By.CSS_SELECTOR, "[aria-invalid=true],"
+                                                                                             " [data-invalid]")]
+
+
+@pytest.fixture()
+def demo_pipeline(stack, airflow_ui, make_topic, tmp_path_factory) -> tuple[Ledger, str]:
+    """``demo_events`` in the deployment's ledger schema: one committed batch of 10 records over two
+    partitions, then 6 more records (lag 3 per partition)."""
+    schema = airflow_ui["ledger_schema"]  # the tests' own schema (checked by the fixture): start it afresh
+    with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
+    ledger.migrate()
+    topic = make_topic(partitions=2)
+    produce(stack.bootstrap_servers, topic, 10, partitions=2)
+    run_once(ledger, build_spec(PIPELINE, [topic], str(tmp_path_factory.mktemp("ui-out"))), stack)
+    produce(stack.bootstrap_servers, topic, 6, partitions=2)
+    assert ledger.cursors(PIPELINE) == {TP(topic, 0): 5, TP(topic, 1): 5}
+    return ledger, topic
+
+
+def test_trigger_form_runs_status_and_a_dry_run_reset_with_its_defaults(airflow_ui, browser, demo_pipeline, stack):
+    ledger, topic = demo_pipeline
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    login(browser, airflow_ui)
+
+    # status: one click on the form as it opens
+    form = open_form(browser, airflow_ui)
+    browser.save_screenshot(str(SCREENSHOTS / "manual_ops_form_defaults.png"))
+    assert trigger_button(form).is_enabled()
+    assert invalid_markers(form) == []
+    before = run_ids(airflow_ui)
+    trigger_button(form).click()
+    run_id = wait_for_new_run(airflow_ui, before)
+    status = result_of(airflow_ui, run_id)
+    assert [(p["topic"], p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"])
+            for p in status["partitions"]] == [(topic, 0, 5, 8, 3), (topic, 1, 5, 8, 3)]
+    show_task_log(browser, airflow_ui, run_id, f"pipeline {PIPELINE} ({topic}), lag 6 records")
+    browser.save_screenshot(str(SCREENSHOTS / "manual_ops_status_run.png"))
+
+    # reset dry run over every partition: topic and partitions left empty (partitions typed, then cleared)
+    batches = [b.plan.batch_id for b in ledger.committed_batches(PIPELINE)]
+    form = open_form(browser, airflow_ui)
+    choose(browser, form, "operation", "reset")
+    open_section(form, "Reset")
+    partitions = form.find_element(By.ID, "element_reset_partitions")
+    partitions.send_keys("0")
+    clear(partitions)
+    assert trigger_button(form).is_enabled()
+    assert invalid_markers(form) == []
+    before = run_ids(airflow_ui)
+    trigger_button(form).click()
+    run_id = wait_for_new_run(airflow_ui, before)
+    result = result_of(airflow_ui, run_id)
+    assert result["applied"] is False and result["dry_run"] is True and result["batch_id"] is None
+    assert [(c["topic"], c["partition"], c["before"], c["after"], c["change"]) for c in result["changes"]] == [
+        (topic, 0, 5, 8, "skip 3"), (topic, 1, 5, 8, "skip 3")]
+    assert ledger.cursors(PIPELINE) == {TP(topic, 0): 5, TP(topic, 1): 5}
+    assert [b.plan.batch_id for b in ledger.committed_batches(PIPELINE)] == batches
+    show_task_log(browser, airflow_ui, run_id, "reset demo_events to-latest: dry run, nothing changed")
+    browser.save_screenshot(str(SCREENSHOTS / "manual_ops_reset_dry_run.png"))
+
+
+def test_trigger_form_refuses_bad_input_in_the_page(airflow_ui, browser):
+    login(browser, airflow_ui)
+    form = open_form(browser, airflow_ui)
+    choose(browser, form, "operation", "reset")
+    open_section(form, "Reset")
+    form.find_element(By.ID, "element_reset_partitions").send_keys("1;2")
+    before = run_ids(airflow_ui)
+    trigger_button(form).click()
+    message = wait_until(lambda: "reset_partitions" in form.text and form.text, "the refusal")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "manual_ops_bad_input.png"))
+    assert "Invalid input for param reset_partitions: '1;2'" in message
+    # the rule in words stands under the field
+    assert "Comma-separated partition numbers, e.g. 0,2 (empty: every partition)." in message
+    time.sleep(3)
+    assert run_ids(airflow_ui) == before
