@@ -25,9 +25,6 @@ from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.config import ledger_schema, spark_settings
 
-BATCH_ID_KEY = "batch_id"
-
-
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
     """Which Airflow run and try did this, for the ledger's audit trail."""
     ti = context.get("ti")
@@ -43,7 +40,10 @@ def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_batch_id(value: Any) -> int | None:
-    """A batch id from XCom (int or None) or from a user's template ('None' when nothing was planned)."""
+    """A batch id: the plan task's result (through its XComArg), an int, or a user's template
+    ('None' when nothing was planned)."""
+    if isinstance(value, Mapping):
+        value = value.get("batch_id")
     try:
         return optional_int(value, "batch_id", minimum=1)
     except InvalidPipelineSpecError as exc:
@@ -139,8 +139,8 @@ class KafkaOffsetsBaseOperator(BaseOperator):
 class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
     """Write the next batch's exact offset ranges to the ledger, or return the batch already planned.
 
-    Returns ``{"pipeline", "batch_id", "records_planned", "replayed"}`` and pushes ``batch_id``
-    (None when Kafka holds nothing new) under its own XCom key for the read and commit steps.
+    Returns ``{"pipeline", "batch_id", "records_planned", "replayed"}``; ``batch_id`` is None when
+    Kafka holds nothing new. Pass the task's ``output`` as ``batch_id`` of the read and commit steps.
 
     :param topics: the pipeline's topics (a list, or a comma-separated string; templated).
     :param output_root: where batch N lands, as ``<root>/<pipeline>/batch=<N>/`` (templated).
@@ -218,11 +218,9 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         kafka = KafkaClusterHook(self.kafka_conn_id, timeout_s=self.kafka_timeout_s).get_conn()
         outcome = plan_batch(self.ledger(), spec, kafka.offsets, sink, actor_from_context(context))
         plan = outcome.plan
-        batch_id = plan.batch_id if plan else None
-        context["ti"].xcom_push(key=BATCH_ID_KEY, value=batch_id)
         return {
             "pipeline": spec.name,
-            "batch_id": batch_id,
+            "batch_id": plan.batch_id if plan else None,
             "records_planned": plan.records_planned if plan else 0,
             "replayed": outcome.replayed,
         }
@@ -234,7 +232,7 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
     Nothing runs when there is no batch, the batch is already committed, or it reads no
     records. A killed task kills its spark-submit (and, in cluster mode, the driver).
 
-    :param batch_id: the batch to read (an XComArg of the plan step, an int, or a template);
+    :param batch_id: the batch to read (the plan task's ``output``, an int, or a template);
         default: the pipeline's planned batch.
     :param spark_conn_id: the Spark connection (the master: ``local[2]``, ``spark://...``, ``yarn``, ...).
     :param spark_conf: extra ``--conf`` settings (templated).
@@ -264,7 +262,7 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
     def __init__(
         self,
         *,
-        batch_id: int | str | XComArg | None = None,
+        batch_id: int | str | Mapping[str, Any] | XComArg | None = None,
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, str] | None = None,
         spark_jars: str | Sequence[str] | None = None,
@@ -334,14 +332,14 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
 class KafkaBatchCommitOperator(KafkaOffsetsBaseOperator):
     """Publish the batch's staged output and advance the cursor in one ledger transaction.
 
-    :param batch_id: the batch to commit (an XComArg of the plan step, an int, or a template);
+    :param batch_id: the batch to commit (the plan task's ``output``, an int, or a template);
         default: the pipeline's planned batch.
     """
 
     template_fields: Sequence[str] = (*KafkaOffsetsBaseOperator.template_fields, "batch_id")
     ui_color = "#e0ecfd"
 
-    def __init__(self, *, batch_id: int | str | XComArg | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, batch_id: int | str | Mapping[str, Any] | XComArg | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
 
@@ -403,7 +401,7 @@ def kafka_ingest_task_group(
     with TaskGroup(group_id=group_id) as group:
         plan = KafkaBatchPlanOperator(task_id="plan", topics=topics, output_root=output_root, **common,
                                       **(plan_kwargs or {}))
-        batch_id = XComArg(plan, key=BATCH_ID_KEY)
+        batch_id = plan.output  # the plan's result: read and commit take its batch_id
         read = KafkaBatchSparkOperator(task_id="read", batch_id=batch_id, spark_conn_id=spark_conn_id, **common,
                                        **(spark_kwargs or {}))
         commit = KafkaBatchCommitOperator(task_id="commit", batch_id=batch_id, **common, **(commit_kwargs or {}))

@@ -34,14 +34,8 @@ from airflow_kafka_offsets.service.batches import PlanOutcome
 PLAN = BatchPlan("orders", 4, 0, (PartitionRange("orders", 0, 10, 20, 10),), "file:///out/orders/batch=4")
 
 
-class FakeTaskInstance(SimpleNamespace):
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.pushed[key] = value
-
-
 def context() -> dict[str, Any]:
-    ti = FakeTaskInstance(dag_id="d", run_id="r", task_id="t", try_number=1, map_index=-1, pushed={})
-    return {"ti": ti}
+    return {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", try_number=1, map_index=-1)}
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +56,7 @@ def test_task_group_wires_plan_read_commit_by_xcom() -> None:
     assert commit.upstream_task_ids == {"ingest.plan", "ingest.read"}
     for task in (read, commit):
         assert isinstance(task.batch_id, PlainXComArg)
-        assert task.batch_id.operator is plan and task.batch_id.key == ingest.BATCH_ID_KEY
+        assert task.batch_id.operator is plan and task.batch_id.key == "return_value"
     assert (plan.kafka_conn_id, plan.postgres_conn_id, read.spark_conn_id) == ("k", "pg", "sp")
     assert plan.max_records_per_batch == 100 and read.min_partitions == 4
     for task in (plan, read, commit):
@@ -70,7 +64,7 @@ def test_task_group_wires_plan_read_commit_by_xcom() -> None:
     assert "spark_conn_id" in read.template_fields
 
 
-def test_plan_operator_pushes_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_plan_operator_returns_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
 
     def fake_plan(ledger: Any, spec: Any, offsets: Any, sink: Any, actor: Any) -> PlanOutcome:
@@ -84,7 +78,6 @@ def test_plan_operator_pushes_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp_
     ctx = context()
     result = op.execute(ctx)
     assert result == {"pipeline": "orders", "batch_id": 4, "records_planned": 10, "replayed": True}
-    assert ctx["ti"].pushed == {"batch_id": 4}
     assert set(seen["spec"].topics) == {"orders", "more"} and seen["spec"].max_records_per_batch == 250
     assert seen["spec"].on_data_loss.value == "skip"
     assert seen["actor"]["run_id"] == "r" and seen["actor"]["try_number"] == 1
@@ -115,7 +108,8 @@ def test_bad_options_fail_without_retry(tmp_path: Path) -> None:
         op.execute(context())
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, None), ("None", None), ("", None), (3, 3), ("7", 7)])
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("None", None), ("", None), (3, 3), ("7", 7),
+                                               ({"batch_id": 4, "pipeline": "p"}, 4), ({"batch_id": None}, None)])
 def test_batch_id_from_xcom_or_template(value: Any, expected: int | None) -> None:
     assert ingest.parse_batch_id(value) == expected
 
