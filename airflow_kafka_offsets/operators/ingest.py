@@ -15,6 +15,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, TaskGroup, conf
 
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
@@ -241,8 +242,10 @@ class KafkaBatchSparkOperator(_LedgerOperator):
             KafkaClusterHook(self.kafka_conn_id).spark_properties() if plan.readable_ranges else {},
             actor_from_context(context),
             min_partitions=int(self.min_partitions) if self.min_partitions not in (None, "", "None") else None,
+            lease_s=float(_config("attempt_lease_seconds", str(DEFAULT_LEASE_S))),
+            wait_s=float(_config("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
         )
-        records = sum(int(p["records"]) for p in report["partitions"]) if report else 0
+        records = report.records if report else 0
         return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
 
 

@@ -121,7 +121,7 @@ def test_stale_workers_are_fenced(stack, ledger, schema, pipe):
     # A: a reader that stops (presumed dead) right after its Spark attempt succeeded
     reader_a = pipe.worker("read", "run-a", 1, batch.batch_id, {PAUSE_ENV: "after_spark"})
     assert wait_paused(reader_a), reader_a.tail()
-    # its successor replays the same plan and reads again (a second attempt)
+    # its successor replays the same plan; its read finds A's succeeded attempt and uses it
     replay = plan(ledger, spec, stack)
     assert replay.replayed and replay.plan == batch
     read(ledger, spec, stack, replay)
