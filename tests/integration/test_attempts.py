@@ -7,9 +7,13 @@ Each step runs in its own OS process (as an Airflow task) through the fault harn
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psycopg2
@@ -20,7 +24,7 @@ from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.service.faults import CRASH_ENV
 from faults_harness.harness import Context, Pipeline, wait_until
-from faults_harness.procs import Worker
+from faults_harness.procs import Worker, group_members
 
 from .helpers import assert_exactly_once, committed_rows, local_path
 from .pipeline import ACTOR, plan, read, submitter
@@ -51,6 +55,22 @@ def wait_for_spark_writing(pipe: Pipeline, worker: Worker, timeout: float = 240.
     assert worker.alive(), worker.tail()
 
 
+@contextmanager
+def spark_held(worker: Worker) -> Iterator[None]:
+    """SIGSTOP the worker's Spark processes (not the worker) for the body of the with block."""
+    spark = [pid for pid in group_members(worker.pid) if pid != worker.pid]
+    assert spark, worker.tail()
+    for pid in spark:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in spark:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
 def staged_files(pipe: Pipeline) -> list[Path]:
     staging = Path(pipe.output_root) / "_staging"
     return sorted(p for p in staging.rglob("*") if p.is_file()) if staging.exists() else []
@@ -76,7 +96,10 @@ def test_a_run_waits_for_the_live_attempt_of_another_run_instead_of_reading_agai
     batch = plan(ledger, spec_of(pipe), stack).plan
     reader_a = pipe.worker("read", "run-a", 1, batch.batch_id)
     wait_for_spark_writing(pipe, reader_a)
-    reader_b = pipe.worker("read", "run-b", 1, batch.batch_id)
+    # A's Spark job is held still (its worker keeps renewing the lease) until B is seen waiting
+    with spark_held(reader_a):
+        reader_b = pipe.worker("read", "run-b", 1, batch.batch_id)
+        assert wait_until(lambda: "is being read by attempt" in reader_b.output(), reader_b, 180), reader_b.tail()
     pipe.finish(reader_b, "run-b", 1)
     commit_b = pipe.worker("commit", "run-b", 1, batch.batch_id)
     pipe.finish(commit_b, "run-b", 1)
@@ -88,7 +111,8 @@ def test_a_run_waits_for_the_live_attempt_of_another_run_instead_of_reading_agai
     assert all(w.ok for w in workers), "\n\n".join(w.tail() for w in workers)
     assert [(b, s) for _, b, s in attempt_rows(ledger, pipe.name)] == [(batch.batch_id, "succeeded")]
     assert reader_a.result["records_read"] == reader_b.result["records_read"] == 150
-    assert "waiting for attempt" in reader_b.output() and "run run-a" in reader_b.output()
+    assert "is being read by attempt" in reader_b.output() and "of run run-a" in reader_b.output()
+    assert "using its report, no Spark run" in reader_b.output()
     assert (commit_b.result["committed_now"], commit_a.result["committed_now"]) == (True, False)
     assert f"batch {batch.batch_id} was already committed" in commit_a.output()
     assert "by run run-b" in commit_a.output()
