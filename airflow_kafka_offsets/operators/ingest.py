@@ -165,7 +165,9 @@ class KafkaBatchSparkOperator(_LedgerOperator):
     """Read the batch's ranges with Spark into a staging location and check Spark's report.
 
     ``batch_id`` defaults to the pipeline's planned batch. Nothing runs when
-    there is no batch, the batch is already committed, or it reads no records.
+    there is no batch, the batch is already committed, or it reads no records;
+    no second Spark job runs when another run's attempt has read the batch or
+    is reading it (this one waits, ``[kafka_offsets] attempt_wait_seconds``).
     """
 
     template_fields: Sequence[str] = (
