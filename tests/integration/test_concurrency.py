@@ -243,3 +243,6 @@ def test_two_dag_runs_started_together(stack, airflow_db, ledger, schema, pipe, 
     assert ledger.contiguity_problems(pipe.name) == []
     with ledger.transaction() as tx:
         assert tx.planned_batch_id(pipe.name) is None
+        # one Spark job for the batch: the other run waited for it, used it, or found the batch committed
+        assert tx.fetchall("SELECT state FROM {s}.attempts WHERE pipeline = %s", (pipe.name,)) == [("succeeded",)]
+    assert not list((Path(pipe.output_root) / "_staging").rglob("*.parquet"))
