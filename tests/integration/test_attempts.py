@@ -256,3 +256,27 @@ def test_a_read_whose_lease_was_taken_over_is_refused(stack, ledger, schema, pip
     pipe.finish(reader, "run-slow", 1)
     assert not reader.ok and "lost its lease" in (reader.error or ""), reader.tail()
     assert staged_files(pipe) == []
+
+
+def test_a_task_retry_does_not_wait_for_the_attempt_of_its_killed_previous_try(stack, ledger, pipe):
+    """Airflow starts try 2 only after try 1 ended: try 1's attempt is dead though its lease lasts."""
+    produced = pipe.produce(60, "a-")
+    batch = plan(ledger, spec_of(pipe), stack).plan
+    first = pipe.worker("read", "run-1", 1, batch.batch_id)  # the default lease: 120 s
+    wait_for_spark_writing(pipe, first)
+    first.kill_group()
+    started = time.monotonic()
+    retry = pipe.worker("read", "run-1", 2, batch.batch_id)
+    pipe.finish(retry, "run-1", 2)
+    assert retry.ok, retry.tail()
+    assert "is being read by attempt" not in retry.output()
+    assert time.monotonic() - started < 110  # it did not wait for the lease to run out
+    with ledger.transaction() as tx:
+        rows = tx.fetchall("SELECT state, error, actor->>'try_number' FROM {s}.attempts WHERE pipeline = %s"
+                           " ORDER BY started_at", (pipe.name,))
+    assert rows == [("dead", "superseded by a later try of its task", "1"), ("succeeded", None, "2")]
+    commit_w = pipe.worker("commit", "run-1", 1, batch.batch_id)
+    pipe.finish(commit_w, "run-1", 1)
+    assert commit_w.ok, commit_w.tail()
+    assert staged_files(pipe) == []
+    assert_exactly_once(committed_rows(ledger, pipe.name), produced)
