@@ -60,6 +60,22 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
                         "default": "",
                     },
+                    "attempt_lease_seconds": {
+                        "description": "How long a Spark attempt counts as alive without a heartbeat; its "
+                        "worker renews the lease every quarter of it while spark-submit runs.",
+                        "version_added": "0.2.0",
+                        "type": "float",
+                        "example": "120",
+                        "default": "120",
+                    },
+                    "attempt_wait_seconds": {
+                        "description": "How long a read waits for another run's live attempt of the same "
+                        "batch before failing with PipelineBusyError.",
+                        "version_added": "0.2.0",
+                        "type": "float",
+                        "example": "3600",
+                        "default": "3600",
+                    },
                     "ledger_schema": {
                         "description": "PostgreSQL schema holding the ledger tables.",
                         "version_added": "0.1.0",

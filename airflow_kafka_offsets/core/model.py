@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -176,6 +177,8 @@ class BatchReport:
     output_bytes: int
     spark_version: str
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The document as the Spark app wrote it: what the ledger stores, unchanged."""
 
     @property
     def records(self) -> int:

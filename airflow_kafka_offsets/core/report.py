@@ -16,6 +16,7 @@ def _optional_int(value: Any) -> int | None:
 
 
 def parse_report(raw: Mapping[str, Any]) -> BatchReport:
+    """Parse once where the report enters (the staging file, the ledger); the rest passes the result."""
     if raw.get("format") != REPORT_FORMAT:
         raise ReportMismatchError(f"unsupported report format {raw.get('format')!r}, expected {REPORT_FORMAT}")
     try:
@@ -39,6 +40,7 @@ def parse_report(raw: Mapping[str, Any]) -> BatchReport:
             output_bytes=int(raw.get("output_bytes") or 0),
             spark_version=str(raw.get("spark_version", "")),
             extra={k: raw[k] for k in ("application_id", "master", "attempt_id") if k in raw},
+            raw=dict(raw),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ReportMismatchError(f"malformed batch report: {exc!r}") from exc

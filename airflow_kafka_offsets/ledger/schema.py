@@ -125,6 +125,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # Records whose payload the optional JSON decode step could not parse (kept raw, listed in _errors/).
         "ALTER TABLE {s}.batch_ranges ADD COLUMN decode_errors bigint",
     ),
+    (
+        # Attempts hold a lease renewed while Spark runs; a running attempt whose lease ran out is
+        # dead (its worker was killed) and is marked so. Attempts started before have no lease: dead.
+        "ALTER TABLE {s}.attempts ADD COLUMN heartbeat_at timestamptz",
+        "ALTER TABLE {s}.attempts ADD COLUMN lease_expires_at timestamptz",
+        "ALTER TABLE {s}.attempts DROP CONSTRAINT attempts_state_check",
+        "ALTER TABLE {s}.attempts ADD CONSTRAINT attempts_state_check"
+        " CHECK (state IN ('running', 'succeeded', 'failed', 'dead'))",
+        "CREATE INDEX attempts_running ON {s}.attempts (pipeline, batch_id) WHERE state = 'running'",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

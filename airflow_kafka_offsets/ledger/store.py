@@ -31,7 +31,15 @@ from airflow_kafka_offsets.errors import (
     PipelineBusyError,
 )
 from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
-from airflow_kafka_offsets.core.model import BatchPlan, BatchState, PartitionRange, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.core.model import (
+    BatchPlan,
+    BatchReport,
+    BatchState,
+    PartitionRange,
+    PipelineSpec,
+    TopicPartition,
+)
+from airflow_kafka_offsets.core.report import parse_report
 from airflow_kafka_offsets.core.resets import PartitionReset, is_rewind, reset_ranges
 
 LOCK_NOT_AVAILABLE = "55P03"
@@ -52,14 +60,57 @@ class BatchRecord:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One Spark run of a batch; several may exist, any succeeded one may be committed."""
+    """One Spark run of a batch; several may exist, any succeeded one may be committed.
+
+    A running attempt is *live* while its lease lasts (its worker renews it while Spark runs);
+    once the lease has run out the worker is gone and the attempt is marked ``dead``.
+    """
 
     attempt_id: str
     pipeline: str
     batch_id: int
     state: str
     staging_uri: str
-    report: dict[str, Any] | None
+    report: BatchReport | None
+    actor: dict[str, Any]
+    started_at: datetime | None
+    finished_at: datetime | None
+    lease_expires_at: datetime | None
+    lease_left_s: float | None
+    error: str | None
+
+    @property
+    def live(self) -> bool:
+        return self.state == "running" and self.lease_left_s is not None and self.lease_left_s > 0
+
+    @property
+    def shown_state(self) -> str:
+        """live, dead, succeeded or failed: a running attempt whose lease ran out is dead."""
+        if self.state == "running":
+            return "live" if self.live else "dead"
+        return self.state
+
+
+ATTEMPT_COLUMNS = (
+    "attempt_id, pipeline, batch_id, state, staging_uri, report, actor, started_at, finished_at,"
+    " lease_expires_at, extract(epoch FROM lease_expires_at - now()), error"
+)
+
+
+def _attempt(row: tuple) -> Attempt:
+    attempt_id, pipeline, batch_id, state, staging_uri, report, actor, started, finished, lease, left, error = row
+    report = _json(report)
+    return Attempt(attempt_id, pipeline, int(batch_id), state, staging_uri,
+                   parse_report(report) if report else None, _json(actor) or {}, started, finished, lease,
+                   None if left is None else float(left), error)
+
+
+def describe_actor(actor: Mapping[str, Any] | None) -> str:
+    """'run R (dag D, task T, try N)' for log lines that name who did something."""
+    actor = actor or {}
+    details = [f"{label} {actor[key]}" for key, label in (("dag_id", "dag"), ("task_id", "task"), ("try_number", "try"))
+               if actor.get(key) is not None]
+    return f"run {actor.get('run_id')}" + (f" ({', '.join(details)})" if details else "")
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -241,9 +292,9 @@ class LedgerTransaction:
                 f"batch {plan.batch_id} of {plan.pipeline!r} cannot commit: cursor moved ({detail})"
             )
 
-    def record_commit(self, plan: BatchPlan, report: Mapping[str, Any] | None, actor: Mapping) -> int:
-        partitions = (report or {}).get("partitions", [])
-        records = sum(int(p["records"]) for p in partitions)
+    def record_commit(self, plan: BatchPlan, report: BatchReport | None, actor: Mapping) -> int:
+        partitions = report.partitions if report else ()
+        records = sum(p.records for p in partitions)
         if partitions:
             self.execute(
                 "UPDATE {s}.batch_ranges b SET records = r.records, min_offset = r.min_offset,"
@@ -252,13 +303,13 @@ class LedgerTransaction:
                 "   %s::bigint[]) AS r(topic, partition, records, min_offset, max_offset, payload_bytes, decode_errors)"
                 " WHERE b.pipeline = %s AND b.batch_id = %s AND b.topic = r.topic AND b.partition = r.partition",
                 (
-                    [p["topic"] for p in partitions],
-                    [int(p["partition"]) for p in partitions],
-                    [int(p["records"]) for p in partitions],
-                    [p["min_offset"] for p in partitions],
-                    [p["max_offset"] for p in partitions],
-                    [int(p.get("payload_bytes") or 0) for p in partitions],
-                    [int(p.get("decode_errors") or 0) for p in partitions],
+                    [p.topic for p in partitions],
+                    [p.partition for p in partitions],
+                    [p.records for p in partitions],
+                    [p.min_offset for p in partitions],
+                    [p.max_offset for p in partitions],
+                    [p.payload_bytes for p in partitions],
+                    [p.decode_errors for p in partitions],
                     plan.pipeline,
                     plan.batch_id,
                 ),
@@ -273,8 +324,8 @@ class LedgerTransaction:
             " WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
             (
                 records,
-                (report or {}).get("output_bytes", 0),
-                _jsonb(report) if report is not None else None,
+                report.output_bytes if report else 0,
+                _jsonb(report.raw) if report is not None else None,
                 _jsonb(actor),
                 plan.pipeline,
                 plan.batch_id,
@@ -380,31 +431,75 @@ class LedgerTransaction:
 
     # attempts ------------------------------------------------------------------
 
-    def start_attempt(self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Mapping) -> None:
+    def start_attempt(self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Mapping,
+                      lease_s: float) -> None:
         self.execute(
-            "INSERT INTO {s}.attempts (attempt_id, pipeline, batch_id, state, staging_uri, actor)"
-            " VALUES (%s, %s, %s, 'running', %s, %s::jsonb)",
-            (attempt_id, plan.pipeline, plan.batch_id, staging_uri, _jsonb(actor)),
+            "INSERT INTO {s}.attempts (attempt_id, pipeline, batch_id, state, staging_uri, actor, heartbeat_at,"
+            " lease_expires_at) VALUES (%s, %s, %s, 'running', %s, %s::jsonb, now(),"
+            " now() + make_interval(secs => %s))",
+            (attempt_id, plan.pipeline, plan.batch_id, staging_uri, _jsonb(actor), float(lease_s)),
         )
 
-    def finish_attempt(self, attempt_id: str, report: Mapping[str, Any] | None, error: str | None) -> None:
-        self.execute(
+    def renew_lease(self, attempt_id: str, lease_s: float) -> bool:
+        """Extend a running attempt's lease; False once it is no longer running (declared dead)."""
+        return self.execute(
+            "UPDATE {s}.attempts SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %s)"
+            " WHERE attempt_id = %s AND state = 'running'",
+            (float(lease_s), attempt_id),
+        ).rowcount == 1
+
+    def finish_attempt(self, attempt_id: str, report: BatchReport | None, error: str | None) -> bool:
+        """Record how a running attempt ended; False if it had been declared dead meanwhile."""
+        return self.execute(
             "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
-            " WHERE attempt_id = %s",
-            ("failed" if error else "succeeded", _jsonb(report) if report else None, error, attempt_id),
+            " WHERE attempt_id = %s AND state = 'running'",
+            ("failed" if error else "succeeded", _jsonb(report.raw) if report else None, error, attempt_id),
+        ).rowcount == 1
+
+    def mark_dead_attempts(self, pipeline: str, batch_id: int | None = None,
+                           superseded_by: Mapping[str, Any] | None = None) -> list[str]:
+        """Mark running attempts whose lease ran out as dead; returns their ids.
+
+        With ``superseded_by`` (an actor with a try number), attempts of earlier tries of the same
+        Airflow task and run are dead too: Airflow starts a try only after the previous one ended.
+        """
+        actor = superseded_by or {}
+        same_task = actor.get("try_number") is not None and actor.get("run_id") is not None
+        rows = self.fetchall(
+            "UPDATE {s}.attempts SET state = 'dead', finished_at = now(), error = CASE"
+            "   WHEN lease_expires_at IS NULL THEN 'no lease (started by an older version)'"
+            "   WHEN lease_expires_at <= now() THEN 'lease expired at ' || lease_expires_at::text"
+            "   ELSE 'superseded by a later try of its task' END"
+            " WHERE pipeline = %s AND (%s::bigint IS NULL OR batch_id = %s) AND state = 'running'"
+            " AND (lease_expires_at IS NULL OR lease_expires_at <= now()"
+            "      OR (%s AND actor->>'dag_id' IS NOT DISTINCT FROM %s AND actor->>'run_id' = %s"
+            "          AND actor->>'task_id' IS NOT DISTINCT FROM %s"
+            "          AND coalesce(actor->>'map_index', '') = coalesce(%s, '')"
+            "          AND (actor->>'try_number')::int < %s))"
+            " RETURNING attempt_id",
+            (pipeline, batch_id, batch_id, same_task, actor.get("dag_id"), actor.get("run_id"), actor.get("task_id"),
+             None if actor.get("map_index") is None else str(actor.get("map_index")),
+             int(actor["try_number"]) if same_task else 0),
         )
+        return [r[0] for r in rows]
+
+    def attempts(self, pipeline: str, batch_ids: Sequence[int]) -> list[Attempt]:
+        """Attempts of the given batches, oldest first."""
+        rows = self.fetchall(
+            f"SELECT {ATTEMPT_COLUMNS} FROM {{s}}.attempts WHERE pipeline = %s AND batch_id = ANY(%s::bigint[])"
+            " ORDER BY started_at, attempt_id",
+            (pipeline, list(batch_ids)),
+        )
+        return [_attempt(r) for r in rows]
 
     def latest_succeeded_attempt(self, pipeline: str, batch_id: int) -> Attempt | None:
         row = self.fetchone(
-            "SELECT attempt_id, pipeline, batch_id, state, staging_uri, report FROM {s}.attempts"
+            f"SELECT {ATTEMPT_COLUMNS} FROM {{s}}.attempts"
             " WHERE pipeline = %s AND batch_id = %s AND state = 'succeeded'"
             " ORDER BY finished_at DESC LIMIT 1",
             (pipeline, batch_id),
         )
-        if row is None:
-            return None
-        attempt_id, pipe, bid, state, staging_uri, report = row
-        return Attempt(attempt_id, pipe, int(bid), state, staging_uri, _json(report))
+        return None if row is None else _attempt(row)
 
     def audit(self, pipeline: str, batch_id: int | None, event: str, detail: Mapping, actor: Mapping) -> None:
         self.execute(
@@ -565,4 +660,4 @@ def raise_for_state(record: BatchRecord, wanted: BatchState) -> None:
         )
 
 
-__all__ = ["Attempt", "BatchRecord", "Ledger", "LedgerError", "LedgerTransaction", "raise_for_state"]
+__all__ = ["Attempt", "BatchRecord", "describe_actor", "Ledger", "LedgerError", "LedgerTransaction", "raise_for_state"]

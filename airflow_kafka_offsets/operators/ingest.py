@@ -18,12 +18,13 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
 from airflow_kafka_offsets.core.values import optional_int
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
+from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
-from airflow_kafka_offsets.config import ledger_schema, spark_settings
+from airflow_kafka_offsets.config import config_value, ledger_schema, spark_settings
 
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
     """Which Airflow run and try did this, for the ledger's audit trail."""
@@ -230,7 +231,9 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
     """Read the batch's ranges with Spark into a staging location and check Spark's report.
 
     Nothing runs when there is no batch, the batch is already committed, or it reads no
-    records. A killed task kills its spark-submit (and, in cluster mode, the driver).
+    records; no second Spark job runs when another run's attempt has read the batch or is
+    reading it (this one waits, ``[kafka_offsets] attempt_wait_seconds``). A killed task kills
+    its spark-submit (and, in cluster mode, the driver).
 
     :param batch_id: the batch to read (the plan task's ``output``, an int, or a template);
         default: the pipeline's planned batch.
@@ -320,8 +323,10 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
             KafkaClusterHook(self.kafka_conn_id).spark_properties() if plan.readable_ranges else {},
             actor_from_context(context),
             min_partitions=optional_int(self.min_partitions, "min_partitions", minimum=1),
+            lease_s=float(config_value("attempt_lease_seconds", str(DEFAULT_LEASE_S))),
+            wait_s=float(config_value("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
         )
-        records = sum(int(p["records"]) for p in report["partitions"]) if report else 0
+        records = report.records if report else 0
         return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
 
     def on_kill(self) -> None:

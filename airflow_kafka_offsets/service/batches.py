@@ -5,14 +5,16 @@ Kafka, Spark and the sink. Operators and the CLI are thin wrappers over these fu
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, SparkJobError
+from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, PipelineBusyError, SparkJobError
 from airflow_kafka_offsets.service.faults import crash_point
-from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
+from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction, describe_actor, raise_for_state
 from airflow_kafka_offsets.core.model import (
     BatchPlan,
     BatchReport,
@@ -97,7 +99,7 @@ def load_batch(ledger: Ledger, pipeline: str, batch_id: int | None) -> BatchPlan
         record = tx.batch(pipeline, batch_id)
     if record.state is BatchState.COMMITTED:
         log.info("pipeline %s: batch %s was already committed at %s by %s", pipeline, batch_id,
-                 record.committed_at, record.committed_by)
+                 record.committed_at, describe_actor(record.committed_by))
         return None
     if record.state is BatchState.ABORTED:
         raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} was aborted; it cannot run")
@@ -135,6 +137,83 @@ def check_decode_errors(plan: BatchPlan, report: BatchReport, decode: DecodeSpec
     )
 
 
+@dataclass(frozen=True)
+class StagedAttempt:
+    """A Spark attempt that succeeded; ``batch_state`` is the batch's state when it ended."""
+
+    attempt_id: str
+    staging_uri: str
+    report: BatchReport
+    batch_state: BatchState
+
+
+def start_attempt(tx: LedgerTransaction, sink: LocalDirectorySink, plan: BatchPlan, actor: Mapping[str, Any],
+                  lease_s: float) -> tuple[str, str]:
+    """Record a new running attempt with its lease; returns (attempt id, staging URI)."""
+    attempt_id = uuid.uuid4().hex
+    staging_uri = sink.staging_uri(plan.pipeline, plan.batch_id, attempt_id)
+    tx.start_attempt(plan, attempt_id, staging_uri, actor, lease_s)
+    return attempt_id, staging_uri
+
+
+def execute_attempt(
+    ledger: Ledger,
+    sink: LocalDirectorySink,
+    plan: BatchPlan,
+    attempt_id: str,
+    staging_uri: str,
+    submit: Callable[[dict[str, Any]], None],
+    kafka_properties: Mapping[str, str],
+    min_partitions: int | None = None,
+    lease_s: float = DEFAULT_LEASE_S,
+) -> StagedAttempt:
+    """Run a started attempt's Spark job, renewing its lease meanwhile, and record how it ended.
+
+    The end is recorded with the batch row locked, so it is ordered against a commit: either the
+    commit sees this attempt ended (and cleans its staging), or this attempt sees the batch
+    committed. An attempt declared dead while Spark ran may have lost its staging: refused.
+    """
+    with ledger.transaction() as tx:
+        decode = tx.pipeline_spec(plan.pipeline).decode
+    try:
+        with LeaseKeeper(ledger, attempt_id, lease_s):
+            submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode))
+        raw = sink.read_report(staging_uri)
+        if raw is None:
+            raise SparkJobError(f"Spark finished but wrote no report to {staging_uri}")
+        report = parse_report(raw)
+        check_report(plan, report)
+        check_decode_errors(plan, report, decode)
+    except BaseException as exc:
+        with ledger.transaction() as tx:
+            state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state
+            tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])
+        if state is not BatchState.PLANNED:  # no commit will clean it up; a planned batch keeps it to inspect
+            sink.discard_attempt(staging_uri)
+        raise
+    with ledger.transaction() as tx:
+        state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state
+        held = tx.finish_attempt(attempt_id, report, None)
+    if not held:
+        sink.discard_attempt(staging_uri)
+        raise SparkJobError(
+            f"attempt {attempt_id} of batch {plan.batch_id} of pipeline {plan.pipeline!r} lost its lease: it was "
+            "declared dead while Spark ran (a pause longer than the lease?), so its output may be incomplete and "
+            "was discarded; run the read again"
+        )
+    crash_point("after_spark")
+    log.info("pipeline %s: batch %s staged by attempt %s\n%s", plan.pipeline, plan.batch_id, attempt_id,
+             partition_table(plan.ranges, report=report))
+    return StagedAttempt(attempt_id, staging_uri, report, state)
+
+
+def _still_staged(sink: LocalDirectorySink, plan: BatchPlan, attempt: Attempt) -> bool:
+    """The attempt's output is still there: in its staging, or published by a commit that crashed."""
+    if sink.read_report(attempt.staging_uri) is not None:
+        return True
+    return (sink.read_report(plan.output_uri) or {}).get("attempt_id") == attempt.attempt_id
+
+
 def run_batch(
     ledger: Ledger,
     sink: LocalDirectorySink,
@@ -143,37 +222,78 @@ def run_batch(
     kafka_properties: Mapping[str, str],
     actor: Mapping[str, Any],
     min_partitions: int | None = None,
-) -> dict[str, Any] | None:
-    """Run one Spark attempt of a planned batch into its own staging location; returns its report.
+    *,
+    lease_s: float = DEFAULT_LEASE_S,
+    wait_s: float = DEFAULT_WAIT_S,
+    poll_s: float = 2.0,
+) -> BatchReport | None:
+    """Read a planned batch into staging once; returns the report of the attempt that read it.
 
-    An empty batch (only new partitions or skipped spans) needs no Spark run.
+    A succeeded attempt of the batch (an earlier try's, or another run's) is used as it is. While
+    another run's attempt is live (its lease has not run out), this run waits for it, at most
+    ``wait_s`` seconds, instead of starting a second Spark job; if that attempt dies or fails, this
+    run starts its own. Returns None when the batch reads no records (Spark is skipped) or was
+    committed meanwhile.
     """
     if not plan.readable_ranges:
         log.info("pipeline %s: batch %s reads no records; Spark is skipped", plan.pipeline, plan.batch_id)
         return None
-    attempt_id = uuid.uuid4().hex
-    staging_uri = sink.staging_uri(plan.pipeline, plan.batch_id, attempt_id)
-    with ledger.transaction() as tx:
-        decode = tx.pipeline_spec(plan.pipeline).decode
-        tx.start_attempt(plan, attempt_id, staging_uri, actor)
-    try:
-        submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode))
-        report = sink.read_report(staging_uri)
-        if report is None:
-            raise SparkJobError(f"Spark finished but wrote no report to {staging_uri}")
-        parsed = parse_report(report)
-        check_report(plan, parsed)
-        check_decode_errors(plan, parsed, decode)
-    except BaseException as exc:
+    deadline = time.monotonic() + wait_s
+    waited_for: str | None = None
+    while True:
         with ledger.transaction() as tx:
-            tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])
-        raise
+            record = tx.batch(plan.pipeline, plan.batch_id, for_update=True)  # one attempt starts at a time
+            if record.state is BatchState.COMMITTED:
+                log.info("pipeline %s: batch %s was already committed at %s by %s; nothing to read", plan.pipeline,
+                         plan.batch_id, record.committed_at, describe_actor(record.committed_by))
+                return None
+            raise_for_state(record, BatchState.PLANNED)
+            for dead in tx.mark_dead_attempts(plan.pipeline, plan.batch_id, superseded_by=actor):
+                log.warning("pipeline %s: attempt %s of batch %s is dead (lease run out, or its task was retried)",
+                            plan.pipeline, dead, plan.batch_id)
+            done = tx.latest_succeeded_attempt(plan.pipeline, plan.batch_id)
+            if done is not None and _still_staged(sink, plan, done):
+                log.info("pipeline %s: batch %s was already read by attempt %s of %s; using its report, no Spark "
+                         "run", plan.pipeline, plan.batch_id, done.attempt_id, describe_actor(done.actor))
+                return done.report
+            live = next((a for a in tx.attempts(plan.pipeline, [plan.batch_id]) if a.live), None)
+            if live is None:
+                attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, lease_s)
+                break
+        if time.monotonic() >= deadline:
+            raise PipelineBusyError(
+                f"batch {plan.batch_id} of pipeline {plan.pipeline!r} is being read by attempt {live.attempt_id} of "
+                f"{describe_actor(live.actor)} (lease until {live.lease_expires_at}); gave up after waiting "
+                f"{wait_s:.0f}s for it: retry later, or let its lease run out if its worker is gone"
+            )
+        if waited_for != live.attempt_id:
+            log.info("pipeline %s: batch %s is being read by attempt %s of %s; waiting for it (up to %.0fs) instead "
+                     "of reading it again", plan.pipeline, plan.batch_id, live.attempt_id, describe_actor(live.actor),
+                     max(deadline - time.monotonic(), 0))
+            waited_for = live.attempt_id
+        time.sleep(poll_s)
+    staged = execute_attempt(ledger, sink, plan, attempt_id, staging_uri, submit, kafka_properties, min_partitions,
+                             lease_s)
+    if staged.batch_state is not BatchState.PLANNED:
+        sink.discard_attempt(staging_uri)
+        record = ledger.batch(plan.pipeline, plan.batch_id)
+        log.info("pipeline %s: batch %s was %s by %s while attempt %s ran; its output is discarded", plan.pipeline,
+                 plan.batch_id, record.state.value, describe_actor(record.committed_by), attempt_id)
+        return None
+    return staged.report
+
+
+def discard_ended_attempts(ledger: Ledger, sink: LocalDirectorySink, pipeline: str, batch_id: int) -> list[str]:
+    """After a batch is committed or aborted: remove the staging of its attempts that have ended.
+
+    A live attempt is left alone; it removes its own staging when it ends (see execute_attempt).
+    """
     with ledger.transaction() as tx:
-        tx.finish_attempt(attempt_id, report, None)
-    crash_point("after_spark")
-    log.info("pipeline %s: batch %s staged by attempt %s\n%s", plan.pipeline, plan.batch_id, attempt_id,
-             partition_table(plan.ranges, report=parse_report(report)))
-    return report
+        tx.mark_dead_attempts(pipeline, batch_id)
+        ended = [a for a in tx.attempts(pipeline, [batch_id]) if a.state != "running"]
+    for attempt in ended:
+        sink.discard_attempt(attempt.staging_uri)
+    return [a.attempt_id for a in ended]
 
 
 def commit_batch(
@@ -194,7 +314,7 @@ def commit_batch(
         plan = record.plan
         if record.state is BatchState.COMMITTED:
             log.info("pipeline %s: batch %s was already committed at %s by %s; nothing to do", pipeline,
-                     batch_id, record.committed_at, record.committed_by)
+                     batch_id, record.committed_at, describe_actor(record.committed_by))
             return CommitOutcome(plan, committed_now=False, records=record.records_committed or 0)
         if record.state is not BatchState.PLANNED:
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
@@ -206,7 +326,7 @@ def commit_batch(
                     f"batch {batch_id} of pipeline {pipeline!r} has no successful Spark attempt to commit"
                 )
             report = attempt.report
-            check_report(plan, parse_report(report))
+            check_report(plan, report)
             published = sink.read_report(plan.output_uri) or {}
             if published.get("attempt_id") == attempt.attempt_id:
                 log.info("pipeline %s: batch %s attempt %s was published by an earlier try", pipeline, batch_id,
@@ -218,7 +338,7 @@ def commit_batch(
         records = tx.record_commit(plan, report, actor)
         crash_point("in_commit_transaction")
     crash_point("after_commit")
-    sink.discard_staging(pipeline, batch_id)
+    discard_ended_attempts(ledger, sink, pipeline, batch_id)
     log.info("pipeline %s: committed batch %s (%s records) at %s\n%s", pipeline, batch_id, records,
-             plan.output_uri, partition_table(plan.ranges, report=parse_report(report) if report else None))
+             plan.output_uri, partition_table(plan.ranges, report=report))
     return CommitOutcome(plan, committed_now=True, records=records)

@@ -1,4 +1,4 @@
-"""Manual operations on a pipeline: status and lag, replay, offset reset, catch-up, abort.
+"""Manual operations on a pipeline: status and lag, replay, offset reset, catch-up, abort (sweep: sweep.py).
 
 Used by the manual-operations DAG (trigger form) and the ``airflow-kafka-offsets``
 CLI. Every change goes through the ledger, so it keeps its account of every
@@ -13,10 +13,19 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_kafka_offsets.service.batches import OffsetsSource, commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.batches import (
+    OffsetsSource,
+    commit_batch,
+    discard_ended_attempts,
+    execute_attempt,
+    plan_batch,
+    run_batch,
+    start_attempt,
+)
+from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.ledger import Attempt, Ledger
 from airflow_kafka_offsets.core.model import BatchState, TopicPartition
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.sinks import LocalDirectorySink
@@ -41,6 +50,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
             " FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id DESC LIMIT %s",
             (pipeline, last),
         )
+        attempts = tx.attempts(pipeline, [b[0] for b in batches])
     offsets = kafka.offsets(spec.topics)
     lagging = {tp: cursors[tp] for tp in offsets if tp in cursors and cursors[tp] < offsets[tp].latest}
     oldest_unread = kafka.timestamps_at(lagging)
@@ -78,6 +88,25 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
              "committed_at": b[7].isoformat() if b[7] else None}
             for b in batches
         ],
+        "attempts": [attempt_status(a) for a in attempts],
+        "attempt_counts": {state: sum(a.shown_state == state for a in attempts) for state in ATTEMPT_STATES},
+    }
+
+
+ATTEMPT_STATES = ("live", "dead", "succeeded", "failed")
+
+
+def attempt_status(attempt: Attempt) -> dict[str, Any]:
+    """An attempt as status shows it: a running attempt whose lease ran out is dead, marked or not."""
+    return {
+        "attempt_id": attempt.attempt_id,
+        "batch_id": attempt.batch_id,
+        "state": attempt.shown_state,
+        "run_id": attempt.actor.get("run_id"),
+        "started_at": attempt.started_at.isoformat() if attempt.started_at else None,
+        "finished_at": attempt.finished_at.isoformat() if attempt.finished_at else None,
+        "lease_expires_at": attempt.lease_expires_at.isoformat() if attempt.lease_expires_at else None,
+        "error": attempt.error,
     }
 
 
@@ -95,8 +124,14 @@ def render_status(status: Mapping[str, Any]) -> str:
     flight = status["in_flight"]
     flight_line = (f"in flight: batch {flight['batch_id']} planned at {flight['planned_at']} "
                    f"({flight['records_planned']} records)" if flight else "in flight: none")
+    attempts = render_table(
+        ["attempt", "batch", "state", "run", "started", "ended / lease until"],
+        [[a["attempt_id"][:12], a["batch_id"], a["state"], a["run_id"], a["started_at"],
+          a["finished_at"] or a["lease_expires_at"]] for a in status["attempts"]],
+    )
+    counts = ", ".join(f"{n} {state}" for state, n in status["attempt_counts"].items())
     return (f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
-            f"{flight_line}\n\n{parts}\n\n{batches}")
+            f"{flight_line}\n\n{parts}\n\n{batches}\n\nSpark attempts: {counts}\n{attempts}")
 
 
 # replay -------------------------------------------------------------------------
@@ -177,11 +212,14 @@ def replay_batch(
         raise BatchStateError(f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay")
     sink = LocalDirectorySink(root)
     plan = record.plan
-    report = run_batch(ledger, sink, plan, submit, kafka_properties, actor)
-    got = {TopicPartition(p["topic"], int(p["partition"])): (int(p["records"]), p["min_offset"], p["max_offset"])
-           for p in (report or {}).get("partitions", [])}
+    with ledger.transaction() as tx:
+        tx.batch(pipeline, batch_id, for_update=True)  # ordered against a sweep of the batch's staging
+        attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, DEFAULT_LEASE_S)
+    report = execute_attempt(ledger, sink, plan, attempt_id, staging_uri, submit, kafka_properties).report
+    got = {p.topic_partition: (p.records, p.min_offset, p.max_offset) for p in report.partitions}
     expected = {tp: c for tp, c in committed.items() if c[0] > 0}
     if got != expected:
+        sink.discard_attempt(staging_uri)
         raise ReportMismatchError(
             f"replay of batch {batch_id} of {pipeline!r} read {got} but the batch committed {expected} "
             "(records deleted by retention since?); nothing was published"
@@ -189,10 +227,10 @@ def replay_batch(
     destination = plan.output_uri if target_root is None else sink.output_uri(pipeline, batch_id)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
-        sink.publish(sink.staging_uri(pipeline, batch_id, report["attempt_id"]), destination)
+        sink.publish(staging_uri, destination)
         tx.audit(pipeline, batch_id, "replay", {"output_uri": destination, "in_place": target_root is None,
-                                                "records": sum(c[0] for c in got.values())}, actor)
-    sink.discard_staging(pipeline, batch_id)
+                                                "records": report.records}, actor)
+    sink.discard_attempt(staging_uri)  # only this attempt's: another replay may still be staging
     log.info("pipeline %s: replayed batch %s into %s", pipeline, batch_id, destination)
     return destination
 
@@ -256,12 +294,29 @@ def reset_offsets(
 
 
 def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Mapping[str, Any]) -> int:
+    """Give up the planned batch and take back anything of it a reader could see.
+
+    A crash between publish and commit leaves the batch's output directory published; it is
+    moved back into staging inside the abort's transaction (so a failed abort leaves the batch
+    planned and committable), then the staging of its ended attempts is removed. A live attempt
+    removes its own when it ends.
+    """
     with ledger.transaction() as tx:
         tx.lock_existing_pipeline(pipeline)
         planned = tx.planned_batch_id(pipeline)
         if planned is None:
             raise BatchStateError(f"pipeline {pipeline!r} has no planned batch to abort")
         tx.abort_batch(pipeline, planned, reason, actor)
+        plan = tx.batch(pipeline, planned).plan
+        sink = LocalDirectorySink(tx.output_root(pipeline))
+        withdrawn = sink.withdraw(plan.output_uri, lambda attempt_id: sink.staging_uri(pipeline, planned, attempt_id))
+        if withdrawn:
+            tx.audit(pipeline, planned, "withdrawn", {"output_uri": plan.output_uri}, actor)
+    if withdrawn:
+        log.info("pipeline %s: the published output of aborted batch %s was withdrawn from %s", pipeline, planned,
+                 plan.output_uri)
+        sink.discard_attempt(withdrawn)
+    discard_ended_attempts(ledger, sink, pipeline, planned)
     return planned
 
 

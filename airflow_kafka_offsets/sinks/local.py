@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -123,7 +124,54 @@ class LocalDirectorySink:
         finally:
             os.close(fd)
 
-    def discard_staging(self, pipeline: str, batch_id: int) -> None:
-        """Remove every staged attempt of a batch (after it is committed)."""
+    def withdraw(self, output_uri: str, staging_uri_of: Callable[[str], str]) -> str | None:
+        """Take a published (never committed) output back out of readers' sight, into staging.
+
+        Called while the batch's ledger row is locked, before its abort is committed: if that
+        transaction fails, the batch is still planned and its attempt is staged again where
+        ``staging_uri_of(attempt_id)`` puts it. Returns where the output went, or None.
+        """
+        final = self._inside(_local_path(output_uri))
+        if not final.exists():
+            return None
+        attempt_id = str((self.read_report(output_uri) or {}).get("attempt_id") or f"withdrawn-{uuid.uuid4().hex}")
+        target = self._inside(_local_path(staging_uri_of(attempt_id)))
+        if target.exists():
+            target = target.with_name(f"{target.name}.withdrawn-{uuid.uuid4().hex}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        final.rename(target)
+        return _file_uri(target)
+
+    def remove_output(self, output_uri: str) -> bool:
+        """Delete a batch's output directory (of an aborted batch); True if there was one."""
+        final = self._inside(_local_path(output_uri))
+        if not final.exists():
+            return False
+        shutil.rmtree(final)
+        return True
+
+    def discard_attempt(self, staging_uri: str) -> None:
+        """Remove one attempt's staging, and the batch's staging directory once it is empty."""
+        staged = self._inside(_local_path(staging_uri))
+        shutil.rmtree(staged, ignore_errors=True)
+        for leftover in staged.parent.glob(f"{staged.name}.*"):  # .replaced / .withdrawn-* of this attempt
+            shutil.rmtree(leftover, ignore_errors=True)
+        try:
+            staged.parent.rmdir()
+        except OSError:  # other attempts are still staged there
+            pass
+
+    def staged_attempts(self, pipeline: str) -> dict[int, list[str]]:
+        """Staging directories on disk per batch id (attempt directories and their leftovers)."""
         validate_pipeline_name(pipeline)
-        shutil.rmtree(self.root / STAGING_DIR / pipeline / f"batch={batch_id:012d}", ignore_errors=True)
+        found: dict[int, list[str]] = {}
+        for batch_dir in sorted((self.root / STAGING_DIR / pipeline).glob("batch=*")):
+            try:
+                batch_id = int(batch_dir.name.removeprefix("batch="))
+            except ValueError:
+                continue
+            found[batch_id] = [_file_uri(d) for d in sorted(batch_dir.iterdir()) if d.is_dir()]
+        return found
+
+    def exists(self, uri: str) -> bool:
+        return self._inside(_local_path(uri)).exists()

@@ -121,7 +121,7 @@ def test_stale_workers_are_fenced(stack, ledger, schema, pipe):
     # A: a reader that stops (presumed dead) right after its Spark attempt succeeded
     reader_a = pipe.worker("read", "run-a", 1, batch.batch_id, {PAUSE_ENV: "after_spark"})
     assert wait_paused(reader_a), reader_a.tail()
-    # its successor replays the same plan and reads again (a second attempt)
+    # its successor replays the same plan; its read finds A's succeeded attempt and uses it
     replay = plan(ledger, spec, stack)
     assert replay.replayed and replay.plan == batch
     read(ledger, spec, stack, replay)
@@ -243,3 +243,6 @@ def test_two_dag_runs_started_together(stack, airflow_db, ledger, schema, pipe, 
     assert ledger.contiguity_problems(pipe.name) == []
     with ledger.transaction() as tx:
         assert tx.planned_batch_id(pipe.name) is None
+        # one Spark job for the batch: the other run waited for it, used it, or found the batch committed
+        assert tx.fetchall("SELECT state FROM {s}.attempts WHERE pipeline = %s", (pipe.name,)) == [("succeeded",)]
+    assert not list((Path(pipe.output_root) / "_staging").rglob("*.parquet"))

@@ -19,7 +19,7 @@ from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
-from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
+from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionRange, PartitionReport
 from airflow_kafka_offsets.errors import DataLossError, KafkaUnavailableError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.operators import (
@@ -128,9 +128,9 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(SparkBatchSubmitter, "check", lambda self: ((), ()))
 
     def fake_run(ledger: Any, sink: Any, plan: BatchPlan, submit: SparkBatchSubmitter, props: dict[str, str],
-                 actor: Any, min_partitions: int | None = None) -> dict[str, Any]:
-        seen.update(settings=submit.settings, props=props, min_partitions=min_partitions)
-        return {"partitions": [{"records": 9}]}
+                 actor: Any, min_partitions: int | None = None, lease_s: float = 0, wait_s: float = 0) -> BatchReport:
+        seen.update(settings=submit.settings, props=props, min_partitions=min_partitions, lease_s=lease_s)
+        return BatchReport("orders", 4, (PartitionReport("orders", 0, 9, 10, 18, 9, 90),), 900, "4.2.0")
 
     monkeypatch.setattr(ingest, "run_batch", fake_run)
     op = KafkaBatchSparkOperator(task_id="read", pipeline="orders", batch_id=4, spark_conn_id="sp",
@@ -140,7 +140,7 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
     settings: SparkSettings = seen["settings"]
     assert (settings.conn_id, settings.jars, dict(settings.conf), settings.driver_memory) == (
         "sp", ("/j/a.jar", "/j/b.jar"), {"spark.x": "1"}, "2g")
-    assert seen["min_partitions"] == 6
+    assert seen["min_partitions"] == 6 and seen["lease_s"] == 120.0
     assert seen["props"]["sasl.jaas.config"].startswith("org.apache.kafka.common.security.plain.PlainLoginModule")
     op.batch_id = 5
     assert op.execute(context()) is None  # nothing to read: no Spark
