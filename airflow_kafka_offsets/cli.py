@@ -1,4 +1,4 @@
-"""``airflow-kafka-offsets``: status, replay, reset, catch-up and abort from a shell.
+"""``airflow-kafka-offsets``: status, replay, reset, catch-up, abort and sweep from a shell.
 
 Connections come from Airflow (``--kafka-conn-id``, ``--postgres-conn-id``,
 ``--spark-conn-id``), as for the operators. Tables by default, ``--json`` for machines.
@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                 else:
                     mode.add_argument(f"--{reset_mode.value}", dest="reset_mode", action="store_const",
                                       const=reset_mode.value)
-            cmd.add_argument("--execute", action="store_true", help="apply the reset (default: dry run)")
+        if "dry_run" in (f.name for f in FIELDS if op.name in f.operations):
+            cmd.add_argument("--execute", action="store_true", help=f"apply the {_command(op.name)} (default: dry run)")
     return parser
 
 
@@ -76,6 +77,7 @@ def request_from_args(args: argparse.Namespace) -> OperationRequest:
             if value is not None:
                 raw["reset_mode"], raw["reset_value"] = reset_mode.value, value
                 labels["reset_value"] = f"--{reset_mode.value}"
+    if hasattr(args, "execute"):
         raw["dry_run"] = not args.execute
     return parse_request(raw, labels)
 

@@ -40,6 +40,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("reset", "Reset", "move the cursor (a dry run unless told to apply it)"),
     Operation("catch_up", "Catch-up", "drain a backlog in capped batches", uses_spark=True),
     Operation("abort", "Abort", "abort the planned batch"),
+    Operation("sweep", "Sweep", "remove staging of dead attempts and output of aborted batches (a dry run unless"
+                                " told to apply it)"),
 )
 OPERATION_NAMES: tuple[str, ...] = tuple(op.name for op in OPERATIONS)
 
@@ -280,8 +282,8 @@ FIELDS: tuple[Field, ...] = (
     Field("reset_partitions", "Reset: partitions", "Comma-separated partition numbers, e.g. 0,2 (empty: every"
           " partition).", ("reset",), parse_partitions, section="Reset", pattern=_blank_or(_PARTITIONS),
           cli="--partitions"),
-    Field("dry_run", "Reset: dry run", "Show before and after without changing anything.", ("reset",),
-          parse_bool, json_type="boolean", default=True, section="Reset"),
+    Field("dry_run", "Dry run", "Reset and sweep: show what would change without changing anything.",
+          ("reset", "sweep"), parse_bool, json_type="boolean", default=True),
     Field("catch_up_max_batches", "Catch-up: at most this many batches", "Between 1 and 10000 (empty: 10).",
           ("catch_up",), _max_batches, json_type="integer", default=10, section="Catch-up", minimum=1,
           maximum=10000, cli="--max-batches"),

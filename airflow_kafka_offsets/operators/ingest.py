@@ -18,6 +18,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
 from airflow_kafka_offsets.core.values import optional_int
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
+from airflow_kafka_offsets.service.operations import pipeline_sink
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
@@ -133,8 +134,7 @@ class KafkaOffsetsBaseOperator(BaseOperator):
         return LedgerHook(self.postgres_conn_id, ledger_schema(self.ledger_schema)).get_conn()
 
     def sink_for(self, ledger: Ledger) -> LocalDirectorySink:
-        with ledger.transaction() as tx:
-            return LocalDirectorySink(tx.output_root(self.pipeline))
+        return pipeline_sink(ledger, self.pipeline)
 
 
 class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):

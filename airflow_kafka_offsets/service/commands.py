@@ -16,6 +16,7 @@ from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.operation_fields import OperationRequest, reset_request
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service import operations as ops
+from airflow_kafka_offsets.service.sweep import sweep
 
 Submit = Callable[[dict[str, Any]], None]
 
@@ -92,12 +93,22 @@ def _catch_up(request: OperationRequest, ctx: OperationContext) -> OperationResu
                                  f" lag left {outcome.lag_left}")
 
 
+def _sweep(request: OperationRequest, ctx: OperationContext) -> OperationResult:
+    dry_run = bool(request.get("dry_run"))
+    sink = ops.pipeline_sink(ctx.ledger, request.pipeline)
+    outcome = sweep(ctx.ledger, sink, request.pipeline, dry_run=dry_run, actor=ctx.actor)
+    head = ("dry run, nothing removed (turn dry run off, or add --execute, to apply)" if dry_run
+            else f"removed {len(outcome.items)} location(s)")
+    return OperationResult(outcome.to_json(), f"sweep {request.pipeline}: {head}\n{outcome.table()}")
+
+
 HANDLERS: Mapping[str, Callable[[OperationRequest, OperationContext], OperationResult]] = {
     "status": _status,
     "replay": _replay,
     "reset": _reset,
     "catch_up": _catch_up,
     "abort": _abort,
+    "sweep": _sweep,
 }
 
 

@@ -32,6 +32,12 @@ from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.core.tables import render_table
 
 log = logging.getLogger(__name__)
+
+
+def pipeline_sink(ledger: Ledger, pipeline: str) -> LocalDirectorySink:
+    """The sink of a pipeline, at the output root stored in its spec."""
+    with ledger.transaction() as tx:
+        return LocalDirectorySink(tx.output_root(pipeline))
 Submit = Callable[[dict[str, Any]], None]
 
 

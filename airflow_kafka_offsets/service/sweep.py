@@ -38,6 +38,10 @@ class SweepOutcome:
     items: tuple[SweepItem, ...]
     marked_dead: tuple[str, ...]
 
+    def to_json(self) -> dict[str, Any]:
+        return {"pipeline": self.pipeline, "dry_run": self.dry_run, "items": [asdict(i) for i in self.items],
+                "marked_dead": list(self.marked_dead)}
+
     def table(self) -> str:
         return render_table(["batch", "kind", "attempt", "path"],
                             [[i.batch_id, i.kind, (i.attempt_id or "")[:12], i.path] for i in self.items])

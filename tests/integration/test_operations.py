@@ -21,6 +21,7 @@ from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.core.operation_fields import build_reset_request, parse_offset_ranges
+from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
 from .pipeline import ACTOR, plan, run_once, submitter
@@ -272,6 +273,19 @@ def test_cli_json_is_one_document_for_every_subcommand_and_matches_the_ledger(st
     abort = cli_json("abort", *common, "--reason", "records deleted")
     assert abort == {"aborted": planned, "reason": "records deleted"}
     assert ledger.batch("clij", planned).state.value == "aborted"
+    assert ledger.cursors("clij") == {TP(topic, 0): 12}
+
+    # A staging directory no attempt in the ledger owns (a worker killed before it recorded its attempt).
+    orphan = Path(LocalDirectorySink(str(tmp_path / "out")).staging_uri("clij", planned, "0" * 32).removeprefix("file://"))
+    orphan.mkdir(parents=True)
+    (orphan / "part-00000.parquet").write_bytes(b"partial")
+    dry = cli_json("sweep", *common)
+    assert dry["dry_run"] is True and [(i["kind"], i["batch_id"]) for i in dry["items"]] == [
+        ("unknown_staging", planned)]
+    assert orphan.exists()
+    done = cli_json("sweep", *common, "--execute")
+    assert done["dry_run"] is False and [i["path"] for i in done["items"]] == [f"file://{orphan}"]
+    assert not orphan.exists()
     assert ledger.cursors("clij") == {TP(topic, 0): 12}
 
 

@@ -122,7 +122,7 @@ BAD = [
      "Reset: partitions: '1;2' is not a list of partition numbers: use comma-separated numbers such as 0,2, or"
      " leave it empty for every partition"),
     ({"operation": "reset", "reset_partitions": "-1"}, "'-1' is not a list of partition numbers"),
-    ({"operation": "reset", "dry_run": "maybe"}, "Reset: dry run: expected true or false, got 'maybe'"),
+    ({"operation": "reset", "dry_run": "maybe"}, "Dry run: expected true or false, got 'maybe'"),
     ({"operation": "catch_up", "catch_up_max_batches": 0}, "Catch-up: at most this many batches: must be at least 1"),
     ({"operation": "catch_up", "catch_up_max_batches": "lots"}, "expected a whole number such as 10, got 'lots'"),
 ]
