@@ -8,6 +8,8 @@
   Refused while a batch is planned; the skipped or rewound span is recorded in the ledger.
 - **catch_up**: drain a backlog as a sequence of capped batches in one run.
 - **abort**: give up the planned batch (e.g. its records were deleted before it could be read).
+- **sweep**: remove the staging of dead attempts and the output of aborted batches (dry run by
+  default); never touches a live attempt.
 
 Only the fields of the chosen operation are read; the others may stay empty. Empty means
 "every topic" / "every partition" / "in place" where the field says so.
@@ -26,7 +28,7 @@ from airflow_kafka_offsets.operators import KafkaPipelineOperationOperator
 
 with DAG(
     dag_id="kafka_offsets_manual_ops",
-    description="Status, replay, offset reset and catch-up for a Kafka ingestion pipeline",
+    description="Status, replay, offset reset, catch-up, abort and sweep for a Kafka ingestion pipeline",
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
