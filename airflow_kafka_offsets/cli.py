@@ -55,11 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
             mode = cmd.add_mutually_exclusive_group(required=True)
             for reset_mode in ResetMode:
                 if reset_mode.takes_value:
-                    mode.add_argument(f"--{reset_mode.value}", dest=f"reset_value_{reset_mode.name}",
-                                      metavar="VALUE")
+                    mode.add_argument(f"--{reset_mode.value}", dest=f"reset_value_{reset_mode.name}", metavar="VALUE")
                 else:
-                    mode.add_argument(f"--{reset_mode.value}", dest="reset_mode", action="store_const",
-                                      const=reset_mode.value)
+                    mode.add_argument(
+                        f"--{reset_mode.value}", dest="reset_mode", action="store_const", const=reset_mode.value
+                    )
         if "dry_run" in (f.name for f in FIELDS if op.name in f.operations):
             cmd.add_argument("--execute", action="store_true", help=f"apply the {_command(op.name)} (default: dry run)")
     return parser
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     request = request_from_args(args)
     # Imported here, so that --help and bad input answer without loading Airflow.
     from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter
-    from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
     from airflow_kafka_offsets.config import ledger_schema, spark_settings
+    from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
     from airflow_kafka_offsets.service.commands import OperationContext, run_operation
 
     ledger = LedgerHook(args.postgres_conn_id, ledger_schema(args.ledger_schema)).get_conn()
@@ -119,8 +119,9 @@ def stdout_for_results_only() -> Iterator[TextIO]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if not args.json else logging.WARNING, format="%(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO if not args.json else logging.WARNING, format="%(message)s", stream=sys.stderr
+    )
     with stdout_for_results_only() as out:
         try:
             data, text = run(args)

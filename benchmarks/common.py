@@ -61,8 +61,9 @@ def loadavg() -> list[float]:
         return []
 
 
-def run(argv: Sequence[str], *, timeout: float = 3600, env: dict[str, str] | None = None,
-        cwd: str | None = None) -> subprocess.CompletedProcess:
+def run(
+    argv: Sequence[str], *, timeout: float = 3600, env: dict[str, str] | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess:
     result = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     if result.returncode != 0:
         raise RuntimeError(
@@ -143,8 +144,9 @@ def machine_info(info: Any, pg_version: str | None = None) -> dict[str, Any]:
         "pyspark": pyspark.__version__,
         "spark_kafka_connector": connector,
         "kafka_broker": kafka_version,
-        "confluent_kafka":
-            f"{_version(confluent_kafka.version())} (librdkafka {_version(confluent_kafka.libversion())})",
+        "confluent_kafka": (
+            f"{_version(confluent_kafka.version())} (librdkafka {_version(confluent_kafka.libversion())})"
+        ),
         "pyarrow": pyarrow.__version__,
         "postgresql": pg_version,
         "airflow_kafka_offsets": airflow_kafka_offsets.__version__,

@@ -41,8 +41,12 @@ def children_cpu() -> float:
 def event_log_conf(directory: Path) -> dict[str, str]:
     directory.mkdir(parents=True, exist_ok=True)
     # Spark 4 rolls and compresses event logs by default; one plain file is easier to read here.
-    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{directory}",
-            "spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": "false"}
+    return {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": f"file://{directory}",
+        "spark.eventLog.rolling.enabled": "false",
+        "spark.eventLog.compress": "false",
+    }
 
 
 def parse_event_log(directory: Path, submit_start: float, submit_end: float) -> dict[str, Any]:
@@ -75,30 +79,34 @@ def parse_event_log(directory: Path, submit_start: float, submit_end: float) -> 
             elif kind == "SparkListenerStageCompleted":
                 info = event["Stage Info"]
                 if "Submission Time" in info and "Completion Time" in info:
-                    stages.append({
-                        "stage": info["Stage ID"],
-                        "name": info["Stage Name"][:80],
-                        "tasks": info["Number of Tasks"],
-                        "seconds": round((info["Completion Time"] - info["Submission Time"]) / 1000, 3),
-                    })
+                    stages.append(
+                        {
+                            "stage": info["Stage ID"],
+                            "name": info["Stage Name"][:80],
+                            "tasks": info["Number of Tasks"],
+                            "seconds": round((info["Completion Time"] - info["Submission Time"]) / 1000, 3),
+                        }
+                    )
     if app_start is None or not jobs:
         return {"error": "event log has no application start or no jobs"}
     first_job = min(j["start"] for j in jobs.values() if "start" in j)
     last_job = max(j["end"] for j in jobs.values() if "end" in j)
     busy = sum(j["end"] - j["start"] for j in jobs.values() if "start" in j and "end" in j)
     return {
-        "startup_s": round(app_start - submit_start, 3),      # JVM + Python + SparkContext
-        "setup_s": round(first_job - app_start, 3),           # session, checks, Kafka source planning
-        "jobs_s": round(last_job - first_job, 3),             # first job submitted -> last job done
-        "jobs_busy_s": round(busy, 3),                        # time inside jobs (excludes driver gaps)
-        "shutdown_s": round(submit_end - last_job, 3),        # report, spark.stop(), JVM exit
+        "startup_s": round(app_start - submit_start, 3),  # JVM + Python + SparkContext
+        "setup_s": round(first_job - app_start, 3),  # session, checks, Kafka source planning
+        "jobs_s": round(last_job - first_job, 3),  # first job submitted -> last job done
+        "jobs_busy_s": round(busy, 3),  # time inside jobs (excludes driver gaps)
+        "shutdown_s": round(submit_end - last_job, 3),  # report, spark.stop(), JVM exit
         "app_end_to_exit_s": round(submit_end - app_end, 3) if app_end else None,
         "jobs": len(jobs),
         "task_run_s": round(sum(t["run_s"] for t in tasks.values()), 3),  # summed over tasks
         "task_cpu_s": round(sum(t["cpu_s"] for t in tasks.values()), 3),
         "task_gc_s": round(sum(t["gc_s"] for t in tasks.values()), 3),
-        "stages": sorted(({**s, **{k: round(v, 3) for k, v in tasks.get(s["stage"], {}).items()}}
-                          for s in stages), key=lambda s: s["stage"]),
+        "stages": sorted(
+            ({**s, **{k: round(v, 3) for k, v in tasks.get(s["stage"], {}).items()}} for s in stages),
+            key=lambda s: s["stage"],
+        ),
     }
 
 
@@ -108,9 +116,16 @@ def parse_event_log(directory: Path, submit_start: float, submit_end: float) -> 
 class PackageRunner:
     """plan -> run -> commit of one batch covering everything in the topic, on a fresh pipeline."""
 
-    def __init__(self, info: Any, ledger: Any, workdir: Path, spark_conf: Mapping[str, str] | None = None,
-                 min_partitions: int | None = None, app: str | None = None,
-                 default_conf: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        info: Any,
+        ledger: Any,
+        workdir: Path,
+        spark_conf: Mapping[str, str] | None = None,
+        min_partitions: int | None = None,
+        app: str | None = None,
+        default_conf: Mapping[str, str] | None = None,
+    ) -> None:
         """``app`` and ``default_conf`` replace SparkSettings.application and default_conf (for a baseline)."""
         self.info = info
         self.ledger = ledger
@@ -124,11 +139,11 @@ class PackageRunner:
         return self._run(topic, expected)
 
     def _run(self, topic: str, expected: int) -> dict[str, Any]:
-        from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
         from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-        from airflow_kafka_offsets.core.spec import build_spec
-        from airflow_kafka_offsets.sinks import LocalDirectorySink
         from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+        from airflow_kafka_offsets.core.spec import build_spec
+        from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+        from airflow_kafka_offsets.sinks import LocalDirectorySink
 
         run_dir = self.workdir / f"package-{uuid.uuid4().hex[:8]}"
         events = run_dir / "eventlog"
@@ -139,8 +154,12 @@ class PackageRunner:
         replaced: dict[str, Any] = {"application": self.app} if self.app else {}
         if self.default_conf is not None:
             replaced["default_conf"] = self.default_conf
-        settings = SparkSettings(conn_id="spark_default", jars=tuple(self.info.connector_jars),
-                                 conf={**self.spark_conf, **event_log_conf(events)}, **replaced)
+        settings = SparkSettings(
+            conn_id="spark_default",
+            jars=tuple(self.info.connector_jars),
+            conf={**self.spark_conf, **event_log_conf(events)},
+            **replaced,
+        )
         spark = SparkBatchSubmitter(settings)
         marks: dict[str, float] = {}
 
@@ -205,9 +224,19 @@ class StreamingRunner:
         events = run_dir / "eventlog"
         conf = {**self.spark_conf, **event_log_conf(events)}
         argv = spark_submit_argv(
-            self.info, conf, STREAMING_APP,
-            ["--bootstrap", self.info.bootstrap_servers, "--topic", topic,
-             "--output", str(run_dir / "out"), "--checkpoint", str(run_dir / "checkpoint")],
+            self.info,
+            conf,
+            STREAMING_APP,
+            [
+                "--bootstrap",
+                self.info.bootstrap_servers,
+                "--topic",
+                topic,
+                "--output",
+                str(run_dir / "out"),
+                "--checkpoint",
+                str(run_dir / "checkpoint"),
+            ],
             "bench-structured-streaming",
         )
         cpu0 = children_cpu()
@@ -218,8 +247,14 @@ class StreamingRunner:
         rows, files, size = parquet_rows(run_dir / "out")
         if rows != expected:
             raise RuntimeError(f"structured streaming wrote {rows} rows, expected {expected}")
-        result = {"seconds": round(end - start, 3), "cpu_s": round(cpu, 1), "records": rows, "output_files": files,
-                  "output_bytes": size, "spark": parse_event_log(events, start, end)}
+        result = {
+            "seconds": round(end - start, 3),
+            "cpu_s": round(cpu, 1),
+            "records": rows,
+            "output_files": files,
+            "output_bytes": size,
+            "spark": parse_event_log(events, start, end),
+        }
         shutil.rmtree(run_dir, ignore_errors=True)
         return result
 
@@ -234,8 +269,17 @@ class PythonConsumerRunner:
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
         run_dir = self.workdir / f"python-{uuid.uuid4().hex[:8]}"
-        argv = [sys.executable, "-m", "benchmarks.python_consumer", "--bootstrap", self.info.bootstrap_servers,
-                "--topic", topic, "--output", str(run_dir / "out")]
+        argv = [
+            sys.executable,
+            "-m",
+            "benchmarks.python_consumer",
+            "--bootstrap",
+            self.info.bootstrap_servers,
+            "--topic",
+            topic,
+            "--output",
+            str(run_dir / "out"),
+        ]
         cpu0 = children_cpu()
         start = time.time()
         out = run(argv, timeout=3600, cwd=str(REPO))
@@ -246,8 +290,13 @@ class PythonConsumerRunner:
         if rows != expected or reported["records"] != expected:
             raise RuntimeError(f"python consumer wrote {rows} rows, expected {expected}")
         shutil.rmtree(run_dir, ignore_errors=True)
-        return {"seconds": round(end - start, 3), "cpu_s": round(cpu, 1), "records": rows, "output_files": files,
-                "output_bytes": size}
+        return {
+            "seconds": round(end - start, 3),
+            "cpu_s": round(cpu, 1),
+            "records": rows,
+            "output_files": files,
+            "output_bytes": size,
+        }
 
 
 # --------------------------------------------------------------------------- Kafka's own tool
@@ -258,9 +307,22 @@ class ConsumerPerfRunner:
         self.info = info
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
-        argv = ["java", "-cp", f"{self.info.kafka_libs_dir}/*", "org.apache.kafka.tools.ConsumerPerformance",
-                "--bootstrap-server", self.info.bootstrap_servers, "--topic", topic,
-                "--messages", str(expected), "--timeout", "60000", "--group", f"bench-perf-{uuid.uuid4().hex[:8]}"]
+        argv = [
+            "java",
+            "-cp",
+            f"{self.info.kafka_libs_dir}/*",
+            "org.apache.kafka.tools.ConsumerPerformance",
+            "--bootstrap-server",
+            self.info.bootstrap_servers,
+            "--topic",
+            topic,
+            "--messages",
+            str(expected),
+            "--timeout",
+            "60000",
+            "--group",
+            f"bench-perf-{uuid.uuid4().hex[:8]}",
+        ]
         cpu0 = children_cpu()
         start = time.time()
         out = run(argv, timeout=3600)

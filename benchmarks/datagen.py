@@ -68,15 +68,17 @@ def produce(bootstrap: str, records: int, partitions: int, record_bytes: int = 5
     topic = create_topic(bootstrap, partitions)
     base_key, base_value = _record(0, "")
     filler_len = max(record_bytes - len(base_value) - len(base_key) - 4, 0)
-    producer = Producer({
-        "bootstrap.servers": bootstrap,
-        "linger.ms": 50,
-        "batch.size": 1_000_000,
-        "queue.buffering.max.messages": 1_000_000,
-        "queue.buffering.max.kbytes": 1_048_576,
-        "compression.type": "none",
-        "enable.idempotence": True,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "compression.type": "none",
+            "enable.idempotence": True,
+        }
+    )
     say(f"producing {records:,} records of ~{record_bytes} B into {topic} ({partitions} partitions)")
     started = now()
     payload = 0

@@ -19,16 +19,18 @@ import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
-SCHEMA = pa.schema([
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("ms", tz="UTC")),
-    ("timestampType", pa.int32()),
-    ("headers", pa.list_(HEADER)),
-])
+SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", pa.list_(HEADER)),
+    ]
+)
 
 
 def _headers(raw):
@@ -43,15 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=200_000, help="rows per row group")
     args = parser.parse_args(argv)
 
-    consumer = Consumer({
-        "bootstrap.servers": args.bootstrap,
-        "group.id": "bench-python-consumer",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        "fetch.max.bytes": 52_428_800,
-        "max.partition.fetch.bytes": 10_485_760,
-        "queued.max.messages.kbytes": 262_144,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": "bench-python-consumer",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "queued.max.messages.kbytes": 262_144,
+        }
+    )
     metadata = consumer.list_topics(args.topic, timeout=30).topics[args.topic]
     ends: dict[int, int] = {}
     for p in metadata.partitions:

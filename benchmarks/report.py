@@ -72,28 +72,39 @@ def throughput_lines(results: dict) -> list[str]:
     for name, c in tp["contenders"].items():
         s = c["seconds"]
         cpu = median_of(r.get("cpu_s") for r in c.get("runs", []))
-        rows.append([
-            LABELS.get(name, name),
-            f"{_f(s['median'])} ({_f(s['min'])}-{_f(s['max'])})",
-            _f(c["records_per_s"], 0),
-            _f(c["mb_per_s"]),
-            f"{c['vs_package']:.2f}x" if c.get("vs_package") else "-",
-            _f(cpu),
-        ])
+        rows.append(
+            [
+                LABELS.get(name, name),
+                f"{_f(s['median'])} ({_f(s['min'])}-{_f(s['max'])})",
+                _f(c["records_per_s"], 0),
+                _f(c["mb_per_s"]),
+                f"{c['vs_package']:.2f}x" if c.get("vs_package") else "-",
+                _f(cpu),
+            ]
+        )
     out += _table(["contender", "seconds", "records/s", "MB/s", "vs package", "CPU s"], rows)
-    out += ["", "CPU s: user + system CPU seconds of the contender's processes (spark-submit's JVMs and Python, "
-                "the consumer), median; the machine has 2 cores shared with other work."]
+    out += [
+        "",
+        "CPU s: user + system CPU seconds of the contender's processes (spark-submit's JVMs and Python, "
+        "the consumer), median; the machine has 2 cores shared with other work.",
+    ]
     perf = tp["contenders"].get("kafka_consumer_perf", {})
     tool = (perf.get("runs") or [{}])[0].get("tool_reported") if perf else None
     if tool:
-        out += ["", f"ConsumerPerformance's own figure (fetch phase only, no JVM start-up or group join): "
-                    f"{_f(tool.get('fetch.nMsg.sec'), 0)} records/s, {_f(tool.get('fetch.MB.sec'))} MiB/s."]
+        out += [
+            "",
+            f"ConsumerPerformance's own figure (fetch phase only, no JVM start-up or group join): "
+            f"{_f(tool.get('fetch.nMsg.sec'), 0)} records/s, {_f(tool.get('fetch.MB.sec'))} MiB/s.",
+        ]
     for name in ("package", "package_baseline"):
         split = tp["contenders"].get(name, {}).get("median_split")
         if split:
             what = "the package's" if name == "package" else "the baseline's"
-            out += ["", f"Where {what} time goes (medians, seconds): " + ", ".join(
-                f"{k.removesuffix('_s').replace('_', ' ')} {_f(v)}" for k, v in split.items())]
+            out += [
+                "",
+                f"Where {what} time goes (medians, seconds): "
+                + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {_f(v)}" for k, v in split.items()),
+            ]
     return out + [""]
 
 
@@ -122,8 +133,11 @@ def overhead_lines(results: dict) -> list[str]:
     ]
     base = (ov.get("baseline") or {}).get("median")
     if base:
-        rows = [[label, _f(ov["median"].get(key), 2), _f(base.get(key), 2)]
-                for key, label in OVERHEAD_PHASES if key in ov["median"]]
+        rows = [
+            [label, _f(ov["median"].get(key), 2), _f(base.get(key), 2)]
+            for key, label in OVERHEAD_PHASES
+            if key in ov["median"]
+        ]
         return out + _table(["phase", "seconds", "baseline seconds (before tuning)"], rows) + [""]
     rows = [[label, _f(ov["median"].get(key), 2)] for key, label in OVERHEAD_PHASES if key in ov["median"]]
     return out + _table(["phase", "seconds"], rows) + [""]
@@ -138,18 +152,40 @@ def scaling_lines(results: dict) -> list[str]:
         "",
         "No Spark, no Kafka: the package's plan_batch / run_batch / commit_batch on the real PostgreSQL ledger, "
         f"a fake offsets source and a fake Spark submit; median of {sc['batches_timed']} batches, milliseconds. "
-        "\"attempt\" is run_batch without Spark (attempt rows, report check).",
+        '"attempt" is run_batch without Spark (attempt rows, report check).',
         "",
     ]
-    rows = [[f"{r['partitions']:,}", _f(r["plan_ms"]), _f(r["commit_ms"]), _f(r["plan_commit_ms"]),
-             _f(r["attempt_ms"])] for r in sc["partitions"]]
+    rows = [
+        [f"{r['partitions']:,}", _f(r["plan_ms"]), _f(r["commit_ms"]), _f(r["plan_commit_ms"]), _f(r["attempt_ms"])]
+        for r in sc["partitions"]
+    ]
     out += _table(["partitions", "plan ms", "commit ms", "plan + commit ms", "attempt ms"], rows)
     if sc.get("history"):
         out += [""]
-        rows = [[f"{r['history']:,}", f"{r['partitions']}", _f(r["plan_ms"]), _f(r["commit_ms"]),
-                 _f(r["plan_commit_ms"]), _f(r["attempt_ms"]), _f(r["load_s"])] for r in sc["history"]]
-        out += _table(["committed batches in the ledger", "partitions", "plan ms", "commit ms", "plan + commit ms",
-                       "attempt ms", "bulk load s"], rows)
+        rows = [
+            [
+                f"{r['history']:,}",
+                f"{r['partitions']}",
+                _f(r["plan_ms"]),
+                _f(r["commit_ms"]),
+                _f(r["plan_commit_ms"]),
+                _f(r["attempt_ms"]),
+                _f(r["load_s"]),
+            ]
+            for r in sc["history"]
+        ]
+        out += _table(
+            [
+                "committed batches in the ledger",
+                "partitions",
+                "plan ms",
+                "commit ms",
+                "plan + commit ms",
+                "attempt ms",
+                "bulk load s",
+            ],
+            rows,
+        )
     return out + [""]
 
 
@@ -161,20 +197,34 @@ def comparison_lines(before: dict, after: dict, before_name: str) -> list[str]:
     for name in a_tp:
         if name in b_tp:
             b, a = b_tp[name], a_tp[name]
-            rows.append([f"throughput: {LABELS.get(name, name)}", f"{_f(b['records_per_s'], 0)} rec/s",
-                         f"{_f(a['records_per_s'], 0)} rec/s", f"{a['records_per_s'] / b['records_per_s']:.2f}x"])
+            rows.append(
+                [
+                    f"throughput: {LABELS.get(name, name)}",
+                    f"{_f(b['records_per_s'], 0)} rec/s",
+                    f"{_f(a['records_per_s'], 0)} rec/s",
+                    f"{a['records_per_s'] / b['records_per_s']:.2f}x",
+                ]
+            )
     b_ov, a_ov = before.get("overhead"), after.get("overhead")
     if b_ov and a_ov:
         for key, label in OVERHEAD_PHASES:
             if key in b_ov["median"] and key in a_ov["median"]:
                 bv, av = b_ov["median"][key], a_ov["median"][key]
-                rows.append([f"one small batch: {label}", f"{_f(bv, 2)} s", f"{_f(av, 2)} s",
-                             f"{bv / av:.2f}x" if av else "-"])
+                rows.append(
+                    [f"one small batch: {label}", f"{_f(bv, 2)} s", f"{_f(av, 2)} s", f"{bv / av:.2f}x" if av else "-"]
+                )
     if not rows:
         return []
-    return out + _table(["figure", "before", "after", "speed-up"], rows) + [
-        "", "Speed-up > 1 is faster. Same harness and data set size; the machine is shared, so differences "
-            "of 10-20% are within the noise.", ""]
+    return (
+        out
+        + _table(["figure", "before", "after", "speed-up"], rows)
+        + [
+            "",
+            "Speed-up > 1 is faster. Same harness and data set size; the machine is shared, so differences "
+            "of 10-20% are within the noise.",
+            "",
+        ]
+    )
 
 
 def baseline_lines(results: dict) -> list[str]:
@@ -183,10 +233,22 @@ def baseline_lines(results: dict) -> list[str]:
     tp = (results.get("throughput") or {}).get("contenders", {})
     if "package" in tp and "package_baseline" in tp:
         a, b = tp["package"], tp["package_baseline"]
-        rows.append(["throughput, records/s", _f(b["records_per_s"], 0), _f(a["records_per_s"], 0),
-                     f"{a['records_per_s'] / b['records_per_s']:.2f}x"])
-        rows.append(["throughput, wall seconds", _f(b["seconds"]["median"]), _f(a["seconds"]["median"]),
-                     f"{b['seconds']['median'] / a['seconds']['median']:.2f}x"])
+        rows.append(
+            [
+                "throughput, records/s",
+                _f(b["records_per_s"], 0),
+                _f(a["records_per_s"], 0),
+                f"{a['records_per_s'] / b['records_per_s']:.2f}x",
+            ]
+        )
+        rows.append(
+            [
+                "throughput, wall seconds",
+                _f(b["seconds"]["median"]),
+                _f(a["seconds"]["median"]),
+                f"{b['seconds']['median'] / a['seconds']['median']:.2f}x",
+            ]
+        )
         bc, ac = median_of(r.get("cpu_s") for r in b["runs"]), median_of(r.get("cpu_s") for r in a["runs"])
         if bc and ac:
             rows.append(["throughput, CPU seconds", _f(bc), _f(ac), f"{bc / ac:.2f}x"])
@@ -198,10 +260,17 @@ def baseline_lines(results: dict) -> list[str]:
                 rows.append([f"small batch: {label}", _f(bv, 2), _f(av, 2), f"{bv / av:.2f}x" if av else "-"])
     if not rows:
         return []
-    return ["## Before / after tuning, interleaved in this run", "",
+    return (
+        [
+            "## Before / after tuning, interleaved in this run",
+            "",
             "package_baseline is the same batch with the Spark app and DEFAULT_SPARK_CONF from before the tuning, "
-            "run alternately with the current package so both see the same machine load.", ""] + _table(
-        ["figure", "before", "after", "speed-up"], rows) + [""]
+            "run alternately with the current package so both see the same machine load.",
+            "",
+        ]
+        + _table(["figure", "before", "after", "speed-up"], rows)
+        + [""]
+    )
 
 
 def render(results: dict, before: dict | None = None, before_name: str = "") -> str:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,11 @@ def _ints(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="benchmarks.run", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes (100,000 records, 1 run, scaling to 1,000 partitions / 10,000 batches)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes (100,000 records, 1 run, scaling to 1,000 partitions / 10,000 batches)",
+    )
     p.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
     p.add_argument("--records", type=int, help="throughput data set size (default 2,000,000; quick 100,000)")
     p.add_argument("--partitions", type=int, default=8, help="partitions of the throughput topic (default 8)")
@@ -47,18 +50,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--overhead-repeat", type=int, help="small batches timed (default 3; quick 2)")
     p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
     p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
-    p.add_argument("--history-partitions", type=int, default=1,
-                   help="partitions per batch in the history and the timed batches (default 1: a million batches"
-                        " of 8 partitions take ~20 min to load, the ledger's exclusion constraint checks every row)")
+    p.add_argument(
+        "--history-partitions",
+        type=int,
+        default=1,
+        help="partitions per batch in the history and the timed batches (default 1: a million batches"
+        " of 8 partitions take ~20 min to load, the ledger's exclusion constraint checks every row)",
+    )
     p.add_argument("--scaling-batches", type=int, help="batches timed per scaling point (default 5; quick 3)")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark setting for both Spark contenders (repeatable; for experiments)")
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting for both Spark contenders (repeatable; for experiments)",
+    )
     p.add_argument("--min-partitions", type=int, help="min_partitions for the package's batch (experiments)")
-    p.add_argument("--baseline-app", type=Path, metavar="FILE",
-                   help="a copy of an earlier spark_apps/kafka_range_batch.py: adds the contender package_baseline, "
-                        "the package's batch with that app (interleaved with the current one, also in overhead)")
-    p.add_argument("--baseline-conf", metavar="JSON",
-                   help="DEFAULT_SPARK_CONF for package_baseline, as a JSON object (default: the current one)")
+    p.add_argument(
+        "--baseline-app",
+        type=Path,
+        metavar="FILE",
+        help="a copy of an earlier spark_apps/kafka_range_batch.py: adds the contender package_baseline, "
+        "the package's batch with that app (interleaved with the current one, also in overhead)",
+    )
+    p.add_argument(
+        "--baseline-conf",
+        metavar="JSON",
+        help="DEFAULT_SPARK_CONF for package_baseline, as a JSON object (default: the current one)",
+    )
     p.add_argument("--label", default="latest", help="results file name (default latest)")
     p.add_argument("--out-dir", type=Path, default=DEFAULT_RESULTS)
     p.add_argument("--compare", type=Path, help="an earlier results JSON to show before/after against")
@@ -114,8 +133,11 @@ def _spark_split_median(runs: list[dict]) -> dict[str, float]:
         row = {**r.get("phases", {}), **{k: v for k, v in r.get("spark", {}).items() if isinstance(v, (int, float))}}
         row["total_s"] = r["seconds"]
         rows.append(row)
-    return {k: round(median(row.get(k) for row in rows), 3) for k in keys + ["total_s"]
-            if any(row.get(k) is not None for row in rows)}
+    return {
+        k: round(median(row.get(k) for row in rows), 3)
+        for k in keys + ["total_s"]
+        if any(row.get(k) is not None for row in rows)
+    }
 
 
 def _baseline_runner(info: Any, ledger: Any, workdir: Path, args: argparse.Namespace):
@@ -123,9 +145,15 @@ def _baseline_runner(info: Any, ledger: Any, workdir: Path, args: argparse.Names
 
     if not args.baseline:
         return None
-    return contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions,
-                                    app=str(args.baseline_app.resolve()) if args.baseline_app else None,
-                                    default_conf=args.baseline_conf)
+    return contenders.PackageRunner(
+        info,
+        ledger,
+        workdir,
+        args.extra_conf,
+        args.min_partitions,
+        app=str(args.baseline_app.resolve()) if args.baseline_app else None,
+        default_conf=args.baseline_conf,
+    )
 
 
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -150,8 +178,10 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
                 result = runners[name](dataset.topic, dataset.records)
                 result["loadavg_before"] = load
                 runs[name].append(result)
-                say(f"throughput run {rep + 1}/{args.repeat}: {name}: {result['seconds']:.1f}s "
-                    f"({dataset.records / result['seconds']:,.0f} records/s)")
+                say(
+                    f"throughput run {rep + 1}/{args.repeat}: {name}: {result['seconds']:.1f}s "
+                    f"({dataset.records / result['seconds']:,.0f} records/s)"
+                )
     finally:
         _drop(ledger)
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)
@@ -197,8 +227,13 @@ def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, An
     finally:
         _drop(ledger)
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)
-    out = {"records": dataset.records, "partitions": dataset.partitions, "repeat": args.overhead_repeat,
-           "median": _spark_split_median(runs["package"]), "runs": runs["package"]}
+    out = {
+        "records": dataset.records,
+        "partitions": dataset.partitions,
+        "repeat": args.overhead_repeat,
+        "median": _spark_split_median(runs["package"]),
+        "runs": runs["package"],
+    }
     if args.baseline:
         out["baseline"] = {"median": _spark_split_median(runs["package_baseline"]), "runs": runs["package_baseline"]}
     return out
@@ -207,8 +242,9 @@ def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, An
 def scaling(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from benchmarks.scaling import run_scaling
 
-    return run_scaling(info, args.scaling_partitions, args.scaling_history, args.history_partitions,
-                       args.scaling_batches)
+    return run_scaling(
+        info, args.scaling_partitions, args.scaling_history, args.history_partitions, args.scaling_batches
+    )
 
 
 # --------------------------------------------------------------------------- main
@@ -249,14 +285,23 @@ def main(argv: list[str] | None = None) -> int:
         "format": 1,
         "label": args.label,
         "command": command.strip(),
-        "started_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "started_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S"),
         "params": {
-            "records": args.records, "partitions": args.partitions, "record_bytes": args.record_bytes,
-            "repeat": args.repeat, "sections": args.sections, "contenders": args.contender_list,
-            "overhead_records": args.overhead_records, "overhead_repeat": args.overhead_repeat,
-            "scaling_partitions": args.scaling_partitions, "scaling_history": args.scaling_history,
-            "history_partitions": args.history_partitions, "scaling_batches": args.scaling_batches,
-            "extra_spark_conf": args.extra_conf, "min_partitions": args.min_partitions, "quick": args.quick,
+            "records": args.records,
+            "partitions": args.partitions,
+            "record_bytes": args.record_bytes,
+            "repeat": args.repeat,
+            "sections": args.sections,
+            "contenders": args.contender_list,
+            "overhead_records": args.overhead_records,
+            "overhead_repeat": args.overhead_repeat,
+            "scaling_partitions": args.scaling_partitions,
+            "scaling_history": args.scaling_history,
+            "history_partitions": args.history_partitions,
+            "scaling_batches": args.scaling_batches,
+            "extra_spark_conf": args.extra_conf,
+            "min_partitions": args.min_partitions,
+            "quick": args.quick,
             "baseline_app": str(args.baseline_app) if args.baseline_app else None,
             "baseline_conf": args.baseline_conf,
         },
@@ -271,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[section] = fn(info, args, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    results["finished_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    results["finished_at"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     results["elapsed_s"] = round(time.time() - started, 1)
     results["loadavg_at_end"] = loadavg()
     before = json.loads(args.compare.read_text()) if args.compare else None

@@ -58,8 +58,11 @@ class StatementTimer:
     def top(self, batches: int, n: int = 6) -> list[dict[str, Any]]:
         ranked = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:n]
         return [
-            {"sql": sql, "ms_per_batch": round(1000 * s / max(batches, 1), 3), "calls_per_batch":
-             round(self.calls[sql] / max(batches, 1), 2)}
+            {
+                "sql": sql,
+                "ms_per_batch": round(1000 * s / max(batches, 1), 3),
+                "calls_per_batch": round(self.calls[sql] / max(batches, 1), 2),
+            }
             for sql, s in ranked
         ]
 
@@ -103,12 +106,24 @@ def fake_submit(job: dict) -> None:
     staging = Path(job["staging_uri"].removeprefix("file://"))
     staging.mkdir(parents=True, exist_ok=True)
     report = {
-        "format": 1, "pipeline": job["pipeline"], "batch_id": job["batch_id"], "attempt_id": job["attempt_id"],
-        "spark_version": "none", "application_id": "benchmark", "master": "none", "output_bytes": 0,
+        "format": 1,
+        "pipeline": job["pipeline"],
+        "batch_id": job["batch_id"],
+        "attempt_id": job["attempt_id"],
+        "spark_version": "none",
+        "application_id": "benchmark",
+        "master": "none",
+        "output_bytes": 0,
         "partitions": [
-            {"topic": r["topic"], "partition": r["partition"], "records": r["end"] - r["start"],
-             "min_offset": r["start"], "max_offset": r["end"] - 1, "distinct_offsets": r["end"] - r["start"],
-             "payload_bytes": 0}
+            {
+                "topic": r["topic"],
+                "partition": r["partition"],
+                "records": r["end"] - r["start"],
+                "min_offset": r["start"],
+                "max_offset": r["end"] - 1,
+                "distinct_offsets": r["end"] - r["start"],
+                "payload_bytes": 0,
+            }
             for r in job["ranges"]
         ],
     }
@@ -197,10 +212,17 @@ class LedgerBench:
                 " records_committed, output_bytes, planned_at, committed_at, planned_by, committed_by)"
                 " SELECT %s, b, 0, 'committed', %s || lpad(b::text, 12, '0'), %s, %s, 0,"
                 "        now() - make_interval(secs => %s - b), now() - make_interval(secs => %s - b),"
-                "        '{{\"dag_id\": \"history\"}}', '{{\"dag_id\": \"history\"}}'"
+                '        \'{{"dag_id": "history"}}\', \'{{"dag_id": "history"}}\''
                 " FROM generate_series(1, %s) b",
-                (name, f"file://{self.root}/{name}/batch=", partitions * STEP, partitions * STEP,
-                 history, history, history),
+                (
+                    name,
+                    f"file://{self.root}/{name}/batch=",
+                    partitions * STEP,
+                    partitions * STEP,
+                    history,
+                    history,
+                    history,
+                ),
             )
             tx.execute(
                 "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition, cursor_offset,"
@@ -231,8 +253,10 @@ class LedgerBench:
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
-                cur.execute(f'VACUUM ANALYZE "{self.schema}".batches, "{self.schema}".batch_ranges,'
-                            f' "{self.schema}".attempts, "{self.schema}".audit, "{self.schema}".cursors')
+                cur.execute(
+                    f'VACUUM ANALYZE "{self.schema}".batches, "{self.schema}".batch_ranges,'
+                    f' "{self.schema}".attempts, "{self.schema}".audit, "{self.schema}".cursors'
+                )
         finally:
             conn.close()
         return time.perf_counter() - started
@@ -261,18 +285,25 @@ def scale_history(info: Any, sizes: Sequence[int], partitions: int, batches: int
             say(f"scaling: loading {size:,} committed batches x {partitions} partitions")
             load_s = bench.load_history(spec, size, partitions)
             offsets = FakeOffsets(partitions, latest=size * STEP)
-            result = {"partitions": partitions, "history": size, "load_s": round(load_s, 1),
-                      **bench.measure(spec, offsets, batches)}
-            say(f"scaling: {size:>9,} batches of history: plan {result['plan_ms']:.1f} ms, "
-                f"commit {result['commit_ms']:.1f} ms (loaded in {load_s:.0f}s)")
+            result = {
+                "partitions": partitions,
+                "history": size,
+                "load_s": round(load_s, 1),
+                **bench.measure(spec, offsets, batches),
+            }
+            say(
+                f"scaling: {size:>9,} batches of history: plan {result['plan_ms']:.1f} ms, "
+                f"commit {result['commit_ms']:.1f} ms (loaded in {load_s:.0f}s)"
+            )
             results.append(result)
         finally:
             bench.drop()
     return results
 
 
-def run_scaling(info: Any, partition_counts: Sequence[int], history_sizes: Sequence[int],
-                history_partitions: int, batches: int) -> dict[str, Any]:
+def run_scaling(
+    info: Any, partition_counts: Sequence[int], history_sizes: Sequence[int], history_partitions: int, batches: int
+) -> dict[str, Any]:
     logging.getLogger("airflow_kafka_offsets").setLevel(logging.WARNING)
     return {
         "step_records_per_partition": STEP,

@@ -39,12 +39,11 @@ import math
 import os
 import sys
 
+# Shipped beside this file (spark-submit --py-files); the package imports the same module.
+from kafka_batch_contract import CONNECTOR_JAR, ERRORS_DIR, JOB_FORMAT, REPORT_FORMAT, REPORT_NAME, range_problems
 from pyspark import SparkFiles
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-
-# Shipped beside this file (spark-submit --py-files); the package imports the same module.
-from kafka_batch_contract import CONNECTOR_JAR, ERRORS_DIR, JOB_FORMAT, REPORT_FORMAT, REPORT_NAME, range_problems
 
 CORRUPT = "_corrupt_record"
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]

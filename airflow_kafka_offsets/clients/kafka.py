@@ -7,16 +7,16 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
-from airflow_kafka_offsets.errors import KafkaAuthenticationError, KafkaUnavailableError, UnknownTopicError
 from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
+from airflow_kafka_offsets.errors import KafkaAuthenticationError, KafkaUnavailableError, UnknownTopicError
 
 ADMIN_ONLY_DROPPED = frozenset({"group.id", "enable.auto.commit", "auto.offset.reset", "isolation.level"})
 # librdkafka reports these through error_cb only; list_topics just times out with _TRANSPORT.
@@ -151,8 +151,14 @@ class KafkaOffsetsClient:
 
     def _consumer(self) -> Consumer:
         """A throw-away consumer that never joins or commits to a group."""
-        return Consumer({**self._config, "group.id": f"airflow-kafka-offsets-probe-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+        return Consumer(
+            {
+                **self._config,
+                "group.id": f"airflow-kafka-offsets-probe-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
 
     def offsets_for_time(self, tps: Sequence[TopicPartition], when: datetime) -> dict[TopicPartition, int | None]:
         """First offset at or after ``when`` per partition; None where no record is that recent."""
@@ -177,15 +183,15 @@ class KafkaOffsetsClient:
         try:
             consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in positions.items()])
             pending = set(positions)
-            deadline = datetime.now(timezone.utc).timestamp() + self._timeout_s
-            while pending and datetime.now(timezone.utc).timestamp() < deadline:
+            deadline = datetime.now(UTC).timestamp() + self._timeout_s
+            while pending and datetime.now(UTC).timestamp() < deadline:
                 msg = consumer.poll(1.0)
                 if msg is None or msg.error():
                     continue
                 tp = TopicPartition(str(msg.topic()), int(msg.partition() or 0))
                 if tp in pending:
                     _, millis = msg.timestamp()
-                    result[tp] = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+                    result[tp] = datetime.fromtimestamp(millis / 1000, tz=UTC)
                     pending.discard(tp)
                     consumer.pause([KafkaTopicPartition(tp.topic, tp.partition)])
         finally:
@@ -201,4 +207,6 @@ class KafkaOffsetsClient:
         try:
             future.result(timeout=self._timeout_s)
         except KafkaException as exc:
-            raise KafkaUnavailableError(f"mirroring offsets into consumer group {group!r} failed: {exc.args[0]}") from exc
+            raise KafkaUnavailableError(
+                f"mirroring offsets into consumer group {group!r} failed: {exc.args[0]}"
+            ) from exc

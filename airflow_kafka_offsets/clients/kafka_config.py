@@ -55,7 +55,8 @@ def java_client_properties(config: Mapping[str, Any]) -> dict[str, str]:
         else:
             raise ConfigurationError(f"sasl.username/sasl.password are not supported with sasl.mechanism {mech}")
         props["sasl.jaas.config"] = (
-            f"{module} required username={_jaas_quote(str(username or ''))} password={_jaas_quote(str(password or ''))};"
+            f"{module} required username={_jaas_quote(str(username or ''))}"
+            f" password={_jaas_quote(str(password or ''))};"
         )
     ca = source.pop("ssl.ca.location", None)
     if ca:

@@ -98,7 +98,9 @@ class PipelineSpec:
             max_records_per_batch=data.get("max_records_per_batch"),
             max_records_per_partition=data.get("max_records_per_partition"),
             consumer_group=data.get("consumer_group"),
-            decode=DecodeSpec(data["decode"]["schema"], data["decode"].get("max_errors")) if data.get("decode") else None,
+            decode=DecodeSpec(data["decode"]["schema"], data["decode"].get("max_errors"))
+            if data.get("decode")
+            else None,
         )
 
 

@@ -40,8 +40,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("reset", "Reset", "move the cursor (a dry run unless told to apply it)"),
     Operation("catch_up", "Catch-up", "drain a backlog in capped batches", uses_spark=True),
     Operation("abort", "Abort", "abort the planned batch"),
-    Operation("sweep", "Sweep", "remove staging of dead attempts and output of aborted batches (a dry run unless"
-                                " told to apply it)"),
+    Operation(
+        "sweep",
+        "Sweep",
+        "remove staging of dead attempts and output of aborted batches (a dry run unless told to apply it)",
+    ),
 )
 OPERATION_NAMES: tuple[str, ...] = tuple(op.name for op in OPERATIONS)
 
@@ -73,8 +76,7 @@ def _text(value: Any) -> str:
     return str(value).strip()
 
 
-def parse_whole_number(value: Any, minimum: int | None = None, maximum: int | None = None,
-                       example: str = "3") -> int:
+def parse_whole_number(value: Any, minimum: int | None = None, maximum: int | None = None, example: str = "3") -> int:
     if isinstance(value, bool):
         raise OperationInputError(f"expected a whole number such as {example}, got {value!r}")
     try:
@@ -97,12 +99,15 @@ def parse_offset_ranges(value: Any) -> tuple[tuple[TopicPartition, int, int], ..
         item = item.strip()
         if not re.fullmatch(_RANGE, item):
             raise OperationInputError(
-                f"{item!r} is not an offset range: use topic:partition:start-end, e.g. orders:0:100-200")
+                f"{item!r} is not an offset range: use topic:partition:start-end, e.g. orders:0:100-200"
+            )
         topic, partition, span = item.rsplit(":", 2)
         start, end = (int(x) for x in span.split("-", 1))
         if end <= start:
-            raise OperationInputError(f"offset range {item!r} is empty: the end ({end}) is exclusive and must be"
-                                      f" greater than the start ({start})")
+            raise OperationInputError(
+                f"offset range {item!r} is empty: the end ({end}) is exclusive and must be"
+                f" greater than the start ({start})"
+            )
         ranges.append((TopicPartition(topic, int(partition)), start, end))
     return tuple(ranges)
 
@@ -117,7 +122,8 @@ def parse_partitions(value: Any) -> tuple[int, ...] | None:
     if not re.fullmatch(_PARTITIONS, text):
         raise OperationInputError(
             f"{value!r} is not a list of partition numbers: use comma-separated numbers such as 0,2, or leave it"
-            " empty for every partition")
+            " empty for every partition"
+        )
     return tuple(sorted({int(p) for p in text.split(",")}))
 
 
@@ -137,7 +143,8 @@ def parse_timestamp(value: Any) -> datetime | None:
         return parse_datetime(value)
     except ResetError:
         raise OperationInputError(
-            f"{value!r} is not a timestamp: use ISO 8601, e.g. 2026-11-21T08:00:00Z (UTC when no offset)") from None
+            f"{value!r} is not a timestamp: use ISO 8601, e.g. 2026-11-21T08:00:00Z (UTC when no offset)"
+        ) from None
 
 
 def parse_batch_span(value: Any) -> tuple[int, int] | None:
@@ -158,8 +165,8 @@ def parse_pipeline(value: Any) -> str:
     text = "" if value is None else str(value)
     if not PIPELINE_NAME.fullmatch(text) or text in {".", ".."}:
         raise OperationInputError(
-            f"{value!r} is not a pipeline name: 1-128 letters, digits, '.', '_' or '-', starting with a letter or"
-            " digit")
+            f"{value!r} is not a pipeline name: 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
     return text
 
 
@@ -168,7 +175,8 @@ def parse_reset_mode(value: Any) -> ResetMode:
         return ResetMode(_text(value))
     except ValueError:
         raise OperationInputError(
-            f"{value!r} is not a reset mode: use one of {', '.join(m.value for m in ResetMode)}") from None
+            f"{value!r} is not a reset mode: use one of {', '.join(m.value for m in ResetMode)}"
+        ) from None
 
 
 def parse_reset_value(value: Any) -> str | None:
@@ -247,48 +255,165 @@ def _max_batches(value: Any) -> int:
 
 
 FIELDS: tuple[Field, ...] = (
-    Field("operation", "Operation", "What to do with the pipeline: " + "; ".join(
-        f"{op.name}: {op.help}" for op in OPERATIONS) + ".", OPERATION_NAMES, lambda v: operation(_text(v)).name,
-        default="status", required=True, enum=OPERATION_NAMES),
-    Field("pipeline", "Pipeline", "The pipeline's name in the ledger.", OPERATION_NAMES, parse_pipeline,
-          default="demo_events", required=True, pattern=f"^{PIPELINE_NAME.pattern}$"),
-    Field("replay_first_batch", "Replay: first batch", "First batch number to replay (empty: from the first).",
-          ("replay",),
-          _batch_number, json_type="integer", section="Replay", minimum=1),
-    Field("replay_last_batch", "Replay: last batch", "Last batch number to replay (empty: up to the newest).",
-          ("replay",), _batch_number, json_type="integer", section="Replay", minimum=1),
-    Field("replay_batches", "--batches", "FIRST[-LAST] batch numbers, e.g. 3 or 3-5", ("replay",),
-          parse_batch_span, in_form=False, cli="--batches"),
-    Field("replay_offset_ranges", "Replay: offset ranges",
-          "topic:partition:start-end, comma-separated, end exclusive, e.g. orders:0:100-200, orders:1:0-50.",
-          ("replay",), parse_offset_ranges, section="Replay", pattern=_blank_or(rf"{_RANGE}(\s*,\s*{_RANGE})*"),
-          cli="--offsets"),
-    Field("replay_since", "Replay: since",
-          "Start of a time window of record timestamps, ISO 8601, e.g. 2026-11-21T08:00:00Z.", ("replay",),
-          parse_timestamp, section="Replay", pattern=_blank_or(_ISO), cli="--since"),
-    Field("replay_until", "Replay: until", "End of the time window, ISO 8601 (empty: now).", ("replay",),
-          parse_timestamp, section="Replay", pattern=_blank_or(_ISO), cli="--until"),
-    Field("replay_output_root", "Replay: separate output root",
-          "Rebuild under this root instead (empty: rebuild the batches' outputs in place).", ("replay",),
-          _optional_text, section="Replay", cli="--output-root"),
-    Field("reset_mode", "Reset: mode", "Where to move the cursor, like kafka-consumer-groups --reset-offsets.",
-          ("reset",), parse_reset_mode, default=ResetMode.TO_LATEST.value, section="Reset",
-          enum=tuple(m.value for m in ResetMode)),
-    Field("reset_value", "Reset: value",
-          "Offset (to-offset), delta (shift-by) or ISO timestamp (to-datetime); the other modes ignore it.",
-          ("reset",), parse_reset_value, section="Reset", pattern=_blank_or(rf"-?\d+|{_ISO}")),
-    Field("reset_topic", "Reset: topic", "Empty: every topic of the pipeline.", ("reset",), parse_topic,
-          section="Reset", pattern=_blank_or(TOPIC_NAME.pattern), cli="--topic"),
-    Field("reset_partitions", "Reset: partitions", "Comma-separated partition numbers, e.g. 0,2 (empty: every"
-          " partition).", ("reset",), parse_partitions, section="Reset", pattern=_blank_or(_PARTITIONS),
-          cli="--partitions"),
-    Field("dry_run", "Dry run", "Reset and sweep: show what would change without changing anything.",
-          ("reset", "sweep"), parse_bool, json_type="boolean", default=True),
-    Field("catch_up_max_batches", "Catch-up: at most this many batches", "Between 1 and 10000 (empty: 10).",
-          ("catch_up",), _max_batches, json_type="integer", default=10, section="Catch-up", minimum=1,
-          maximum=10000, cli="--max-batches"),
-    Field("abort_reason", "Abort: reason", "Recorded in the audit trail (empty: 'aborted by hand').", ("abort",),
-          _optional_text, default="aborted by hand", section="Abort", cli="--reason"),
+    Field(
+        "operation",
+        "Operation",
+        "What to do with the pipeline: " + "; ".join(f"{op.name}: {op.help}" for op in OPERATIONS) + ".",
+        OPERATION_NAMES,
+        lambda v: operation(_text(v)).name,
+        default="status",
+        required=True,
+        enum=OPERATION_NAMES,
+    ),
+    Field(
+        "pipeline",
+        "Pipeline",
+        "The pipeline's name in the ledger.",
+        OPERATION_NAMES,
+        parse_pipeline,
+        default="demo_events",
+        required=True,
+        pattern=f"^{PIPELINE_NAME.pattern}$",
+    ),
+    Field(
+        "replay_first_batch",
+        "Replay: first batch",
+        "First batch number to replay (empty: from the first).",
+        ("replay",),
+        _batch_number,
+        json_type="integer",
+        section="Replay",
+        minimum=1,
+    ),
+    Field(
+        "replay_last_batch",
+        "Replay: last batch",
+        "Last batch number to replay (empty: up to the newest).",
+        ("replay",),
+        _batch_number,
+        json_type="integer",
+        section="Replay",
+        minimum=1,
+    ),
+    Field(
+        "replay_batches",
+        "--batches",
+        "FIRST[-LAST] batch numbers, e.g. 3 or 3-5",
+        ("replay",),
+        parse_batch_span,
+        in_form=False,
+        cli="--batches",
+    ),
+    Field(
+        "replay_offset_ranges",
+        "Replay: offset ranges",
+        "topic:partition:start-end, comma-separated, end exclusive, e.g. orders:0:100-200, orders:1:0-50.",
+        ("replay",),
+        parse_offset_ranges,
+        section="Replay",
+        pattern=_blank_or(rf"{_RANGE}(\s*,\s*{_RANGE})*"),
+        cli="--offsets",
+    ),
+    Field(
+        "replay_since",
+        "Replay: since",
+        "Start of a time window of record timestamps, ISO 8601, e.g. 2026-11-21T08:00:00Z.",
+        ("replay",),
+        parse_timestamp,
+        section="Replay",
+        pattern=_blank_or(_ISO),
+        cli="--since",
+    ),
+    Field(
+        "replay_until",
+        "Replay: until",
+        "End of the time window, ISO 8601 (empty: now).",
+        ("replay",),
+        parse_timestamp,
+        section="Replay",
+        pattern=_blank_or(_ISO),
+        cli="--until",
+    ),
+    Field(
+        "replay_output_root",
+        "Replay: separate output root",
+        "Rebuild under this root instead (empty: rebuild the batches' outputs in place).",
+        ("replay",),
+        _optional_text,
+        section="Replay",
+        cli="--output-root",
+    ),
+    Field(
+        "reset_mode",
+        "Reset: mode",
+        "Where to move the cursor, like kafka-consumer-groups --reset-offsets.",
+        ("reset",),
+        parse_reset_mode,
+        default=ResetMode.TO_LATEST.value,
+        section="Reset",
+        enum=tuple(m.value for m in ResetMode),
+    ),
+    Field(
+        "reset_value",
+        "Reset: value",
+        "Offset (to-offset), delta (shift-by) or ISO timestamp (to-datetime); the other modes ignore it.",
+        ("reset",),
+        parse_reset_value,
+        section="Reset",
+        pattern=_blank_or(rf"-?\d+|{_ISO}"),
+    ),
+    Field(
+        "reset_topic",
+        "Reset: topic",
+        "Empty: every topic of the pipeline.",
+        ("reset",),
+        parse_topic,
+        section="Reset",
+        pattern=_blank_or(TOPIC_NAME.pattern),
+        cli="--topic",
+    ),
+    Field(
+        "reset_partitions",
+        "Reset: partitions",
+        "Comma-separated partition numbers, e.g. 0,2 (empty: every partition).",
+        ("reset",),
+        parse_partitions,
+        section="Reset",
+        pattern=_blank_or(_PARTITIONS),
+        cli="--partitions",
+    ),
+    Field(
+        "dry_run",
+        "Dry run",
+        "Reset and sweep: show what would change without changing anything.",
+        ("reset", "sweep"),
+        parse_bool,
+        json_type="boolean",
+        default=True,
+    ),
+    Field(
+        "catch_up_max_batches",
+        "Catch-up: at most this many batches",
+        "Between 1 and 10000 (empty: 10).",
+        ("catch_up",),
+        _max_batches,
+        json_type="integer",
+        default=10,
+        section="Catch-up",
+        minimum=1,
+        maximum=10000,
+        cli="--max-batches",
+    ),
+    Field(
+        "abort_reason",
+        "Abort: reason",
+        "Recorded in the audit trail (empty: 'aborted by hand').",
+        ("abort",),
+        _optional_text,
+        default="aborted by hand",
+        section="Abort",
+        cli="--reason",
+    ),
 )
 FIELDS_BY_NAME: Mapping[str, Field] = {f.name: f for f in FIELDS}
 
@@ -352,10 +477,14 @@ def _check_combination(op: str, values: dict[str, Any], labels: Mapping[str, str
         if sum(chosen) != 1:
             raise OperationInputError(
                 "Replay: give exactly one of batch numbers, offset ranges or a since time"
-                f" ({'none' if not any(chosen) else 'several'} given)")
+                f" ({'none' if not any(chosen) else 'several'} given)"
+            )
     if op == "reset":
-        values["reset_value"] = reset_value(values["reset_mode"], values.get("reset_value"),
-                                            labels.get("reset_value", FIELDS_BY_NAME["reset_value"].title))
+        values["reset_value"] = reset_value(
+            values["reset_mode"],
+            values.get("reset_value"),
+            labels.get("reset_value", FIELDS_BY_NAME["reset_value"].title),
+        )
 
 
 def reset_value(mode: ResetMode, text: str | None, label: str = "Reset: value") -> int | datetime | None:

@@ -24,6 +24,7 @@ from airflow_kafka_offsets.errors import (
     UnknownTopicError,
 )
 
+
 def fair_shares(needs: Sequence[int], budget: int) -> list[int]:
     """Split ``budget`` over ``needs`` max-min fairly (water-filling), deterministically.
 

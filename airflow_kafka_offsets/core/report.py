@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_kafka_offsets.errors import ReportMismatchError
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionReport
+from airflow_kafka_offsets.errors import ReportMismatchError
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_FORMAT, range_problems
-
 
 
 def _optional_int(value: Any) -> int | None:
@@ -62,8 +61,14 @@ def check_report(plan: BatchPlan, report: BatchReport) -> None:
     problems += range_problems(
         ({"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in plan.ranges),
         (
-            {"topic": p.topic, "partition": p.partition, "records": p.records, "distinct_offsets": p.distinct_offsets,
-             "min_offset": p.min_offset, "max_offset": p.max_offset}
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "records": p.records,
+                "distinct_offsets": p.distinct_offsets,
+                "min_offset": p.min_offset,
+                "max_offset": p.max_offset,
+            }
             for p in report.partitions
         ),
     )

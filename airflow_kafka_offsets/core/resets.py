@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 
-from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
 
 class ResetMode(str, Enum):
@@ -71,10 +71,8 @@ def parse_datetime(value: str | datetime) -> datetime:
         try:
             parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
         except ValueError:
-            raise ResetError(
-                f"malformed timestamp {value!r}: use ISO 8601, e.g. 2026-11-21T08:00:00Z"
-            ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+            raise ResetError(f"malformed timestamp {value!r}: use ISO 8601, e.g. 2026-11-21T08:00:00Z") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def select_partitions(

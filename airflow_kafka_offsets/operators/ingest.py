@@ -15,17 +15,18 @@ from typing import Any, TypedDict
 from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
-from airflow_kafka_offsets.core.values import optional_int
-from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
-from airflow_kafka_offsets.service.operations import pipeline_sink
-from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
-from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
-from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
-from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.config import config_value, ledger_schema, spark_settings
+from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
+from airflow_kafka_offsets.core.values import optional_int
+from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
+from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
+from airflow_kafka_offsets.service.operations import pipeline_sink
+from airflow_kafka_offsets.sinks import LocalDirectorySink
+
 
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
     """Which Airflow run and try did this, for the ledger's audit trail."""
@@ -401,14 +402,20 @@ def kafka_ingest_task_group(
     ``plan_kwargs`` and ``spark_kwargs`` take the documented keys of :class:`PlanOptions` and
     :class:`SparkOptions`; ``commit_kwargs`` any BaseOperator argument of the commit task.
     """
-    common: dict[str, Any] = {"pipeline": pipeline, "kafka_conn_id": kafka_conn_id,
-                              "postgres_conn_id": postgres_conn_id, "ledger_schema": ledger_schema}
+    common: dict[str, Any] = {
+        "pipeline": pipeline,
+        "kafka_conn_id": kafka_conn_id,
+        "postgres_conn_id": postgres_conn_id,
+        "ledger_schema": ledger_schema,
+    }
     with TaskGroup(group_id=group_id) as group:
-        plan = KafkaBatchPlanOperator(task_id="plan", topics=topics, output_root=output_root, **common,
-                                      **(plan_kwargs or {}))
+        plan = KafkaBatchPlanOperator(
+            task_id="plan", topics=topics, output_root=output_root, **common, **(plan_kwargs or {})
+        )
         batch_id = plan.output  # the plan's result: read and commit take its batch_id
-        read = KafkaBatchSparkOperator(task_id="read", batch_id=batch_id, spark_conn_id=spark_conn_id, **common,
-                                       **(spark_kwargs or {}))
+        read = KafkaBatchSparkOperator(
+            task_id="read", batch_id=batch_id, spark_conn_id=spark_conn_id, **common, **(spark_kwargs or {})
+        )
         commit = KafkaBatchCommitOperator(task_id="commit", batch_id=batch_id, **common, **(commit_kwargs or {}))
         plan >> read >> commit
     return group

@@ -14,9 +14,9 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter
+from airflow_kafka_offsets.config import spark_settings
 from airflow_kafka_offsets.core.operation_fields import operation, parse_request
 from airflow_kafka_offsets.hooks import KafkaClusterHook
-from airflow_kafka_offsets.config import spark_settings
 from airflow_kafka_offsets.operators.ingest import KafkaOffsetsBaseOperator, actor_from_context
 from airflow_kafka_offsets.service.commands import OperationContext, run_operation
 
@@ -87,9 +87,15 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
         kafka_hook = KafkaClusterHook(self.kafka_conn_id)
         submit, properties = None, {}
         if operation(request.operation).uses_spark:
-            submit = SparkBatchSubmitter(spark_settings(
-                self.spark_conn_id, jars=self.spark_jars, packages=self.spark_packages, conf=self.spark_conf,
-                **self.spark_resources))
+            submit = SparkBatchSubmitter(
+                spark_settings(
+                    self.spark_conn_id,
+                    jars=self.spark_jars,
+                    packages=self.spark_packages,
+                    conf=self.spark_conf,
+                    **self.spark_resources,
+                )
+            )
             properties = kafka_hook.spark_properties()
         actor = {**actor_from_context(context), "operation": request.operation}
         ctx = OperationContext(self.ledger(), kafka_hook.get_conn(), actor, submit, properties)

@@ -54,16 +54,21 @@ def _reset(request: OperationRequest, ctx: OperationContext) -> OperationResult:
         head = "dry run, nothing changed (turn dry run off, or add --execute, to apply)"
     else:
         head = "nothing to change"
-    data = {"applied": outcome.applied, "dry_run": dry_run, "batch_id": outcome.batch_id,
-            "changes": list(outcome.changes)}
+    data = {
+        "applied": outcome.applied,
+        "dry_run": dry_run,
+        "batch_id": outcome.batch_id,
+        "changes": list(outcome.changes),
+    }
     return OperationResult(data, f"reset {request.pipeline} {reset.mode.value}: {head}\n{outcome.table}")
 
 
 def _abort(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     reason = request.get("abort_reason")
     batch_id = ops.abort_planned_batch(ctx.ledger, request.pipeline, reason, ctx.actor)
-    return OperationResult({"aborted": batch_id, "reason": reason},
-                           f"aborted batch {batch_id} of {request.pipeline}: {reason}")
+    return OperationResult(
+        {"aborted": batch_id, "reason": reason}, f"aborted batch {batch_id} of {request.pipeline}: {reason}"
+    )
 
 
 def _replay(request: OperationRequest, ctx: OperationContext) -> OperationResult:
@@ -77,28 +82,45 @@ def _replay(request: OperationRequest, ctx: OperationContext) -> OperationResult
     )
     batch_ids = ops.resolve_replay(ctx.ledger, ctx.kafka, request.pipeline, selection)
     target = request.get("replay_output_root")
-    outputs = [ops.replay_batch(ctx.ledger, request.pipeline, b, ctx.submit, ctx.kafka_properties, ctx.actor, target)
-               for b in batch_ids]
-    return OperationResult({"replayed": batch_ids, "outputs": outputs},
-                           "\n".join(f"replayed batch {b} -> {o}" for b, o in zip(batch_ids, outputs)))
+    outputs = [
+        ops.replay_batch(ctx.ledger, request.pipeline, b, ctx.submit, ctx.kafka_properties, ctx.actor, target)
+        for b in batch_ids
+    ]
+    return OperationResult(
+        {"replayed": batch_ids, "outputs": outputs},
+        "\n".join(f"replayed batch {b} -> {o}" for b, o in zip(batch_ids, outputs)),
+    )
 
 
 def _catch_up(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     assert ctx.submit is not None, "catch-up uses Spark"
-    outcome = ops.catch_up(ctx.ledger, request.pipeline, ctx.kafka.offsets, ctx.submit, ctx.kafka_properties,
-                           ctx.actor, request.get("catch_up_max_batches"),
-                           after_commit=lambda: ops.mirror_to_consumer_group(ctx.ledger, ctx.kafka, request.pipeline))
+    outcome = ops.catch_up(
+        ctx.ledger,
+        request.pipeline,
+        ctx.kafka.offsets,
+        ctx.submit,
+        ctx.kafka_properties,
+        ctx.actor,
+        request.get("catch_up_max_batches"),
+        after_commit=lambda: ops.mirror_to_consumer_group(ctx.ledger, ctx.kafka, request.pipeline),
+    )
     data = {"batches": outcome.batches, "records": outcome.records, "lag_left": outcome.lag_left}
-    return OperationResult(data, f"catch-up {request.pipeline}: {outcome.batches} batches, {outcome.records} records,"
-                                 f" lag left {outcome.lag_left}")
+    return OperationResult(
+        data,
+        f"catch-up {request.pipeline}: {outcome.batches} batches, {outcome.records} records,"
+        f" lag left {outcome.lag_left}",
+    )
 
 
 def _sweep(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     dry_run = bool(request.get("dry_run"))
     sink = ops.pipeline_sink(ctx.ledger, request.pipeline)
     outcome = sweep(ctx.ledger, sink, request.pipeline, dry_run=dry_run, actor=ctx.actor)
-    head = ("dry run, nothing removed (turn dry run off, or add --execute, to apply)" if dry_run
-            else f"removed {len(outcome.items)} location(s)")
+    head = (
+        "dry run, nothing removed (turn dry run off, or add --execute, to apply)"
+        if dry_run
+        else f"removed {len(outcome.items)} location(s)"
+    )
     return OperationResult(outcome.to_json(), f"sweep {request.pipeline}: {head}\n{outcome.table()}")
 
 

@@ -45,15 +45,17 @@ class LeaseKeeper:
                 log.warning("attempt %s: could not renew its lease: %s", self._attempt_id, exc)
                 continue
             if not held:
-                log.warning("attempt %s was declared dead by another process; its output will be discarded",
-                            self._attempt_id)
+                log.warning(
+                    "attempt %s was declared dead by another process; its output will be discarded", self._attempt_id
+                )
                 return
 
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._stop.set()
         self._thread.join()

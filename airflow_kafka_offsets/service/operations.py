@@ -8,11 +8,17 @@ offset (I1), and every operation is recorded in the audit trail.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.model import BatchState, TopicPartition
+from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
+from airflow_kafka_offsets.core.tables import render_table
+from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
+from airflow_kafka_offsets.ledger import Attempt, Ledger
 from airflow_kafka_offsets.service.batches import (
     OffsetsSource,
     commit_batch,
@@ -23,13 +29,7 @@ from airflow_kafka_offsets.service.batches import (
     start_attempt,
 )
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
-from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.ledger import Attempt, Ledger
-from airflow_kafka_offsets.core.model import BatchState, TopicPartition
-from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.core.tables import render_table
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,8 @@ def pipeline_sink(ledger: Ledger, pipeline: str) -> LocalDirectorySink:
     """The sink of a pipeline, at the output root stored in its spec."""
     with ledger.transaction() as tx:
         return LocalDirectorySink(tx.output_root(pipeline))
+
+
 Submit = Callable[[dict[str, Any]], None]
 
 
@@ -60,38 +62,49 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
     offsets = kafka.offsets(spec.topics)
     lagging = {tp: cursors[tp] for tp in offsets if tp in cursors and cursors[tp] < offsets[tp].latest}
     oldest_unread = kafka.timestamps_at(lagging)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     partitions = []
     for tp in sorted(set(offsets) | {tp for tp in cursors if tp.topic in spec.topics}):
         kafka_tp = offsets.get(tp)
         cursor = cursors.get(tp)
         lag = kafka_tp.latest - cursor if kafka_tp and cursor is not None else None
         seen = oldest_unread.get(tp)
-        partitions.append({
-            "topic": tp.topic,
-            "partition": tp.partition,
-            "committed_offset": cursor,
-            "log_start_offset": kafka_tp.earliest if kafka_tp else None,
-            "log_end_offset": kafka_tp.latest if kafka_tp else None,
-            "lag_records": lag,
-            "lag_seconds": round((now - seen).total_seconds(), 3) if seen else (0.0 if lag == 0 else None),
-        })
+        partitions.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed_offset": cursor,
+                "log_start_offset": kafka_tp.earliest if kafka_tp else None,
+                "log_end_offset": kafka_tp.latest if kafka_tp else None,
+                "lag_records": lag,
+                "lag_seconds": round((now - seen).total_seconds(), 3) if seen else (0.0 if lag == 0 else None),
+            }
+        )
     return {
         "pipeline": pipeline,
         "topics": list(spec.topics),
         "output_root": spec.output_root,
         "partitions": partitions,
         "lag_records_total": sum(p["lag_records"] or 0 for p in partitions),
-        "in_flight": None if in_flight is None else {
+        "in_flight": None
+        if in_flight is None
+        else {
             "batch_id": in_flight.plan.batch_id,
             "planned_at": in_flight.planned_at.isoformat(),
             "records_planned": in_flight.plan.records_planned,
             "planned_by": in_flight.planned_by,
         },
         "batches": [
-            {"batch_id": b[0], "kind": b[1], "state": b[2], "records_planned": b[3], "records_committed": b[4],
-             "output_bytes": b[5], "planned_at": b[6].isoformat() if b[6] else None,
-             "committed_at": b[7].isoformat() if b[7] else None}
+            {
+                "batch_id": b[0],
+                "kind": b[1],
+                "state": b[2],
+                "records_planned": b[3],
+                "records_committed": b[4],
+                "output_bytes": b[5],
+                "planned_at": b[6].isoformat() if b[6] else None,
+                "committed_at": b[7].isoformat() if b[7] else None,
+            }
             for b in batches
         ],
         "attempts": [attempt_status(a) for a in attempts],
@@ -119,25 +132,58 @@ def attempt_status(attempt: Attempt) -> dict[str, Any]:
 def render_status(status: Mapping[str, Any]) -> str:
     parts = render_table(
         ["partition", "committed", "log start", "log end", "lag", "lag (s)"],
-        [[f"{p['topic']}-{p['partition']}", p["committed_offset"], p["log_start_offset"], p["log_end_offset"],
-          p["lag_records"], p["lag_seconds"]] for p in status["partitions"]],
+        [
+            [
+                f"{p['topic']}-{p['partition']}",
+                p["committed_offset"],
+                p["log_start_offset"],
+                p["log_end_offset"],
+                p["lag_records"],
+                p["lag_seconds"],
+            ]
+            for p in status["partitions"]
+        ],
     )
     batches = render_table(
         ["batch", "kind", "state", "planned", "committed", "bytes", "at"],
-        [[b["batch_id"], b["kind"], b["state"], b["records_planned"], b["records_committed"], b["output_bytes"],
-          b["committed_at"] or b["planned_at"]] for b in status["batches"]],
+        [
+            [
+                b["batch_id"],
+                b["kind"],
+                b["state"],
+                b["records_planned"],
+                b["records_committed"],
+                b["output_bytes"],
+                b["committed_at"] or b["planned_at"],
+            ]
+            for b in status["batches"]
+        ],
     )
     flight = status["in_flight"]
-    flight_line = (f"in flight: batch {flight['batch_id']} planned at {flight['planned_at']} "
-                   f"({flight['records_planned']} records)" if flight else "in flight: none")
+    flight_line = (
+        f"in flight: batch {flight['batch_id']} planned at {flight['planned_at']} ({flight['records_planned']} records)"
+        if flight
+        else "in flight: none"
+    )
     attempts = render_table(
         ["attempt", "batch", "state", "run", "started", "ended / lease until"],
-        [[a["attempt_id"][:12], a["batch_id"], a["state"], a["run_id"], a["started_at"],
-          a["finished_at"] or a["lease_expires_at"]] for a in status["attempts"]],
+        [
+            [
+                a["attempt_id"][:12],
+                a["batch_id"],
+                a["state"],
+                a["run_id"],
+                a["started_at"],
+                a["finished_at"] or a["lease_expires_at"],
+            ]
+            for a in status["attempts"]
+        ],
     )
     counts = ", ".join(f"{n} {state}" for state, n in status["attempt_counts"].items())
-    return (f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
-            f"{flight_line}\n\n{parts}\n\n{batches}\n\nSpark attempts: {counts}\n{attempts}")
+    return (
+        f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
+        f"{flight_line}\n\n{parts}\n\n{batches}\n\nSpark attempts: {counts}\n{attempts}"
+    )
 
 
 # replay -------------------------------------------------------------------------
@@ -154,8 +200,9 @@ class ReplaySelection:
     until: datetime | None = None
 
 
-def resolve_replay(ledger: Ledger, kafka: KafkaOffsetsClient | None, pipeline: str,
-                   selection: ReplaySelection) -> list[int]:
+def resolve_replay(
+    ledger: Ledger, kafka: KafkaOffsetsClient | None, pipeline: str, selection: ReplaySelection
+) -> list[int]:
     """The committed ingest batches a selection covers; an empty result is an error, not a no-op."""
     with ledger.transaction() as tx:
         spec = tx.pipeline_spec(pipeline)
@@ -169,7 +216,7 @@ def resolve_replay(ledger: Ledger, kafka: KafkaOffsetsClient | None, pipeline: s
         elif selection.since is not None:
             if kafka is None:
                 raise InvalidPipelineSpecError("a time window needs Kafka to resolve timestamps to offsets")
-            until = selection.until or datetime.now(timezone.utc)
+            until = selection.until or datetime.now(UTC)
             if until <= selection.since:
                 raise InvalidPipelineSpecError(f"empty time window: {selection.since} is not before {until}")
             tps = sorted(tp for tp in tx.cursors(pipeline) if tp.topic in spec.topics)
@@ -215,7 +262,9 @@ def replay_batch(
         committed = tx.committed_counts(pipeline, batch_id)
         root = target_root or tx.output_root(pipeline)
     if record.state is not BatchState.COMMITTED:
-        raise BatchStateError(f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay")
+        raise BatchStateError(
+            f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
+        )
     sink = LocalDirectorySink(root)
     plan = record.plan
     with ledger.transaction() as tx:
@@ -234,8 +283,13 @@ def replay_batch(
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
         sink.publish(staging_uri, destination)
-        tx.audit(pipeline, batch_id, "replay", {"output_uri": destination, "in_place": target_root is None,
-                                                "records": report.records}, actor)
+        tx.audit(
+            pipeline,
+            batch_id,
+            "replay",
+            {"output_uri": destination, "in_place": target_root is None, "records": report.records},
+            actor,
+        )
     sink.discard_attempt(staging_uri)  # only this attempt's: another replay may still be staging
     log.info("pipeline %s: replayed batch %s into %s", pipeline, batch_id, destination)
     return destination
@@ -285,15 +339,24 @@ def reset_offsets(
             {"topic": r.topic, "partition": r.partition, "before": r.before, "after": r.after, "change": r.change}
             for r in resets
         )
-        table = render_table(["partition", "before", "after", "change"],
-                             [[f"{c['topic']}-{c['partition']}", c["before"], c["after"], c["change"]] for c in changes])
+        table = render_table(
+            ["partition", "before", "after", "change"],
+            [[f"{c['topic']}-{c['partition']}", c["before"], c["after"], c["change"]] for c in changes],
+        )
         if dry_run or all(r.before == r.after for r in resets):
-            log.info("pipeline %s: reset %s: %s", pipeline, request.mode.value,
-                     "dry run, nothing changed" if dry_run else "changes nothing")
+            log.info(
+                "pipeline %s: reset %s: %s",
+                pipeline,
+                request.mode.value,
+                "dry run, nothing changed" if dry_run else "changes nothing",
+            )
             return ResetOutcome(pipeline, False, None, table, changes)
-        detail = {"mode": request.mode.value, "offset": request.offset,
-                  "timestamp": request.timestamp.isoformat() if request.timestamp else None,
-                  "changes": list(changes)}
+        detail = {
+            "mode": request.mode.value,
+            "offset": request.offset,
+            "timestamp": request.timestamp.isoformat() if request.timestamp else None,
+            "changes": list(changes),
+        }
         batch_id = tx.apply_reset(pipeline, resets, detail, actor)
     log.info("pipeline %s: reset %s applied as batch %s", pipeline, request.mode.value, batch_id)
     return ResetOutcome(pipeline, True, batch_id, table, changes)
@@ -319,8 +382,12 @@ def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Mappi
         if withdrawn:
             tx.audit(pipeline, planned, "withdrawn", {"output_uri": plan.output_uri}, actor)
     if withdrawn:
-        log.info("pipeline %s: the published output of aborted batch %s was withdrawn from %s", pipeline, planned,
-                 plan.output_uri)
+        log.info(
+            "pipeline %s: the published output of aborted batch %s was withdrawn from %s",
+            pipeline,
+            planned,
+            plan.output_uri,
+        )
         sink.discard_attempt(withdrawn)
     discard_ended_attempts(ledger, sink, pipeline, planned)
     return planned
@@ -363,8 +430,9 @@ def catch_up(
         if after_commit:
             after_commit()
         lag = lag_left(ledger, spec, offsets_source)
-        log.info("catch-up %s: %s/%s batches, %s records, lag left %s records", pipeline, done, max_batches,
-                 records, lag)
+        log.info(
+            "catch-up %s: %s/%s batches, %s records, lag left %s records", pipeline, done, max_batches, records, lag
+        )
     return CatchUpOutcome(done, records, lag_left(ledger, spec, offsets_source))
 
 

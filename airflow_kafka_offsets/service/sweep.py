@@ -39,16 +39,28 @@ class SweepOutcome:
     marked_dead: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"pipeline": self.pipeline, "dry_run": self.dry_run, "items": [asdict(i) for i in self.items],
-                "marked_dead": list(self.marked_dead)}
+        return {
+            "pipeline": self.pipeline,
+            "dry_run": self.dry_run,
+            "items": [asdict(i) for i in self.items],
+            "marked_dead": list(self.marked_dead),
+        }
 
     def table(self) -> str:
-        return render_table(["batch", "kind", "attempt", "path"],
-                            [[i.batch_id, i.kind, (i.attempt_id or "")[:12], i.path] for i in self.items])
+        return render_table(
+            ["batch", "kind", "attempt", "path"],
+            [[i.batch_id, i.kind, (i.attempt_id or "")[:12], i.path] for i in self.items],
+        )
 
 
-def _batch_items(sink: LocalDirectorySink, batch_id: int, state: BatchState, output_uri: str,
-                 attempts: list[Attempt], on_disk: list[str]) -> list[SweepItem]:
+def _batch_items(
+    sink: LocalDirectorySink,
+    batch_id: int,
+    state: BatchState,
+    output_uri: str,
+    attempts: list[Attempt],
+    on_disk: list[str],
+) -> list[SweepItem]:
     """What to remove of one batch, given its attempts (dead ones already shown as dead)."""
     items: list[SweepItem] = []
     settled = state is not BatchState.PLANNED  # committed or aborted: no commit will need its staging
@@ -68,8 +80,14 @@ def _batch_items(sink: LocalDirectorySink, batch_id: int, state: BatchState, out
     return items
 
 
-def sweep(ledger: Ledger, sink: LocalDirectorySink, pipeline: str, *, dry_run: bool = True,
-          actor: Mapping[str, Any] | None = None) -> SweepOutcome:
+def sweep(
+    ledger: Ledger,
+    sink: LocalDirectorySink,
+    pipeline: str,
+    *,
+    dry_run: bool = True,
+    actor: Mapping[str, Any] | None = None,
+) -> SweepOutcome:
     """List (dry run) or remove the staging of dead attempts, of ended attempts of committed or
     aborted batches, and the output of aborted batches; running attempts whose lease ran out are
     marked dead. Live attempts and planned batches' succeeded or failed attempts are kept."""
@@ -89,8 +107,14 @@ def sweep(ledger: Ledger, sink: LocalDirectorySink, pipeline: str, *, dry_run: b
             record = tx.batch(pipeline, batch_id, for_update=True)  # no attempt of it starts or ends meanwhile
             if not dry_run:
                 marked += tx.mark_dead_attempts(pipeline, batch_id)
-            found = _batch_items(sink, batch_id, record.state, record.plan.output_uri,
-                                 tx.attempts(pipeline, [batch_id]), staged.get(batch_id, []))
+            found = _batch_items(
+                sink,
+                batch_id,
+                record.state,
+                record.plan.output_uri,
+                tx.attempts(pipeline, [batch_id]),
+                staged.get(batch_id, []),
+            )
             if not dry_run and found:
                 for item in found:
                     if item.kind == "aborted_output":
@@ -100,6 +124,12 @@ def sweep(ledger: Ledger, sink: LocalDirectorySink, pipeline: str, *, dry_run: b
                 tx.audit(pipeline, batch_id, "swept", {"items": [asdict(i) for i in found]}, actor or {})
         items += found
     outcome = SweepOutcome(pipeline, dry_run, tuple(items), tuple(marked))
-    log.info("pipeline %s: sweep %s %s item(s)%s\n%s", pipeline, "would remove" if dry_run else "removed",
-             len(items), "" if dry_run else f", {len(marked)} attempt(s) marked dead", outcome.table())
+    log.info(
+        "pipeline %s: sweep %s %s item(s)%s\n%s",
+        pipeline,
+        "would remove" if dry_run else "removed",
+        len(items),
+        "" if dry_run else f", {len(marked)} attempt(s) marked dead",
+        outcome.table(),
+    )
     return outcome

@@ -20,22 +20,35 @@ same ports and data). The PLAINTEXT listener and ``airflow_env()`` are unchanged
 
 Stdlib only, plus psycopg2 for creating the ``ledger`` database.
 """
+
 from __future__ import annotations
 
 from .errors import StackError
 from .info import StackInfo
 from .stack import (
-                    current,
-                    down,
-                    restart_kafka,
-                    restart_postgres,
-                    start_airflow,
-                    start_spark_cluster,
-                    stop_airflow,
-                    status,
-                    stop_spark_cluster,
-                    up,
+    current,
+    down,
+    restart_kafka,
+    restart_postgres,
+    start_airflow,
+    start_spark_cluster,
+    status,
+    stop_airflow,
+    stop_spark_cluster,
+    up,
 )
 
-__all__ = ["StackError", "StackInfo", "current", "down", "restart_kafka", "restart_postgres",
-           "start_airflow", "start_spark_cluster", "status", "stop_airflow", "stop_spark_cluster", "up"]
+__all__ = [
+    "StackError",
+    "StackInfo",
+    "current",
+    "down",
+    "restart_kafka",
+    "restart_postgres",
+    "start_airflow",
+    "start_spark_cluster",
+    "status",
+    "stop_airflow",
+    "stop_spark_cluster",
+    "up",
+]

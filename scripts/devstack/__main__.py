@@ -1,4 +1,5 @@
 """CLI: ``python -m devstack up|down|status|env|jars|restart|spark`` (PYTHONPATH=scripts)."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,33 +18,32 @@ def _print_status(st: dict) -> None:
         return
     for name, svc in st["services"].items():
         where = svc.get("address") or svc.get("webui", "")
-        health = ("DEAD" if not svc["alive"] else
-                  "alive" if svc.get("answers", True) else "NOT ANSWERING")
+        health = "DEAD" if not svc["alive"] else "alive" if svc.get("answers", True) else "NOT ANSWERING"
         print(f"  {name:<13} pid {svc['pid']!s:<8} {health:<6} {where}")
     c = st.get("connect")
     if c:
         print("connect:")
         print(f"  bootstrap.servers  {c['bootstrap_servers']}")
         if c.get("sasl_bootstrap_servers"):
-            print(f"  SASL_PLAINTEXT     {c['sasl_bootstrap_servers']}  (sasl.mechanism {c['sasl_mechanism']}, "
-                  f"user {c['sasl_username']}, password in {c['sasl_password_file']})")
+            print(
+                f"  SASL_PLAINTEXT     {c['sasl_bootstrap_servers']}  (sasl.mechanism {c['sasl_mechanism']}, "
+                f"user {c['sasl_username']}, password in {c['sasl_password_file']})"
+            )
         else:
             print("  SASL_PLAINTEXT     not configured on this broker: `scripts/stack up` adds it")
         print(f"  postgres DSN       {c['pg_dsn']}  (password in {c['pg_password_file']})")
         if c["spark_master_url"]:
             print(f"  spark master       {c['spark_master_url']}")
         print(f"  connector jars     {','.join(c['connector_jars'])}")
-        print(f"  kafka tools        java -cp '{c['kafka_libs_dir']}/*' "
-              "org.apache.kafka.tools.ConsumerPerformance ...")
-        print(f"  airflow env        eval \"$(scripts/stack env)\"  -> {' '.join(c['airflow_env_vars'])}")
+        print(f"  kafka tools        java -cp '{c['kafka_libs_dir']}/*' org.apache.kafka.tools.ConsumerPerformance ...")
+        print(f'  airflow env        eval "$(scripts/stack env)"  -> {" ".join(c["airflow_env_vars"])}')
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stack", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka [+ Spark cluster]")
-    up.add_argument("--spark-cluster", action="store_true",
-                    help="also start a Spark standalone master + worker")
+    up.add_argument("--spark-cluster", action="store_true", help="also start a Spark standalone master + worker")
     down = sub.add_parser("down", help="stop everything `up` started; delete the state dir")
     down.add_argument("--keep", action="store_true", help="keep the data for the next `up`")
     stat = sub.add_parser("status", help="what runs where and how to connect")
@@ -53,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     jp.add_argument("--spark-version", help="connector version (default: installed pyspark's)")
     rs = sub.add_parser("restart", help="restart one service on the same ports and data")
     rs.add_argument("service", choices=["kafka", "postgres"])
-    rs.add_argument("--hard", action="store_true",
-                    help="crash it: SIGKILL kafka / pg_ctl stop -m immediate")
+    rs.add_argument("--hard", action="store_true", help="crash it: SIGKILL kafka / pg_ctl stop -m immediate")
     sp = sub.add_parser("spark", help="start or stop only the Spark standalone cluster")
     sp.add_argument("action", choices=["start", "stop"])
     args = p.parse_args(argv)

@@ -6,6 +6,7 @@ in as ``AIRFLOW_CONN_*`` env vars. Login: SimpleAuthManager, user ``admin`` with
 generated once per deployment (``<home>/passwords.json``, 0600). Secrets (the metadata DB URL, the
 JWT secret) live in ``<home>/airflow.cfg`` (0600), never on a command line.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,18 +48,18 @@ def configure(sd: Path, pg: Mapping[str, Any], ledger_schema: str) -> dict[str, 
     db_password = Path(pg["password_file"]).read_text().strip()
     url = f"http://{state.LOOPBACK}:{port}"
     cfg_text = f"""[core]
-dags_folder = {REPO / 'dags'}
+dags_folder = {REPO / "dags"}
 executor = LocalExecutor
 load_examples = False
 dags_are_paused_at_creation = False
 parallelism = 4
 auth_manager = airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
 simple_auth_manager_users = {USER}:admin
-simple_auth_manager_passwords_file = {home / 'passwords.json'}
+simple_auth_manager_passwords_file = {home / "passwords.json"}
 execution_api_server_url = {url}/execution/
 
 [database]
-sql_alchemy_conn = postgresql+psycopg2://{pg['user']}:{db_password}@{pg['host']}:{pg['port']}/{DATABASE}
+sql_alchemy_conn = postgresql+psycopg2://{pg["user"]}:{db_password}@{pg["host"]}:{pg["port"]}/{DATABASE}
 
 [api]
 host = {state.LOOPBACK}
@@ -76,7 +77,7 @@ dag_dir_list_interval = 5
 refresh_interval = 5
 
 [logging]
-base_log_folder = {home / 'logs'}
+base_log_folder = {home / "logs"}
 
 [kafka_offsets]
 ledger_schema = {ledger_schema}
@@ -85,8 +86,15 @@ ledger_schema = {ledger_schema}
         path = home / name
         path.write_text(text)
         os.chmod(path, 0o600)
-    return {"home": str(home), "port": port, "url": url, "user": USER, "ledger_schema": ledger_schema,
-            "password_file": str(home / "passwords.json"), "pids": {}}
+    return {
+        "home": str(home),
+        "port": port,
+        "url": url,
+        "user": USER,
+        "ledger_schema": ledger_schema,
+        "password_file": str(home / "passwords.json"),
+        "pids": {},
+    }
 
 
 def password(cfg: Mapping[str, Any]) -> str:
@@ -96,8 +104,13 @@ def password(cfg: Mapping[str, Any]) -> str:
 def _env(cfg: Mapping[str, Any], connections: Mapping[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
     env.update(connections)
-    env.update({"AIRFLOW_HOME": cfg["home"], "AIRFLOW_CONFIG": f"{cfg['home']}/airflow.cfg",
-                "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"})
+    env.update(
+        {
+            "AIRFLOW_HOME": cfg["home"],
+            "AIRFLOW_CONFIG": f"{cfg['home']}/airflow.cfg",
+            "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+        }
+    )
     return env
 
 
@@ -110,8 +123,9 @@ def is_running(cfg: Mapping[str, Any]) -> bool:
     return all(procs.pid_alive(cfg["pids"].get(c), marker(c)) for c in COMPONENTS)
 
 
-def start(cfg: dict[str, Any], pg: Mapping[str, Any], connections: Mapping[str, str],
-          timeout: float = 300) -> dict[str, Any]:
+def start(
+    cfg: dict[str, Any], pg: Mapping[str, Any], connections: Mapping[str, str], timeout: float = 300
+) -> dict[str, Any]:
     """Migrate the metadata DB, start the three components, wait until the UI serves the DAGs."""
     postgres.ensure_database(dict(pg), DATABASE)
     env = _env(cfg, connections)
@@ -123,7 +137,8 @@ def start(cfg: dict[str, Any], pg: Mapping[str, Any], connections: Mapping[str, 
             if component == "api-server":
                 procs.ensure_port_free(cfg["port"], "Airflow api-server")
             cfg["pids"][component] = procs.spawn_detached(
-                [airflow, component], home / "logs" / f"{component}.out", cwd=home, env=env)
+                [airflow, component], home / "logs" / f"{component}.out", cwd=home, env=env
+            )
     _wait_ready(cfg, timeout)
     return cfg
 
@@ -131,16 +146,18 @@ def start(cfg: dict[str, Any], pg: Mapping[str, Any], connections: Mapping[str, 
 def token(cfg: Mapping[str, Any]) -> str:
     """A REST API bearer token for the admin user."""
     body = json.dumps({"username": cfg["user"], "password": password(cfg)}).encode()
-    request = urllib.request.Request(f"{cfg['url']}/auth/token", data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{cfg['url']}/auth/token", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())["access_token"]
 
 
 def api(cfg: Mapping[str, Any], path: str, bearer: str | None = None, timeout: float = 120) -> Any:
     """GET the REST API (``/api/v2/...``) as admin (``bearer``: a token from :func:`token`)."""
-    request = urllib.request.Request(f"{cfg['url']}/api/v2/{path.lstrip('/')}",
-                                     headers={"Authorization": f"Bearer {bearer or token(cfg)}"})
+    request = urllib.request.Request(
+        f"{cfg['url']}/api/v2/{path.lstrip('/')}", headers={"Authorization": f"Bearer {bearer or token(cfg)}"}
+    )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read() or b"null")
 
@@ -156,8 +173,9 @@ def _wait_ready(cfg: Mapping[str, Any], timeout: float) -> None:
                 raise StackError(f"Airflow {component} exited:\n{procs.tail(log)}")
         try:
             health = json.loads(urllib.request.urlopen(f"{cfg['url']}/api/v2/monitor/health", timeout=5).read())
-            healthy = all(health.get(c, {}).get("status") == "healthy"
-                          for c in ("metadatabase", "scheduler", "dag_processor"))
+            healthy = all(
+                health.get(c, {}).get("status") == "healthy" for c in ("metadatabase", "scheduler", "dag_processor")
+            )
             dags = {d["dag_id"] for d in api(cfg, "dags?limit=100")["dags"]} if healthy else set()
             if "kafka_offsets_manual_ops" in dags:
                 return

@@ -1,4 +1,5 @@
 """The one exception type the devstack raises for anything the user must fix."""
+
 from __future__ import annotations
 
 

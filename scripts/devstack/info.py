@@ -1,4 +1,5 @@
 """StackInfo: how to reach the running stack (for pytest fixtures, benchmarks, the CLI)."""
+
 from __future__ import annotations
 
 import json
@@ -30,11 +31,13 @@ class StackInfo:
     sasl_password: str | None = None
 
     def __repr__(self) -> str:  # keep the passwords out of logs and tracebacks
-        return (f"StackInfo(bootstrap_servers={self.bootstrap_servers!r}, "
-                f"sasl_bootstrap_servers={self.sasl_bootstrap_servers!r}, "
-                f"sasl_username={self.sasl_username!r}, "
-                f"pg={self.pg_user}@{self.pg_host}:{self.pg_port}/{self.pg_database}, "
-                f"spark_master_url={self.spark_master_url!r}, state_dir={self.state_dir!r})")
+        return (
+            f"StackInfo(bootstrap_servers={self.bootstrap_servers!r}, "
+            f"sasl_bootstrap_servers={self.sasl_bootstrap_servers!r}, "
+            f"sasl_username={self.sasl_username!r}, "
+            f"pg={self.pg_user}@{self.pg_host}:{self.pg_port}/{self.pg_database}, "
+            f"spark_master_url={self.spark_master_url!r}, state_dir={self.state_dir!r})"
+        )
 
     def sasl_client_config(self, password: str | None = None) -> dict[str, str]:
         """confluent-kafka config for the SASL_PLAINTEXT listener (includes the password).
@@ -42,29 +45,45 @@ class StackInfo:
         ``password`` overrides the real one (to try wrong credentials).
         """
         if not self.sasl_bootstrap_servers:
-            raise StackError("this stack has no SASL_PLAINTEXT listener; run `scripts/stack up` "
-                             "(it adds one) or `scripts/stack down && scripts/stack up`")
-        return {"bootstrap.servers": self.sasl_bootstrap_servers,
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": self.sasl_mechanism or "PLAIN",
-                "sasl.username": self.sasl_username or "",
-                "sasl.password": self.sasl_password if password is None else password}
+            raise StackError(
+                "this stack has no SASL_PLAINTEXT listener; run `scripts/stack up` "
+                "(it adds one) or `scripts/stack down && scripts/stack up`"
+            )
+        return {
+            "bootstrap.servers": self.sasl_bootstrap_servers,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": self.sasl_mechanism or "PLAIN",
+            "sasl.username": self.sasl_username or "",
+            "sasl.password": self.sasl_password if password is None else password,
+        }
 
     def pg_dsn(self, dbname: str | None = None) -> str:
         """libpq key=value DSN (includes the password)."""
-        parts = {"host": self.pg_host, "port": self.pg_port, "user": self.pg_user,
-                 "password": self.pg_password, "dbname": dbname or self.pg_database}
+        parts = {
+            "host": self.pg_host,
+            "port": self.pg_port,
+            "user": self.pg_user,
+            "password": self.pg_password,
+            "dbname": dbname or self.pg_database,
+        }
         return " ".join(f"{k}={_libpq_quote(str(v))}" for k, v in parts.items())
 
     def airflow_env(self) -> dict[str, str]:
         """Airflow connections + provider settings for this stack, as env vars."""
         env = {
             "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
-                {"conn_type": "kafka", "extra": {"bootstrap.servers": self.bootstrap_servers}}),
+                {"conn_type": "kafka", "extra": {"bootstrap.servers": self.bootstrap_servers}}
+            ),
             "AIRFLOW_CONN_POSTGRES_DEFAULT": json.dumps(
-                {"conn_type": "postgres", "host": self.pg_host, "port": self.pg_port,
-                 "login": self.pg_user, "password": self.pg_password,
-                 "schema": self.pg_database}),
+                {
+                    "conn_type": "postgres",
+                    "host": self.pg_host,
+                    "port": self.pg_port,
+                    "login": self.pg_user,
+                    "password": self.pg_password,
+                    "schema": self.pg_database,
+                }
+            ),
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
             "AIRFLOW__KAFKA_OFFSETS__SPARK_JARS": ",".join(self.connector_jars),
             "SPARK_LOCAL_IP": state.LOOPBACK,
@@ -72,7 +91,8 @@ class StackInfo:
         if self.spark_master_url:
             scheme_host, port = self.spark_master_url.rsplit(":", 1)
             env["AIRFLOW_CONN_SPARK_CLUSTER"] = json.dumps(
-                {"conn_type": "spark", "host": scheme_host, "port": int(port)})
+                {"conn_type": "spark", "host": scheme_host, "port": int(port)}
+            )
         return env
 
 
@@ -87,7 +107,9 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
     pg, kafka, spark = stack["postgres"], stack["kafka"], stack.get("spark") or {}
     return StackInfo(
         bootstrap_servers=f"{kafka['host']}:{kafka['port']}",
-        pg_host=pg["host"], pg_port=pg["port"], pg_user=pg["user"],
+        pg_host=pg["host"],
+        pg_port=pg["port"],
+        pg_user=pg["user"],
         pg_password=Path(pg["password_file"]).read_text().strip(),
         pg_database=pg["database"],
         connector_jars=tuple(stack["connector_jars"]),
@@ -101,7 +123,9 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
 def _sasl(kafka: dict[str, Any]) -> dict[str, Any]:
     if not kafka.get("sasl_port"):
         return {}
-    return {"sasl_bootstrap_servers": f"{kafka['host']}:{kafka['sasl_port']}",
-            "sasl_mechanism": kafka.get("sasl_mechanism", "PLAIN"),
-            "sasl_username": kafka["sasl_user"],
-            "sasl_password": Path(kafka["sasl_password_file"]).read_text().strip()}
+    return {
+        "sasl_bootstrap_servers": f"{kafka['host']}:{kafka['sasl_port']}",
+        "sasl_mechanism": kafka.get("sasl_mechanism", "PLAIN"),
+        "sasl_username": kafka["sasl_user"],
+        "sasl_password": Path(kafka["sasl_password_file"]).read_text().strip(),
+    }

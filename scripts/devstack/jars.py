@@ -3,6 +3,7 @@
 Both sets go to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
 ``.complete`` marker written after a successful copy makes later calls a no-op.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -92,10 +93,13 @@ def fetch_connector(spark_version: str | None = None, quiet: bool = False) -> li
             fallback = TOKEN_PROVIDER_FALLBACK.get(version.split(".")[0])
             if override or not fallback or TOKEN_PROVIDER not in str(exc):
                 raise
-            print(f"devstack: WARNING: org.apache.spark:{TOKEN_PROVIDER}_2.13:{version} is not in "
-                  f"the Maven registry in use; using {fallback} instead (binary compatible for "
-                  f"everything but Kerberos delegation tokens). Set {TOKEN_PROVIDER_ENV} to "
-                  f"choose another version.", file=sys.stderr)
+            print(
+                f"devstack: WARNING: org.apache.spark:{TOKEN_PROVIDER}_2.13:{version} is not in "
+                f"the Maven registry in use; using {fallback} instead (binary compatible for "
+                f"everything but Kerberos delegation tokens). Set {TOKEN_PROVIDER_ENV} to "
+                f"choose another version.",
+                file=sys.stderr,
+            )
             props["token.provider.version"] = fallback
             jars = _mvn_copy(CONNECTOR_POM, dest, props)
         jars = _drop_pyspark_duplicates(dest, jars)
@@ -132,8 +136,16 @@ def _mvn_copy(pom: Path, dest: Path, props: dict[str, str]) -> list[str]:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
     try:
-        argv = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-                "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"]
+        argv = [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={tmp}",
+        ]
         argv += [f"-D{k}={v}" for k, v in props.items()]
         procs.run(argv, f"mvn dependency:copy-dependencies ({pom.name})", cwd=POM_DIR, timeout=1800)
         jars = sorted(p.name for p in tmp.glob("*.jar"))
@@ -163,8 +175,7 @@ def _drop_pyspark_duplicates(dest: Path, jars: list[str]) -> list[str]:
     for jar in jars:
         name, version = _artifact(jar)
         if name in shipped:
-            print(f"devstack: note: dropping {jar}: pyspark already ships {name}-{shipped[name]}",
-                  file=sys.stderr)
+            print(f"devstack: note: dropping {jar}: pyspark already ships {name}-{shipped[name]}", file=sys.stderr)
             (dest / jar).unlink()
         else:
             kept.append(jar)

@@ -1,4 +1,5 @@
 """A single-node Kafka 4.x KRaft broker (combined broker+controller) run from cached jars."""
+
 from __future__ import annotations
 
 import base64
@@ -59,8 +60,9 @@ def sasl_password(sd: Path) -> str:
     return path.read_text().strip()
 
 
-def configure(sd: Path, libs_dir: Path, port: int, controller_port: int,
-              sasl_port: int | None = None) -> dict[str, Any]:
+def configure(
+    sd: Path, libs_dir: Path, port: int, controller_port: int, sasl_port: int | None = None
+) -> dict[str, Any]:
     """Write server.properties + log4j2.properties; return the config record.
 
     ``sasl_port`` adds a SASL_PLAINTEXT listener (mechanism PLAIN) beside the
@@ -71,10 +73,16 @@ def configure(sd: Path, libs_dir: Path, port: int, controller_port: int,
         shutil.rmtree(base)
     (base / "logs").mkdir(parents=True)
     cfg: dict[str, Any] = {
-        "host": state.LOOPBACK, "port": port, "controller_port": controller_port,
-        "cluster_id": new_cluster_id(), "libs_dir": str(libs_dir), "base_dir": str(base),
-        "config": str(base / "server.properties"), "log_dirs": str(base / "data"),
-        "log": str(base / "logs" / "server.log"), "stdout": str(base / "logs" / "kafka.out"),
+        "host": state.LOOPBACK,
+        "port": port,
+        "controller_port": controller_port,
+        "cluster_id": new_cluster_id(),
+        "libs_dir": str(libs_dir),
+        "base_dir": str(base),
+        "config": str(base / "server.properties"),
+        "log_dirs": str(base / "data"),
+        "log": str(base / "logs" / "server.log"),
+        "stdout": str(base / "logs" / "kafka.out"),
     }
     if sasl_port is not None:
         _sasl_fields(cfg, sd, sasl_port)
@@ -100,8 +108,14 @@ def enable_sasl(cfg: dict[str, Any], sd: Path, sasl_port: int) -> dict[str, Any]
 
 def _sasl_fields(cfg: dict[str, Any], sd: Path, sasl_port: int) -> None:
     sasl_password(sd)  # create it now, so the broker config and clients agree
-    cfg.update({"sasl_port": sasl_port, "sasl_mechanism": "PLAIN", "sasl_user": SASL_USER,
-                "sasl_password_file": str(sd / SASL_PASSWORD_FILE)})
+    cfg.update(
+        {
+            "sasl_port": sasl_port,
+            "sasl_mechanism": "PLAIN",
+            "sasl_user": SASL_USER,
+            "sasl_password_file": str(sd / SASL_PASSWORD_FILE),
+        }
+    )
 
 
 def _jaas_quote(value: str) -> str:
@@ -124,8 +138,9 @@ def server_properties(cfg: dict[str, Any]) -> dict[str, str]:
             "sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
             # broker side of PLAIN: one user_<name>="<password>" entry per accepted client
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                f"{PLAIN_LOGIN_MODULE} required user_{cfg['sasl_user']}={_jaas_quote(password)};",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                f"{PLAIN_LOGIN_MODULE} required user_{cfg['sasl_user']}={_jaas_quote(password)};"
+            ),
         }
     return {
         "process.roles": "broker,controller",
@@ -180,19 +195,30 @@ def write_config(cfg: dict[str, Any]) -> None:
 def _java_cmd(cfg: dict[str, Any], main: str, *args: str, heap: str | None = None) -> list[str]:
     java = procs.require_tool("java", "install a JDK 17, e.g. apt-get install openjdk-17-jre-headless")
     opts = [f"-Xmx{heap}", f"-Xms{heap}"] if heap else ["-Xmx256m"]
-    return [java, *opts, "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={cfg['base_dir']}/log4j2.properties",
-            f"-Dkafka.logs.dir={cfg['base_dir']}/logs", f"-Dako.stack.dir={cfg['base_dir']}",
-            "-cp", f"{cfg['libs_dir']}/*", main, *args]
+    return [
+        java,
+        *opts,
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={cfg['base_dir']}/log4j2.properties",
+        f"-Dkafka.logs.dir={cfg['base_dir']}/logs",
+        f"-Dako.stack.dir={cfg['base_dir']}",
+        "-cp",
+        f"{cfg['libs_dir']}/*",
+        main,
+        *args,
+    ]
 
 
 def format_storage(cfg: dict[str, Any]) -> None:
     """``kafka.tools.StorageTool format`` once per data dir (static quorum: no --standalone)."""
     if (Path(cfg["log_dirs"]) / "meta.properties").exists():
         return
-    procs.run(_java_cmd(cfg, "kafka.tools.StorageTool", "format", "-t", cfg["cluster_id"],
-                        "-c", cfg["config"]),
-              "kafka-storage format", cwd=cfg["base_dir"], timeout=120)
+    procs.run(
+        _java_cmd(cfg, "kafka.tools.StorageTool", "format", "-t", cfg["cluster_id"], "-c", cfg["config"]),
+        "kafka-storage format",
+        cwd=cfg["base_dir"],
+        timeout=120,
+    )
 
 
 def start(cfg: dict[str, Any], timeout: float = 90) -> int:
@@ -202,12 +228,15 @@ def start(cfg: dict[str, Any], timeout: float = 90) -> int:
     if has_sasl(cfg):
         procs.ensure_port_free(cfg["sasl_port"], "Kafka SASL_PLAINTEXT listener")
     format_storage(cfg)
-    pid = procs.spawn_detached(_java_cmd(cfg, MAIN_CLASS, cfg["config"], heap=HEAP),
-                               Path(cfg["stdout"]), cwd=Path(cfg["base_dir"]))
+    pid = procs.spawn_detached(
+        _java_cmd(cfg, MAIN_CLASS, cfg["config"], heap=HEAP), Path(cfg["stdout"]), cwd=Path(cfg["base_dir"])
+    )
     if not wait_ready(cfg, pid, timeout):
         procs.terminate(pid, marker=cfg["config"], timeout=10)
-        raise StackError(f"Kafka broker did not answer on {cfg['host']}:{cfg['port']} within "
-                         f"{timeout:.0f}s; tail of {cfg['log']}:\n{procs.tail(cfg['log'])}")
+        raise StackError(
+            f"Kafka broker did not answer on {cfg['host']}:{cfg['port']} within "
+            f"{timeout:.0f}s; tail of {cfg['log']}:\n{procs.tail(cfg['log'])}"
+        )
     return pid
 
 
@@ -219,9 +248,11 @@ def wait_ready(cfg: dict[str, Any], pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while True:
         if not procs.pid_alive(pid):
-            raise StackError(f"Kafka broker (pid {pid}) exited; tail of {cfg['log']}:\n"
-                             f"{procs.tail(cfg['log'])}\n--- {cfg['stdout']}:\n"
-                             f"{procs.tail(cfg['stdout'], 15)}")
+            raise StackError(
+                f"Kafka broker (pid {pid}) exited; tail of {cfg['log']}:\n"
+                f"{procs.tail(cfg['log'])}\n--- {cfg['stdout']}:\n"
+                f"{procs.tail(cfg['stdout'], 15)}"
+            )
         if probe(cfg["host"], cfg["port"]):
             return True
         if time.monotonic() > deadline:

@@ -1,4 +1,5 @@
 """A throwaway PostgreSQL 15 cluster: initdb, start, stop, and the ``ledger`` database."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,9 @@ def pg_bin() -> Path:
     """Directory of initdb/pg_ctl: ``$AKO_PG_BIN`` or the Debian PostgreSQL 15 one."""
     path = Path(os.environ.get(PG_BIN_ENV) or DEFAULT_PG_BIN)
     if not (path / "initdb").exists():
-        raise StackError(f"PostgreSQL 15 server binaries not found in {path} "
-                         f"(apt-get install postgresql-15, or set {PG_BIN_ENV})")
+        raise StackError(
+            f"PostgreSQL 15 server binaries not found in {path} (apt-get install postgresql-15, or set {PG_BIN_ENV})"
+        )
     return path
 
 
@@ -53,8 +55,12 @@ def password(sd: Path) -> str:
 
 def _layout(sd: Path) -> dict[str, str]:
     base = sd / "postgres"
-    return {"base_dir": str(base), "data_dir": str(base / "data"), "socket_dir": str(base / "sock"),
-            "log": str(base / "postgres.log")}
+    return {
+        "base_dir": str(base),
+        "data_dir": str(base / "data"),
+        "socket_dir": str(base / "sock"),
+        "log": str(base / "postgres.log"),
+    }
 
 
 def initdb(sd: Path, port: int) -> dict[str, Any]:
@@ -63,10 +69,15 @@ def initdb(sd: Path, port: int) -> dict[str, Any]:
         try:
             pwd.getpwnam(OS_USER)
         except KeyError:
-            raise StackError(f"running as root needs an OS user {OS_USER!r} to own the cluster") \
-                from None
-    cfg: dict[str, Any] = {"host": state.LOOPBACK, "port": port, "user": SUPERUSER, "database": DATABASE,
-           "password_file": str(sd / state.PASSWORD_FILE), **_layout(sd)}
+            raise StackError(f"running as root needs an OS user {OS_USER!r} to own the cluster") from None
+    cfg: dict[str, Any] = {
+        "host": state.LOOPBACK,
+        "port": port,
+        "user": SUPERUSER,
+        "database": DATABASE,
+        "password_file": str(sd / state.PASSWORD_FILE),
+        **_layout(sd),
+    }
     base, data, sock = (Path(cfg[k]) for k in ("base_dir", "data_dir", "socket_dir"))
     if base.exists():
         shutil.rmtree(base)
@@ -79,36 +90,59 @@ def initdb(sd: Path, port: int) -> dict[str, Any]:
     os.chmod(pwfile, 0o600)
     _chown_owner(pwfile)
     try:
-        procs.run(_as_owner([str(pg_bin() / "initdb"), "-D", str(data), "-U", SUPERUSER,
-                             f"--pwfile={pwfile}", "--auth-local=scram-sha-256",
-                             "--auth-host=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8",
-                             "--no-instructions"]),
-                  "initdb", cwd=base, timeout=300)
+        procs.run(
+            _as_owner(
+                [
+                    str(pg_bin() / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    SUPERUSER,
+                    f"--pwfile={pwfile}",
+                    "--auth-local=scram-sha-256",
+                    "--auth-host=scram-sha-256",
+                    "--encoding=UTF8",
+                    "--locale=C.UTF-8",
+                    "--no-instructions",
+                ]
+            ),
+            "initdb",
+            cwd=base,
+            timeout=300,
+        )
     finally:
         pwfile.unlink(missing_ok=True)
     (data / "pg_hba.conf").write_text(
         "# devstack: password (SCRAM) auth only, loopback TCP + the private socket dir\n"
         "local all all scram-sha-256\n"
-        f"host  all all {state.LOOPBACK}/32 scram-sha-256\n")
+        f"host  all all {state.LOOPBACK}/32 scram-sha-256\n"
+    )
     with open(data / "postgresql.conf", "a") as fh:
-        fh.write("\n# --- devstack ---\n"
-                 f"listen_addresses = '{state.LOOPBACK}'\n"
-                 f"port = {port}\n"
-                 f"unix_socket_directories = '{sock}'\n"
-                 "password_encryption = 'scram-sha-256'\n"
-                 "fsync = off                 # throwaway cluster: no OS-crash durability\n"
-                 "full_page_writes = off\n"
-                 "max_connections = 200\n"
-                 "log_min_messages = warning\n")
+        fh.write(
+            "\n# --- devstack ---\n"
+            f"listen_addresses = '{state.LOOPBACK}'\n"
+            f"port = {port}\n"
+            f"unix_socket_directories = '{sock}'\n"
+            "password_encryption = 'scram-sha-256'\n"
+            "fsync = off                 # throwaway cluster: no OS-crash durability\n"
+            "full_page_writes = off\n"
+            "max_connections = 200\n"
+            "log_min_messages = warning\n"
+        )
     return cfg
 
 
 def start(cfg: dict[str, Any], timeout: int = 60) -> int:
     """``pg_ctl start -w``; return the postmaster pid."""
     procs.ensure_port_free(cfg["port"], "PostgreSQL")
-    procs.run(_as_owner([str(pg_bin() / "pg_ctl"), "-D", cfg["data_dir"], "-l", cfg["log"],
-                         "-w", "-t", str(timeout), "start"]),
-              "pg_ctl start", cwd=cfg["base_dir"], timeout=timeout + 30)
+    procs.run(
+        _as_owner(
+            [str(pg_bin() / "pg_ctl"), "-D", cfg["data_dir"], "-l", cfg["log"], "-w", "-t", str(timeout), "start"]
+        ),
+        "pg_ctl start",
+        cwd=cfg["base_dir"],
+        timeout=timeout + 30,
+    )
     pid = postmaster_pid(cfg)
     if pid is None:
         raise StackError(f"PostgreSQL started but left no postmaster.pid:\n{procs.tail(cfg['log'])}")
@@ -121,9 +155,12 @@ def stop(cfg: dict[str, Any], mode: str = "fast", timeout: int = 60) -> None:
     if not is_running(cfg):
         return
     try:
-        procs.run(_as_owner([str(pg_bin() / "pg_ctl"), "-D", cfg["data_dir"], "-m", mode,
-                             "-w", "-t", str(timeout), "stop"]),
-                  "pg_ctl stop", cwd=cfg["base_dir"], timeout=timeout + 30)
+        procs.run(
+            _as_owner([str(pg_bin() / "pg_ctl"), "-D", cfg["data_dir"], "-m", mode, "-w", "-t", str(timeout), "stop"]),
+            "pg_ctl stop",
+            cwd=cfg["base_dir"],
+            timeout=timeout + 30,
+        )
     except StackError:
         procs.terminate(pid, marker=cfg["data_dir"], timeout=10)
 
@@ -145,11 +182,15 @@ def connect(cfg: dict[str, Any], dbname: str | None = None, timeout: int = 5):
     try:
         import psycopg2
     except ImportError as exc:
-        raise StackError("psycopg2 is not installed in this Python "
-                         "(pip install psycopg2-binary)") from exc
-    return psycopg2.connect(host=cfg["host"], port=cfg["port"], user=cfg["user"],
-                            password=Path(cfg["password_file"]).read_text().strip(),
-                            dbname=dbname or cfg["database"], connect_timeout=timeout)
+        raise StackError("psycopg2 is not installed in this Python (pip install psycopg2-binary)") from exc
+    return psycopg2.connect(
+        host=cfg["host"],
+        port=cfg["port"],
+        user=cfg["user"],
+        password=Path(cfg["password_file"]).read_text().strip(),
+        dbname=dbname or cfg["database"],
+        connect_timeout=timeout,
+    )
 
 
 def ready(cfg: dict[str, Any]) -> bool:
@@ -174,8 +215,9 @@ def ensure_database(cfg: dict[str, Any], dbname: str | None = None) -> None:
             raise
         except Exception as exc:  # noqa: BLE001
             if time.monotonic() > deadline:
-                raise StackError(f"cannot connect to PostgreSQL on {cfg['host']}:{cfg['port']}: "
-                                 f"{exc}\n{procs.tail(cfg['log'])}") from exc
+                raise StackError(
+                    f"cannot connect to PostgreSQL on {cfg['host']}:{cfg['port']}: {exc}\n{procs.tail(cfg['log'])}"
+                ) from exc
             time.sleep(0.5)
     try:
         conn.autocommit = True

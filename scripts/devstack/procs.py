@@ -1,4 +1,5 @@
 """Process and port helpers: spawn detached, probe, stop by pid, pick free ports."""
+
 from __future__ import annotations
 
 import os
@@ -37,13 +38,25 @@ def tail(path: Path | str, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run(argv: Sequence[str], what: str, *, cwd: Path | str | None = None,
-        env: Mapping[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def run(
+    argv: Sequence[str],
+    what: str,
+    *,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess:
     """Run a command to completion; on failure raise ``<what> failed: <output tail>``."""
     try:
-        proc = subprocess.run(list(argv), cwd=cwd, env=dict(env) if env is not None else None,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except FileNotFoundError as exc:
         raise StackError(f"{what} failed: {exc.filename} not found") from exc
     except subprocess.TimeoutExpired as exc:
@@ -54,14 +67,20 @@ def run(argv: Sequence[str], what: str, *, cwd: Path | str | None = None,
     return proc
 
 
-def spawn_detached(argv: Sequence[str], log_path: Path, *, cwd: Path,
-                   env: Mapping[str, str] | None = None) -> int:
+def spawn_detached(argv: Sequence[str], log_path: Path, *, cwd: Path, env: Mapping[str, str] | None = None) -> int:
     """Start a long-running server in its own session, output appended to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env is not None else None,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
     _CHILDREN[proc.pid] = proc
     return proc.pid
 
@@ -103,8 +122,7 @@ def pid_alive(pid: int | None, marker: str | None = None) -> bool:
     return marker is None or marker in cmdline(pid)
 
 
-def terminate(pid: int | None, marker: str | None = None, timeout: float = 30.0,
-              kill: bool = False) -> bool:
+def terminate(pid: int | None, marker: str | None = None, timeout: float = 30.0, kill: bool = False) -> bool:
     """SIGTERM ``pid`` (its process group when it leads one), SIGKILL after ``timeout``.
 
     ``kill=True`` sends SIGKILL straight away (crash simulation). Only touches the
@@ -165,5 +183,7 @@ def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
 def ensure_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
     """Raise a clear error if a foreign process holds a port we recorded earlier."""
     if port_open(port, host):
-        raise StackError(f"{what}: port {host}:{port} is already taken by another process; "
-                         f"run `scripts/stack down` to start fresh with new ports")
+        raise StackError(
+            f"{what}: port {host}:{port} is already taken by another process; "
+            f"run `scripts/stack down` to start fresh with new ports"
+        )

@@ -1,4 +1,5 @@
 """A Spark standalone master + one worker on loopback, run from the pyspark wheel."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ def configure(sd: Path) -> dict[str, Any]:
     """Pick ports and dirs; return the config record."""
     home = jars.pyspark_home()
     if home is None:
-        raise StackError("pyspark (with its jars/) is not installed in this Python "
-                         f"({sys.executable}); cannot run a Spark standalone cluster")
+        raise StackError(
+            "pyspark (with its jars/) is not installed in this Python "
+            f"({sys.executable}); cannot run a Spark standalone cluster"
+        )
     if not (home / "bin" / "spark-class").exists():
         raise StackError(f"{home}/bin/spark-class not found; is this a full pyspark install?")
     base = sd / "spark"
@@ -33,26 +36,35 @@ def configure(sd: Path) -> dict[str, Any]:
     for sub in ("work", "conf", "logs"):
         (base / sub).mkdir(parents=True)
     mport, mweb, wport, wweb = procs.free_ports(4)
-    return {"spark_home": str(home), "base_dir": str(base), "host": state.LOOPBACK,
-            "master_port": mport, "master_webui_port": mweb, "worker_port": wport,
-            "worker_webui_port": wweb, "master_url": f"spark://{state.LOOPBACK}:{mport}",
-            "master_log": str(base / "logs" / "master.out"),
-            "worker_log": str(base / "logs" / "worker.out")}
+    return {
+        "spark_home": str(home),
+        "base_dir": str(base),
+        "host": state.LOOPBACK,
+        "master_port": mport,
+        "master_webui_port": mweb,
+        "worker_port": wport,
+        "worker_webui_port": wweb,
+        "master_url": f"spark://{state.LOOPBACK}:{mport}",
+        "master_log": str(base / "logs" / "master.out"),
+        "worker_log": str(base / "logs" / "worker.out"),
+    }
 
 
 def _env(cfg: dict[str, Any]) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "SPARK_HOME": cfg["spark_home"],
-        "SPARK_LOCAL_IP": state.LOOPBACK,  # also makes the web UIs bind to loopback
-        "SPARK_CONF_DIR": f"{cfg['base_dir']}/conf",
-        "SPARK_LOG_DIR": f"{cfg['base_dir']}/logs",
-        "SPARK_WORKER_DIR": f"{cfg['base_dir']}/work",
-        "SPARK_DAEMON_JAVA_OPTS": f"-Dako.stack.dir={cfg['base_dir']}",
-        # the REST submission server would take the fixed port 6066; nothing here needs it
-        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-        "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
-    })
+    env.update(
+        {
+            "SPARK_HOME": cfg["spark_home"],
+            "SPARK_LOCAL_IP": state.LOOPBACK,  # also makes the web UIs bind to loopback
+            "SPARK_CONF_DIR": f"{cfg['base_dir']}/conf",
+            "SPARK_LOG_DIR": f"{cfg['base_dir']}/logs",
+            "SPARK_WORKER_DIR": f"{cfg['base_dir']}/work",
+            "SPARK_DAEMON_JAVA_OPTS": f"-Dako.stack.dir={cfg['base_dir']}",
+            # the REST submission server would take the fixed port 6066; nothing here needs it
+            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+            "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
+        }
+    )
     return env
 
 
@@ -68,21 +80,46 @@ def start(cfg: dict[str, Any], timeout: float = 90) -> dict[str, Any]:
     if not procs.pid_alive(cfg.get("master_pid"), _marker(cfg)):
         procs.ensure_port_free(cfg["master_port"], "Spark master")
         cfg["master_pid"] = procs.spawn_detached(
-            [spark_class, MASTER_CLASS, "--host", h, "--port", str(cfg["master_port"]),
-             "--webui-port", str(cfg["master_webui_port"])],
-            Path(cfg["master_log"]), cwd=cwd, env=env)
-        _wait(lambda: _master_json(cfg) is not None, cfg["master_pid"], cfg["master_log"],
-              "Spark master", timeout)
+            [
+                spark_class,
+                MASTER_CLASS,
+                "--host",
+                h,
+                "--port",
+                str(cfg["master_port"]),
+                "--webui-port",
+                str(cfg["master_webui_port"]),
+            ],
+            Path(cfg["master_log"]),
+            cwd=cwd,
+            env=env,
+        )
+        _wait(lambda: _master_json(cfg) is not None, cfg["master_pid"], cfg["master_log"], "Spark master", timeout)
     if not procs.pid_alive(cfg.get("worker_pid"), _marker(cfg)):
         procs.ensure_port_free(cfg["worker_port"], "Spark worker")
         cfg["worker_pid"] = procs.spawn_detached(
-            [spark_class, WORKER_CLASS, "--host", h, "--port", str(cfg["worker_port"]),
-             "--webui-port", str(cfg["worker_webui_port"]), "--cores", WORKER_CORES,
-             "--memory", WORKER_MEMORY, "--work-dir", f"{cfg['base_dir']}/work",
-             cfg["master_url"]],
-            Path(cfg["worker_log"]), cwd=cwd, env=env)
-    _wait(lambda: alive_workers(cfg) > 0, cfg["worker_pid"], cfg["worker_log"],
-          "Spark worker registration", timeout)
+            [
+                spark_class,
+                WORKER_CLASS,
+                "--host",
+                h,
+                "--port",
+                str(cfg["worker_port"]),
+                "--webui-port",
+                str(cfg["worker_webui_port"]),
+                "--cores",
+                WORKER_CORES,
+                "--memory",
+                WORKER_MEMORY,
+                "--work-dir",
+                f"{cfg['base_dir']}/work",
+                cfg["master_url"],
+            ],
+            Path(cfg["worker_log"]),
+            cwd=cwd,
+            env=env,
+        )
+    _wait(lambda: alive_workers(cfg) > 0, cfg["worker_pid"], cfg["worker_log"], "Spark worker registration", timeout)
     return cfg
 
 
@@ -93,8 +130,7 @@ def stop(cfg: dict[str, Any]) -> None:
 
 
 def is_running(cfg: dict[str, Any]) -> bool:
-    return (procs.pid_alive(cfg.get("master_pid"), _marker(cfg))
-            and procs.pid_alive(cfg.get("worker_pid"), _marker(cfg)))
+    return procs.pid_alive(cfg.get("master_pid"), _marker(cfg)) and procs.pid_alive(cfg.get("worker_pid"), _marker(cfg))
 
 
 def alive_workers(cfg: dict[str, Any]) -> int:

@@ -1,4 +1,5 @@
 """Orchestration: bring the whole stack up/down idempotently, report status, restart parts."""
+
 from __future__ import annotations
 
 import shutil
@@ -56,13 +57,17 @@ def _ensure_kafka(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[s
         # data and ports (one broker restart; PLAINTEXT clients reconnect by themselves).
         kafka.enable_sasl(kc, sd, procs.free_port())
         if kafka.is_running(kc):
-            _say(f"adding a SASL_PLAINTEXT listener on {kc['host']}:{kc['sasl_port']}: "
-                 f"restarting Kafka (pid {kc['pid']})")
+            _say(
+                f"adding a SASL_PLAINTEXT listener on {kc['host']}:{kc['sasl_port']}: "
+                f"restarting Kafka (pid {kc['pid']})"
+            )
             kafka.stop(kc)
     if kc and kafka.is_running(kc):
         if kafka.wait_ready(kc, kc["pid"], timeout=30):
-            _say(f"Kafka already running (pid {kc['pid']}, {kc['host']}:{kc['port']}, "
-                 f"SASL {kc['host']}:{kc['sasl_port']})")
+            _say(
+                f"Kafka already running (pid {kc['pid']}, {kc['host']}:{kc['port']}, "
+                f"SASL {kc['host']}:{kc['sasl_port']})"
+            )
             return kc
         _say(f"Kafka pid {kc['pid']} does not answer; restarting it")
         kafka.stop(kc)
@@ -70,8 +75,10 @@ def _ensure_kafka(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[s
         _say(f"starting existing Kafka broker on {kc['host']}:{kc['port']}")
     else:
         kc = kafka.configure(sd, libs_dir, *procs.free_ports(3))
-        _say(f"starting new Kafka KRaft broker on {kc['host']}:{kc['port']} "
-             f"(SASL_PLAINTEXT/PLAIN on port {kc['sasl_port']})")
+        _say(
+            f"starting new Kafka KRaft broker on {kc['host']}:{kc['port']} "
+            f"(SASL_PLAINTEXT/PLAIN on port {kc['sasl_port']})"
+        )
     kc["pid"] = kafka.start(kc)
     return kc
 
@@ -196,8 +203,7 @@ def current() -> StackInfo:
 def _require_stack() -> dict[str, Any]:
     stack = state.load()
     if not stack.get("postgres") or not stack.get("kafka"):
-        raise StackError(f"the stack is not up (no {state.state_dir() / state.STACK_FILE}); "
-                         "run `scripts/stack up`")
+        raise StackError(f"the stack is not up (no {state.state_dir() / state.STACK_FILE}); run `scripts/stack up`")
     return stack
 
 
@@ -211,40 +217,52 @@ def status() -> dict[str, Any]:
     pg, kc, sc = stack.get("postgres"), stack.get("kafka"), stack.get("spark")
     if pg:
         alive = postgres.is_running(pg)
-        services["postgres"] = {"pid": pg.get("pid"), "alive": alive,
-                                "answers": alive and postgres.ready(pg),
-                                "address": f"{pg['host']}:{pg['port']}",
-                                "data_dir": pg["data_dir"], "log": pg["log"]}
+        services["postgres"] = {
+            "pid": pg.get("pid"),
+            "alive": alive,
+            "answers": alive and postgres.ready(pg),
+            "address": f"{pg['host']}:{pg['port']}",
+            "data_dir": pg["data_dir"],
+            "log": pg["log"],
+        }
     if kc:
         alive = kafka.is_running(kc)
-        services["kafka"] = {"pid": kc.get("pid"), "alive": alive,
-                             "answers": alive and kafka.probe(kc["host"], kc["port"]),
-                             "address": f"{kc['host']}:{kc['port']}",
-                             "sasl_address": (f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc)
-                                              else None),
-                             "controller": f"{kc['host']}:{kc['controller_port']}",
-                             "log_dirs": kc["log_dirs"], "log": kc["log"]}
+        services["kafka"] = {
+            "pid": kc.get("pid"),
+            "alive": alive,
+            "answers": alive and kafka.probe(kc["host"], kc["port"]),
+            "address": f"{kc['host']}:{kc['port']}",
+            "sasl_address": (f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None),
+            "controller": f"{kc['host']}:{kc['controller_port']}",
+            "log_dirs": kc["log_dirs"],
+            "log": kc["log"],
+        }
     if sc:
         marker = f"-Dako.stack.dir={sc['base_dir']}"
-        services["spark_master"] = {"pid": sc.get("master_pid"),
-                                    "alive": procs.pid_alive(sc.get("master_pid"), marker),
-                                    "address": sc["master_url"],
-                                    "webui": f"http://{sc['host']}:{sc['master_webui_port']}",
-                                    "log": sc["master_log"]}
-        services["spark_worker"] = {"pid": sc.get("worker_pid"),
-                                    "alive": procs.pid_alive(sc.get("worker_pid"), marker),
-                                    "webui": f"http://{sc['host']}:{sc['worker_webui_port']}",
-                                    "alive_workers": spark.alive_workers(sc),
-                                    "log": sc["worker_log"]}
+        services["spark_master"] = {
+            "pid": sc.get("master_pid"),
+            "alive": procs.pid_alive(sc.get("master_pid"), marker),
+            "address": sc["master_url"],
+            "webui": f"http://{sc['host']}:{sc['master_webui_port']}",
+            "log": sc["master_log"],
+        }
+        services["spark_worker"] = {
+            "pid": sc.get("worker_pid"),
+            "alive": procs.pid_alive(sc.get("worker_pid"), marker),
+            "webui": f"http://{sc['host']}:{sc['worker_webui_port']}",
+            "alive_workers": spark.alive_workers(sc),
+            "log": sc["worker_log"],
+        }
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:
             services[f"airflow_{component.replace('-', '_')}"] = {
-                "pid": af["pids"].get(component), "alive": procs.pid_alive(af["pids"].get(component), airflow.marker(component)),
+                "pid": af["pids"].get(component),
+                "alive": procs.pid_alive(af["pids"].get(component), airflow.marker(component)),
                 "address": af["url"] if component == "api-server" else "",
-                "log": f"{af['home']}/logs/{component}.out"}
-    out["up"] = bool(services) and all(s["alive"] and s.get("answers", True)
-                                       for s in services.values())
+                "log": f"{af['home']}/logs/{component}.out",
+            }
+    out["up"] = bool(services) and all(s["alive"] and s.get("answers", True) for s in services.values())
     if pg and kc:
         si = info.from_stack(stack)
         out["connect"] = {
@@ -253,8 +271,7 @@ def status() -> dict[str, Any]:
             "sasl_mechanism": si.sasl_mechanism,
             "sasl_username": si.sasl_username,
             "sasl_password_file": kc.get("sasl_password_file"),
-            "pg_dsn": f"host={si.pg_host} port={si.pg_port} user={si.pg_user} "
-                      f"dbname={si.pg_database}",
+            "pg_dsn": f"host={si.pg_host} port={si.pg_port} user={si.pg_user} dbname={si.pg_database}",
             "pg_password_file": pg["password_file"],
             "spark_master_url": si.spark_master_url,
             "connector_jars": list(si.connector_jars),

@@ -1,4 +1,5 @@
 """Where the stack lives on disk: state dir, jar cache, stack.json, the up/down lock."""
+
 from __future__ import annotations
 
 import contextlib

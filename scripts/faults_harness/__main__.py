@@ -42,26 +42,45 @@ def parse_kinds(value: str) -> list[str]:
     if unknown:
         raise argparse.ArgumentTypeError(
             f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}; chains k1+k2+... of "
-            f"{', '.join(CHAINABLE)} hit successive tries of one batch")
+            f"{', '.join(CHAINABLE)} hit successive tries of one batch"
+        )
     return kinds
 
 
-def run(trials: int = 1, kinds: list[str] | None = None, seed: int | None = None, batches: int = 2,
-        records: tuple[int, int] = (100, 250), recovery: str = "mixed", workdir: Path | None = None,
-        keep: bool = False, shuffle: bool = True, out=print) -> tuple[list[TrialResult], list[str], bool]:
+def run(
+    trials: int = 1,
+    kinds: list[str] | None = None,
+    seed: int | None = None,
+    batches: int = 2,
+    records: tuple[int, int] = (100, 250),
+    recovery: str = "mixed",
+    workdir: Path | None = None,
+    keep: bool = False,
+    shuffle: bool = True,
+    out=print,
+) -> tuple[list[TrialResult], list[str], bool]:
     """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok."""
     kinds = kinds or list(KINDS)
     seed = seed if seed is not None else random.SystemRandom().randrange(1_000_000)
     info = devstack.current()
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ako-faults-"))
-    ctx = Context(info, schema=f"faults_{uuid.uuid4().hex[:8]}", workdir=workdir, batches=batches,
-                  records=records, recovery=recovery)
+    ctx = Context(
+        info,
+        schema=f"faults_{uuid.uuid4().hex[:8]}",
+        workdir=workdir,
+        batches=batches,
+        records=records,
+        recovery=recovery,
+    )
     ctx.ledger().migrate()
     order = [(kind, i) for i in range(trials) for kind in kinds]
     if shuffle:
         random.Random(seed).shuffle(order)
-    out(f"faults: {len(order)} trials ({trials} of each of {', '.join(kinds)}), seed {seed}, {batches} batches "
-        f"per trial, ledger schema {ctx.schema}, work dir {workdir}", flush=True)
+    out(
+        f"faults: {len(order)} trials ({trials} of each of {', '.join(kinds)}), seed {seed}, {batches} batches "
+        f"per trial, ledger schema {ctx.schema}, work dir {workdir}",
+        flush=True,
+    )
     results: list[TrialResult] = []
     try:
         for kind, i in order:
@@ -86,15 +105,27 @@ def run(trials: int = 1, kinds: list[str] | None = None, seed: int | None = None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/faults", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1, help="trials of each fault kind (default 1)")
-    parser.add_argument("--kinds", type=parse_kinds, default=list(KINDS),
-                        help=f"comma-separated fault kinds or 'all' (default); known: {', '.join(KINDS)}")
+    parser.add_argument(
+        "--kinds",
+        type=parse_kinds,
+        default=list(KINDS),
+        help=f"comma-separated fault kinds or 'all' (default); known: {', '.join(KINDS)}",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (timings, variants, order)")
-    parser.add_argument("--batches", type=int, default=2,
-                        help="batches (waves of records) per trial; the fault hits one of them (default 2)")
+    parser.add_argument(
+        "--batches",
+        type=int,
+        default=2,
+        help="batches (waves of records) per trial; the fault hits one of them (default 2)",
+    )
     parser.add_argument("--records", default="100-250", help="records per wave, MIN-MAX (default 100-250)")
-    parser.add_argument("--recovery", choices=("mixed", *MODES), default="mixed",
-                        help="retry: the faulted task is retried; next_run: the run fails and the next run "
-                             "recovers; mixed (default): alternate")
+    parser.add_argument(
+        "--recovery",
+        choices=("mixed", *MODES),
+        default="mixed",
+        help="retry: the faulted task is retried; next_run: the run fails and the next run "
+        "recovers; mixed (default): alternate",
+    )
     parser.add_argument("--keep", action="store_true", help="keep outputs and logs of passing trials too")
     parser.add_argument("--keep-stack", action="store_true", help="leave a stack this command started running")
     parser.add_argument("--list", action="store_true", help="list the fault kinds and exit")

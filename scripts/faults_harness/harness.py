@@ -25,8 +25,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import devstack
-from airflow_kafka_offsets.service.faults import CRASH_ENV
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service.faults import CRASH_ENV
 from faults_harness.procs import Worker, kill_everything_started, worker_argv, worker_env
 from faults_harness.verify import Verdict, verify
 from faults_harness.worker import PAUSE_ENV, SPARK_CONF_ENV
@@ -56,8 +56,9 @@ class Context:
     records: tuple[int, int] = (100, 250)
     recovery: str = "mixed"
     # small batches: no Spark UI, few shuffle partitions (the report's groupBy)
-    spark_conf: dict[str, str] = field(default_factory=lambda: {"spark.ui.enabled": "false",
-                                                                "spark.sql.shuffle.partitions": "3"})
+    spark_conf: dict[str, str] = field(
+        default_factory=lambda: {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "3"}
+    )
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -158,8 +159,9 @@ class Pipeline:
     # records ---------------------------------------------------------------------
 
     def produce(self, count: int, tag: str) -> list[dict]:
-        producer = Producer({"bootstrap.servers": self.ctx.info.bootstrap_servers, "enable.idempotence": True,
-                             "linger.ms": 5})
+        producer = Producer(
+            {"bootstrap.servers": self.ctx.info.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5}
+        )
         acked: list[dict] = []
         errors: list[str] = []
 
@@ -171,8 +173,13 @@ class Pipeline:
 
         for i in range(count):
             rid = f"{tag}{uuid.uuid4().hex}"
-            producer.produce(self.topic, key=rid.encode(), value=json.dumps({"id": rid, "n": i}).encode(),
-                             partition=i % PARTITIONS, on_delivery=delivered)
+            producer.produce(
+                self.topic,
+                key=rid.encode(),
+                value=json.dumps({"id": rid, "n": i}).encode(),
+                partition=i % PARTITIONS,
+                on_delivery=delivered,
+            )
             producer.poll(0)
         if producer.flush(120) or errors or len(acked) != count:
             raise TrialError(f"producing to {self.topic} failed: {len(acked)} of {count} acknowledged {errors[:3]}")
@@ -185,15 +192,41 @@ class Pipeline:
 
     # workers ---------------------------------------------------------------------
 
-    def worker(self, step: str, run_id: str, try_number: int, batch_id: int | None = None,
-               extra_env: dict[str, str] | None = None) -> Worker:
-        argv = worker_argv(step, self.name, self.topic, self.output_root, self.ctx.schema, batch_id=batch_id,
-                           run_id=run_id, try_number=try_number)
-        env = worker_env(self.ctx.info.airflow_env(), str(self.ctx.airflow_home),
-                         {"PGAPPNAME": f"faults-worker-{uuid.uuid4().hex[:12]}",  # to find its sessions
-                          SPARK_CONF_ENV: json.dumps(self.ctx.spark_conf), **(extra_env or {})})
-        worker = Worker(step, argv, env, self.dir / "logs" / f"{run_id}-{step}-try{try_number}.log",
-                        batch_id=batch_id, existing_attempts=frozenset(self.attempt_dirs(batch_id)))
+    def worker(
+        self,
+        step: str,
+        run_id: str,
+        try_number: int,
+        batch_id: int | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Worker:
+        argv = worker_argv(
+            step,
+            self.name,
+            self.topic,
+            self.output_root,
+            self.ctx.schema,
+            batch_id=batch_id,
+            run_id=run_id,
+            try_number=try_number,
+        )
+        env = worker_env(
+            self.ctx.info.airflow_env(),
+            str(self.ctx.airflow_home),
+            {
+                "PGAPPNAME": f"faults-worker-{uuid.uuid4().hex[:12]}",  # to find its sessions
+                SPARK_CONF_ENV: json.dumps(self.ctx.spark_conf),
+                **(extra_env or {}),
+            },
+        )
+        worker = Worker(
+            step,
+            argv,
+            env,
+            self.dir / "logs" / f"{run_id}-{step}-try{try_number}.log",
+            batch_id=batch_id,
+            existing_attempts=frozenset(self.attempt_dirs(batch_id)),
+        )
         with self._lock:
             self.workers.append(worker)
         return worker.start()
@@ -259,8 +292,7 @@ class Pipeline:
             outcome = self.run(f"{run_prefix}-run{n}", faults=faults)
             if outcome.ok:
                 return outcome
-        raise TrialError(f"no run of {self.name} succeeded in {MAX_RUNS} runs; last failures:\n"
-                         + self.failure_tails())
+        raise TrialError(f"no run of {self.name} succeeded in {MAX_RUNS} runs; last failures:\n" + self.failure_tails())
 
     def failure_tails(self, n: int = 3) -> str:
         failed = [w for w in self.workers if w.returncode not in (0, None)][-n:]
@@ -328,8 +360,11 @@ def kill_in_spark(pipe: Pipeline, worker: Worker, *, target: str, whole_group: b
         worker.kill_worker_only()
         what = "worker only, Spark left running as an orphan"
         pipe.orphans.append(worker.pid)
-    moment = {"none": "before the Parquet write started", "writing": "while Parquet was being written",
-              "staged": "after Spark staged its output"}[phase]
+    moment = {
+        "none": "before the Parquet write started",
+        "writing": "while Parquet was being written",
+        "staged": "after Spark staged its output",
+    }[phase]
     return f"SIGKILL {what} {at:.1f}s into the Spark app, {moment}"
 
 
@@ -361,8 +396,7 @@ def wait_paused(worker: Worker, timeout: float = 240.0) -> bool:
 
 def terminate_backends(ctx: Context, appname: str) -> int:
     with ctx.pg() as conn, conn.cursor() as cur:
-        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                    (appname,))
+        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (appname,))
         n = len(cur.fetchall())
     conn.close()
     return n
@@ -381,8 +415,11 @@ def crash(step: str, point: str) -> Callable[[Pipeline], Fault]:
 
 def spark_kill(target: str, whole_group: bool) -> Callable[[Pipeline], Fault]:
     def make(pipe: Pipeline) -> Fault:
-        return Fault("read", monitor=lambda p, w: kill_in_spark(p, w, target=target, whole_group=whole_group),
-                     description=f"SIGKILL during the Spark {target}")
+        return Fault(
+            "read",
+            monitor=lambda p, w: kill_in_spark(p, w, target=target, whole_group=whole_group),
+            description=f"SIGKILL during the Spark {target}",
+        )
 
     return make
 
@@ -390,6 +427,7 @@ def spark_kill(target: str, whole_group: bool) -> Callable[[Pipeline], Fault]:
 def postgres_restart(pipe: Pipeline) -> Fault:
     mode = pipe.rng.choice(["immediate", "fast"])
     if pipe.rng.random() < 0.5:
+
         def during_spark(p: Pipeline, w: Worker) -> str:
             if not wait_spark_app(w):
                 return f"{MISSED}Spark never ran"
@@ -410,8 +448,12 @@ def postgres_restart(pipe: Pipeline) -> Fault:
             w.resume()
         return f"PostgreSQL restarted ({mode}) with the commit transaction open at {point}{note}"
 
-    return Fault("commit", {PAUSE_ENV: point}, monitor=in_commit,
-                 description=f"PostgreSQL restart ({mode}) inside the commit at {point}")
+    return Fault(
+        "commit",
+        {PAUSE_ENV: point},
+        monitor=in_commit,
+        description=f"PostgreSQL restart ({mode}) inside the commit at {point}",
+    )
 
 
 def kafka_restart(pipe: Pipeline) -> Fault:
@@ -434,8 +476,11 @@ def kafka_restart(pipe: Pipeline) -> Fault:
         moment = "as its tasks fetched records" if phase == "writing" else "while it started"
         return f"Kafka broker restarted ({how}) during the Spark job, {moment}{note}"
 
-    return Fault("read", monitor=during_spark,
-                 description=f"Kafka restart ({how}) {'as Spark fetches' if at_write else 'as Spark starts'}")
+    return Fault(
+        "read",
+        monitor=during_spark,
+        description=f"Kafka restart ({how}) {'as Spark fetches' if at_write else 'as Spark starts'}",
+    )
 
 
 def stale_worker(pipe: Pipeline) -> Fault:
@@ -452,12 +497,18 @@ def stale_worker(pipe: Pipeline) -> Fault:
             successor = p.worker("commit", "successor", 1, p.current_batch)
             p.finish(successor, "successor", 1)
             w.resume()
-            return (f"committer paused after publishing, its session ended ({ended}); successor commit "
-                    f"{'ok ' + json.dumps(successor.result) if successor.ok else 'FAILED: ' + str(successor.error)}; "
-                    "the stale committer resumed")
+            return (
+                f"committer paused after publishing, its session ended ({ended}); successor commit "
+                f"{'ok ' + json.dumps(successor.result) if successor.ok else 'FAILED: ' + str(successor.error)}; "
+                "the stale committer resumed"
+            )
 
-        fault = Fault("commit", {PAUSE_ENV: "after_publish"}, monitor=commit_fenced,
-                      description="stale committer resumes after a successor committed")
+        fault = Fault(
+            "commit",
+            {PAUSE_ENV: "after_publish"},
+            monitor=commit_fenced,
+            description="stale committer resumes after a successor committed",
+        )
 
         def check() -> None:
             stale = [w for w in pipe.workers if w.env.get(PAUSE_ENV) == "after_publish"][-1]
@@ -479,14 +530,21 @@ def stale_worker(pipe: Pipeline) -> Fault:
         late = p.worker("commit", "stale", 1, p.current_batch)
         p.finish(late, "stale", 1)
         if not late.ok or late.result.get("committed_now"):
-            raise TrialError(f"the stale run's commit should report the batch already committed: "
-                             f"{late.result or late.error}")
-        return (f"reader paused after Spark; successor run {'ok' if successor.ok else 'FAILED'} "
-                f"(committed_now={successor.committed_now}); stale run resumed and its commit reported "
-                "the batch already committed")
+            raise TrialError(
+                f"the stale run's commit should report the batch already committed: {late.result or late.error}"
+            )
+        return (
+            f"reader paused after Spark; successor run {'ok' if successor.ok else 'FAILED'} "
+            f"(committed_now={successor.committed_now}); stale run resumed and its commit reported "
+            "the batch already committed"
+        )
 
-    return Fault("read", {PAUSE_ENV: "after_spark"}, monitor=reader_stale,
-                 description="stale reader resumes after a successor committed")
+    return Fault(
+        "read",
+        {PAUSE_ENV: "after_spark"},
+        monitor=reader_stale,
+        description="stale reader resumes after a successor committed",
+    )
 
 
 KINDS: dict[str, Callable[[Pipeline], Fault] | None] = {
@@ -530,13 +588,17 @@ def concurrent_runs(pipe: Pipeline, prefix: str) -> str:
         raise TrialError("; ".join(f"{n}: {o}" for n, o in failed.items()))
     ledger = pipe.ctx.ledger()
     with ledger.transaction() as tx:
-        events = tx.fetchall("SELECT batch_id, event, count(*) FROM {s}.audit WHERE pipeline = %s"
-                             " AND event IN ('planned', 'committed') GROUP BY batch_id, event", (pipe.name,))
+        events = tx.fetchall(
+            "SELECT batch_id, event, count(*) FROM {s}.audit WHERE pipeline = %s"
+            " AND event IN ('planned', 'committed') GROUP BY batch_id, event",
+            (pipe.name,),
+        )
     twice = [f"batch {b} {e} {n} times" for b, e, n in events if n != 1]
     if twice:
         raise TrialError("concurrent runs: " + ", ".join(twice))
-    summary = ", ".join(f"{n}: planned {o.planned_batch} committed_now={o.committed_now}"
-                        for n, o in sorted(outcomes.items()))
+    summary = ", ".join(
+        f"{n}: planned {o.planned_batch} committed_now={o.committed_now}" for n, o in sorted(outcomes.items())
+    )
     return f"two runs started together ({summary})"
 
 
@@ -546,8 +608,15 @@ def choose_mode(ctx: Context, kind_index: int, trial: int, rng: random.Random) -
     return MODES[(kind_index + trial) % 2]
 
 
-CHAINABLE = ("after_plan", "during_spark_read", "during_parquet_write", "after_spark", "after_publish",
-             "in_commit_transaction", "after_commit")
+CHAINABLE = (
+    "after_plan",
+    "during_spark_read",
+    "during_parquet_write",
+    "after_spark",
+    "after_publish",
+    "in_commit_transaction",
+    "after_commit",
+)
 
 
 def kinds_of(kind: str) -> list[str]:
@@ -601,8 +670,7 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
         error = None
     except Exception as exc:  # TrialError: stuck; anything else: a harness or stack problem
         verdict = None
-        error = str(exc) if isinstance(exc, TrialError) else "".join(
-            traceback.format_exception(exc)).rstrip()
+        error = str(exc) if isinstance(exc, TrialError) else "".join(traceback.format_exception(exc)).rstrip()
         kill_everything_started()
         try:
             devstack.up()  # a restart may have left a service down
@@ -614,10 +682,21 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
                 verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
             except Exception as vexc:  # report the trial's own error first
                 error += f"\n(verification failed too: {vexc})"
-    fired = kind == "concurrent_runs" or bool(faults) and all(f.fired and not f.outcome.startswith(MISSED)
-                                                               for f in faults)
-    return TrialResult(kind, index, mode, verdict, description or "; ".join(f.description for f in faults), fired,
-                       pipe.steps if pipe else [], error, time.monotonic() - started, pipe.dir if pipe else None)
+    fired = (
+        kind == "concurrent_runs" or bool(faults) and all(f.fired and not f.outcome.startswith(MISSED) for f in faults)
+    )
+    return TrialResult(
+        kind,
+        index,
+        mode,
+        verdict,
+        description or "; ".join(f.description for f in faults),
+        fired,
+        pipe.steps if pipe else [],
+        error,
+        time.monotonic() - started,
+        pipe.dir if pipe else None,
+    )
 
 
 def _with_batch(pipe: Pipeline, fault: Fault) -> None:
@@ -652,14 +731,18 @@ def summarize(results: list[TrialResult], kinds: list[str]) -> tuple[list[str], 
         failed = sum(1 for r in mine if not r.ok)
         fired = sum(1 for r in mine if r.fired)
         ok = ok and not lost and not dup and not failed
-        lines.append(f"{kind}: trials {len(mine)}, lost {lost}, duplicated {dup}"
-                     f" (failed {failed}, faults fired {fired}/{len(mine)})")
+        lines.append(
+            f"{kind}: trials {len(mine)}, lost {lost}, duplicated {dup}"
+            f" (failed {failed}, faults fired {fired}/{len(mine)})"
+        )
     return lines, ok
 
 
 def describe(result: TrialResult) -> str:
-    head = (f"[{result.kind} #{result.index + 1}] {'ok' if result.ok else 'FAILED'} in {result.seconds:.0f}s, "
-            f"recovery {result.mode}: {result.fault}")
+    head = (
+        f"[{result.kind} #{result.index + 1}] {'ok' if result.ok else 'FAILED'} in {result.seconds:.0f}s, "
+        f"recovery {result.mode}: {result.fault}"
+    )
     body = []
     if result.verdict:
         body.append(f"  verify: {result.verdict.summary()}")

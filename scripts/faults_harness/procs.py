@@ -23,7 +23,7 @@ def _stat(pid: int) -> tuple[str, int] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = raw[raw.rindex(")") + 2:].split()
+    fields = raw[raw.rindex(")") + 2 :].split()
     return fields[0], int(fields[2])
 
 
@@ -112,8 +112,14 @@ class Worker:
         handle = open(self.log, "w", encoding="utf-8")
         handle.write(f"$ {' '.join(self.argv)}\n")
         handle.flush()
-        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=handle, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         handle.close()
         STARTED.append(self.proc.pid)
         self.started = time.monotonic()
@@ -174,10 +180,10 @@ class Worker:
             if line.startswith(RESULT_PREFIX) and self.returncode == 0:
                 import json
 
-                self.result = json.loads(line[len(RESULT_PREFIX):])
+                self.result = json.loads(line[len(RESULT_PREFIX) :])
                 return
             if line.startswith(ERROR_PREFIX):
-                self.error = line[len(ERROR_PREFIX):]
+                self.error = line[len(ERROR_PREFIX) :]
                 return
         if self.returncode == -signal.SIGKILL:
             self.error = "killed by SIGKILL"
@@ -198,12 +204,36 @@ class Worker:
         return "\n".join(self.output().splitlines()[-lines:])
 
 
-def worker_argv(step: str, pipeline: str, topic: str, output_root: str, schema: str, *,
-                batch_id: int | None = None, run_id: str = "manual", try_number: int = 1,
-                max_records: int | None = None) -> list[str]:
-    argv = [sys.executable, "-m", "faults_harness.worker", step, "--pipeline", pipeline, "--topic", topic,
-            "--output-root", output_root, "--ledger-schema", schema, "--run-id", run_id,
-            "--try-number", str(try_number)]
+def worker_argv(
+    step: str,
+    pipeline: str,
+    topic: str,
+    output_root: str,
+    schema: str,
+    *,
+    batch_id: int | None = None,
+    run_id: str = "manual",
+    try_number: int = 1,
+    max_records: int | None = None,
+) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "faults_harness.worker",
+        step,
+        "--pipeline",
+        pipeline,
+        "--topic",
+        topic,
+        "--output-root",
+        output_root,
+        "--ledger-schema",
+        schema,
+        "--run-id",
+        run_id,
+        "--try-number",
+        str(try_number),
+    ]
     if batch_id is not None:
         argv += ["--batch-id", str(batch_id)]
     if max_records is not None:
@@ -218,13 +248,15 @@ def worker_env(airflow_env: dict[str, str], airflow_home: str, extra: dict[str, 
         env.pop(name, None)
     env.update(airflow_env)
     bin_dir = str(Path(sys.executable).parent)
-    env.update({
-        "AIRFLOW_HOME": airflow_home,
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
-        "PYTHONPATH": f"{SCRIPTS}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(SCRIPTS),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "AIRFLOW_HOME": airflow_home,
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+            "PYTHONPATH": f"{SCRIPTS}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(SCRIPTS),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra or {})
     return env

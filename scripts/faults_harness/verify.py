@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 
 import pyarrow.parquet as pq
 
-from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.core.model import TopicPartition
+from airflow_kafka_offsets.ledger import Ledger
 
 
 def local_path(uri: str) -> Path:
@@ -42,12 +42,15 @@ class Verdict:
         return not (self.lost or self.duplicated or self.unexpected or self.problems)
 
     def summary(self) -> str:
-        return (f"{self.batches} committed batches, {self.read} records read for {self.produced} produced: "
-                f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}")
+        return (
+            f"{self.batches} committed batches, {self.read} records read for {self.produced} produced: "
+            f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}"
+        )
 
 
-def verify(ledger: Ledger, pipeline: str, output_root: str, produced: list[dict], *,
-           expect_drained: bool = True) -> Verdict:
+def verify(
+    ledger: Ledger, pipeline: str, output_root: str, produced: list[dict], *, expect_drained: bool = True
+) -> Verdict:
     """``produced``: {"id", "partition", "offset"} of every acknowledged record of the pipeline's topic."""
     verdict = Verdict(produced=len(produced))
     committed = [b for b in ledger.committed_batches(pipeline) if b.plan.output_uri]
@@ -65,8 +68,9 @@ def verify(ledger: Ledger, pipeline: str, output_root: str, produced: list[dict]
         rows = pq.read_table(path, columns=["key", "topic", "partition", "offset"]).to_pylist()
         verdict.read += len(rows)
         if record.records_committed is not None and len(rows) != record.records_committed:
-            verdict.problems.append(f"batch {plan.batch_id}: ledger says {record.records_committed} records, "
-                                    f"its output holds {len(rows)}")
+            verdict.problems.append(
+                f"batch {plan.batch_id}: ledger says {record.records_committed} records, its output holds {len(rows)}"
+            )
         ranges = {r.topic_partition: r for r in plan.ranges}
         outside = 0
         for row in rows:
@@ -85,13 +89,18 @@ def verify(ledger: Ledger, pipeline: str, output_root: str, produced: list[dict]
     verdict.unexpected = sum(1 for rid in copies if rid not in expected)
     if not expect_drained:  # records produced after the last plan are not lost yet
         verdict.lost = 0
-    misplaced = [rid for rid, at in where.items()
-                 if rid in expected and at != (expected[rid]["partition"], expected[rid]["offset"])]
+    misplaced = [
+        rid
+        for rid, at in where.items()
+        if rid in expected and at != (expected[rid]["partition"], expected[rid]["offset"])
+    ]
     if misplaced:
         verdict.problems.append(f"{len(misplaced)} records at another partition/offset than Kafka acknowledged")
-    for name, n, example in (("lost", verdict.lost, [r for r in expected if r not in copies][:3]),
-                             ("duplicated", verdict.duplicated, [r for r, c in copies.items() if c > 1][:3]),
-                             ("unexpected", verdict.unexpected, [r for r in copies if r not in expected][:3])):
+    for name, n, example in (
+        ("lost", verdict.lost, [r for r in expected if r not in copies][:3]),
+        ("duplicated", verdict.duplicated, [r for r, c in copies.items() if c > 1][:3]),
+        ("unexpected", verdict.unexpected, [r for r in copies if r not in expected][:3]),
+    ):
         if n:
             verdict.notes.append(f"{n} ids {name}, e.g. {example}")
 
@@ -99,14 +108,17 @@ def verify(ledger: Ledger, pipeline: str, output_root: str, produced: list[dict]
     with ledger.transaction() as tx:
         planned = tx.planned_batch_id(pipeline)
         planned_uri = tx.batch(pipeline, planned).plan.output_uri if planned is not None else None
-        running = tx.fetchall("SELECT attempt_id, batch_id FROM {s}.attempts WHERE pipeline = %s"
-                              " AND state = 'running'", (pipeline,))
+        running = tx.fetchall(
+            "SELECT attempt_id, batch_id FROM {s}.attempts WHERE pipeline = %s AND state = 'running'", (pipeline,)
+        )
         cursors = tx.cursors(pipeline)
     if planned is not None and expect_drained:
         verdict.problems.append(f"batch {planned} is still planned after recovery")
     if running:
-        verdict.notes.append(f"{len(running)} Spark attempts never finished (their worker was killed): "
-                             f"batches {sorted({int(b) for _, b in running})}")
+        verdict.notes.append(
+            f"{len(running)} Spark attempts never finished (their worker was killed): "
+            f"batches {sorted({int(b) for _, b in running})}"
+        )
 
     visible_ok = {local_path(b.plan.output_uri) for b in committed}
     if planned_uri:
@@ -128,6 +140,7 @@ def verify(ledger: Ledger, pipeline: str, output_root: str, produced: list[dict]
             ends[p["partition"]] = max(ends.get(p["partition"], 0), p["offset"] + 1)
         found = {tp.partition: off for tp, off in cursors.items()}
         if any(found.get(part, 0) < end for part, end in ends.items()):
-            verdict.problems.append(f"cursors {dict(sorted(found.items()))} short of the produced ends "
-                                    f"{dict(sorted(ends.items()))}")
+            verdict.problems.append(
+                f"cursors {dict(sorted(found.items()))} short of the produced ends {dict(sorted(ends.items()))}"
+            )
     return verdict

@@ -60,8 +60,9 @@ def install_pause_points() -> None:
 
 
 def context(args: argparse.Namespace) -> dict[str, Any]:
-    ti = SimpleNamespace(dag_id="faults_harness", run_id=args.run_id, task_id=args.step,
-                         try_number=args.try_number, map_index=-1)
+    ti = SimpleNamespace(
+        dag_id="faults_harness", run_id=args.run_id, task_id=args.step, try_number=args.try_number, map_index=-1
+    )
     return {"ti": ti}
 
 
@@ -74,8 +75,13 @@ def operator(args: argparse.Namespace):
 
     common = {"pipeline": args.pipeline, "ledger_schema": args.ledger_schema}
     if args.step == "plan":
-        return KafkaBatchPlanOperator(task_id="plan", topics=[args.topic], output_root=args.output_root,
-                                      max_records_per_batch=args.max_records, **common)
+        return KafkaBatchPlanOperator(
+            task_id="plan",
+            topics=[args.topic],
+            output_root=args.output_root,
+            max_records_per_batch=args.max_records,
+            **common,
+        )
     if args.step == "read":
         spark_conf = json.loads(os.environ.get(SPARK_CONF_ENV) or "{}")
         return KafkaBatchSparkOperator(task_id="read", batch_id=args.batch_id, spark_conf=spark_conf, **common)
@@ -94,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", default="manual")
     parser.add_argument("--try-number", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+    )
     try:
         install_pause_points()
         task = operator(args)

@@ -12,8 +12,8 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import pytest
@@ -26,8 +26,7 @@ from airflow_kafka_offsets.ledger import Ledger
 @pytest.fixture(scope="session")
 def stack() -> Iterator[devstack.StackInfo]:
     services = devstack.status()["services"]
-    already_running = bool(services) and all(
-        services.get(name, {}).get("alive") for name in ("postgres", "kafka"))
+    already_running = bool(services) and all(services.get(name, {}).get("alive") for name in ("postgres", "kafka"))
     info = devstack.up()
     os.environ.update(info.airflow_env())
     yield info
@@ -104,7 +103,8 @@ def airflow_ui(stack: devstack.StackInfo) -> Iterator[dict]:
     airflow = devstack.start_airflow(ledger_schema=BROWSER_LEDGER_SCHEMA)
     print(f"Airflow ready in {time.monotonic() - started:.0f}s at {airflow['url']}")
     assert airflow["ledger_schema"] == BROWSER_LEDGER_SCHEMA, (
-        f"the running Airflow uses ledger schema {airflow['ledger_schema']!r}; stop it (scripts/stack down)")
+        f"the running Airflow uses ledger schema {airflow['ledger_schema']!r}; stop it (scripts/stack down)"
+    )
     yield airflow
     if not already_running:
         devstack.stop_airflow()
@@ -117,7 +117,9 @@ def browser() -> Iterator[Any]:
     from selenium.webdriver.chrome.service import Service
 
     for path in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
-        assert Path(path).exists(), f"{path} is missing: run scripts/bootstrap (apt-get install chromium chromium-driver)"
+        assert Path(path).exists(), (
+            f"{path} is missing: run scripts/bootstrap (apt-get install chromium chromium-driver)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1700"):

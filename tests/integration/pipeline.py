@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.core.model import PipelineSpec
-from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.core.model import PipelineSpec
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 ACTOR = {"dag_id": "tests", "run_id": "manual"}
 
@@ -23,8 +23,12 @@ def plan(ledger: Ledger, spec: PipelineSpec, stack) -> PlanOutcome:
 
 def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_id: str = "spark_default"):
     return run_batch(
-        ledger, LocalDirectorySink(spec.output_root), outcome.plan, submitter(stack, conn_id),
-        {"bootstrap.servers": stack.bootstrap_servers}, ACTOR,
+        ledger,
+        LocalDirectorySink(spec.output_root),
+        outcome.plan,
+        submitter(stack, conn_id),
+        {"bootstrap.servers": stack.bootstrap_servers},
+        ACTOR,
     )
 
 

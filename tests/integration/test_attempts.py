@@ -44,9 +44,13 @@ def spec_of(pipe: Pipeline):
 
 def attempt_rows(ledger, pipeline: str) -> list[tuple[str, int, str]]:
     with ledger.transaction() as tx:
-        return [(a, int(b), s) for a, b, s in tx.fetchall(
-            "SELECT attempt_id, batch_id, state FROM {s}.attempts WHERE pipeline = %s ORDER BY started_at",
-            (pipeline,))]
+        return [
+            (a, int(b), s)
+            for a, b, s in tx.fetchall(
+                "SELECT attempt_id, batch_id, state FROM {s}.attempts WHERE pipeline = %s ORDER BY started_at",
+                (pipeline,),
+            )
+        ]
 
 
 def wait_for_spark_writing(pipe: Pipeline, worker: Worker, timeout: float = 240.0) -> None:
@@ -138,8 +142,14 @@ def test_two_replays_of_one_batch_at_once_both_publish_the_same_records(stack, l
     def replay(name: str) -> None:
         barrier.wait()
         try:
-            replay_batch(ledger, pipe.name, outcome.plan.batch_id, submitter(stack),
-                         {"bootstrap.servers": stack.bootstrap_servers}, {**ACTOR, "run_id": name})
+            replay_batch(
+                ledger,
+                pipe.name,
+                outcome.plan.batch_id,
+                submitter(stack),
+                {"bootstrap.servers": stack.bootstrap_servers},
+                {**ACTOR, "run_id": name},
+            )
         except BaseException as exc:  # reported below
             errors[name] = exc
 
@@ -152,8 +162,9 @@ def test_two_replays_of_one_batch_at_once_both_publish_the_same_records(stack, l
     assert staged_files(pipe) == []
     assert_exactly_once(listed_rows(pipe), produced)
     with ledger.transaction() as tx:
-        assert tx.fetchone("SELECT count(*) FROM {s}.audit WHERE pipeline = %s AND event = 'replay'",
-                           (pipe.name,))[0] == 2
+        assert (
+            tx.fetchone("SELECT count(*) FROM {s}.audit WHERE pipeline = %s AND event = 'replay'", (pipe.name,))[0] == 2
+        )
 
 
 def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
@@ -170,7 +181,7 @@ def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
     victim = pipe.worker("read", "run-killed", 1, batch.batch_id, short_lease)
     wait_for_spark_writing(pipe, victim)
     victim.kill_group()
-    (dead_id, _, state), = attempt_rows(ledger, pipe.name)
+    ((dead_id, _, state),) = attempt_rows(ledger, pipe.name)
     assert state == "running"  # nobody has looked at it yet
     dead_dir = local_path(LocalDirectorySink(pipe.output_root).staging_uri(pipe.name, batch.batch_id, dead_id))
     assert dead_dir.exists()
@@ -191,7 +202,8 @@ def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
     assert dead_dir.exists()  # a dry run changes nothing
     done = sweep(ledger, sink, pipe.name, dry_run=False)
     assert [(i.kind, i.attempt_id, i.path) for i in done.items] == [
-        (i.kind, i.attempt_id, i.path) for i in preview.items]
+        (i.kind, i.attempt_id, i.path) for i in preview.items
+    ]
     assert not dead_dir.exists()
     assert live.alive() and pipe.spark_phase(live) != "none"  # the live attempt's staging is still there
     pipe.finish(live, "run-live", 1)
@@ -202,8 +214,10 @@ def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
 
     assert [s for _, _, s in attempt_rows(ledger, pipe.name)] == ["dead", "succeeded"]
     with ledger.transaction() as tx:
-        swept = tx.fetchall("SELECT batch_id, detail->'items'->0->>'attempt_id' FROM {s}.audit"
-                            " WHERE pipeline = %s AND event = 'swept'", (pipe.name,))
+        swept = tx.fetchall(
+            "SELECT batch_id, detail->'items'->0->>'attempt_id' FROM {s}.audit WHERE pipeline = %s AND event = 'swept'",
+            (pipe.name,),
+        )
     assert swept == [(batch.batch_id, dead_id)]
     assert sweep(ledger, sink, pipe.name, dry_run=False).items == ()
     assert staged_files(pipe) == []
@@ -272,8 +286,10 @@ def test_a_task_retry_does_not_wait_for_the_attempt_of_its_killed_previous_try(s
     assert "is being read by attempt" not in retry.output()
     assert time.monotonic() - started < 110  # it did not wait for the lease to run out
     with ledger.transaction() as tx:
-        rows = tx.fetchall("SELECT state, error, actor->>'try_number' FROM {s}.attempts WHERE pipeline = %s"
-                           " ORDER BY started_at", (pipe.name,))
+        rows = tx.fetchall(
+            "SELECT state, error, actor->>'try_number' FROM {s}.attempts WHERE pipeline = %s ORDER BY started_at",
+            (pipe.name,),
+        )
     assert rows == [("dead", "superseded by a later try of its task", "1"), ("succeeded", None, "2")]
     commit_w = pipe.worker("commit", "run-1", 1, batch.batch_id)
     pipe.finish(commit_w, "run-1", 1)

@@ -8,10 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
-from airflow_kafka_offsets.errors import DecodeErrorThresholdError
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import DecodeErrorThresholdError
 
 from .helpers import committed_rows, local_path
 from .pipeline import plan, read, run_once
@@ -19,8 +19,9 @@ from .pipeline import plan, read, run_once
 BIG = 3 * 1024 * 1024
 
 
-def test_raw_bytes_survive_nulls_tombstones_big_records_bad_utf8_and_repeated_headers(stack, ledger, make_topic,
-                                                                                       tmp_path):
+def test_raw_bytes_survive_nulls_tombstones_big_records_bad_utf8_and_repeated_headers(
+    stack, ledger, make_topic, tmp_path
+):
     topic = make_topic(partitions=1, config={"max.message.bytes": str(8 * 1024 * 1024)})
     big_value = os.urandom(BIG)
     records = [
@@ -81,7 +82,8 @@ def test_json_decode_keeps_raw_bytes_and_lists_failures_with_offsets(stack, ledg
     assert rows[1]["decoded"] is None and rows[3]["decoded"] is None
     errors = pq.read_table(local_path(outcome.plan.output_uri) / "_errors").to_pylist()
     assert sorted((e["offset"], e["key"], e["decode_error"]) for e in errors) == [
-        (i, k, e) for i, (k, _, e) in enumerate(JSON_RECORDS) if e]
+        (i, k, e) for i, (k, _, e) in enumerate(JSON_RECORDS) if e
+    ]
     with ledger.transaction() as tx:
         assert tx.fetchone("SELECT decode_errors FROM {s}.batch_ranges WHERE pipeline = 'decoded'")[0] == 3
 

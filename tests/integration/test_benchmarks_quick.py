@@ -18,10 +18,30 @@ REPO = Path(__file__).resolve().parents[2]
 def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "scripts")])}
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--only", "scaling", "--scaling-partitions", "2,20",
-         "--scaling-history", "10,200", "--history-partitions", "2", "--scaling-batches", "2",
-         "--label", "quick-test", "--out-dir", str(tmp_path)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.run",
+            "--only",
+            "scaling",
+            "--scaling-partitions",
+            "2,20",
+            "--scaling-history",
+            "10,200",
+            "--history-partitions",
+            "2",
+            "--scaling-batches",
+            "2",
+            "--label",
+            "quick-test",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 

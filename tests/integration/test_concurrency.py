@@ -20,11 +20,11 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from airflow_kafka_offsets.service.batches import commit_batch, load_batch
-from airflow_kafka_offsets.errors import BatchStateError, PipelineBusyError
-from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import BatchStateError, PipelineBusyError
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service.batches import commit_batch, load_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from faults_harness.harness import Context, Pipeline, wait_paused
 from faults_harness.procs import Worker
@@ -57,8 +57,10 @@ def wait_blocked_on_lock(stack, workers: list[Worker], timeout: float = 120.0) -
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
-            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = ANY(%s)"
-                        " AND wait_event_type = 'Lock'", (names,))
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = ANY(%s) AND wait_event_type = 'Lock'",
+                (names,),
+            )
             blocked = cur.fetchone()[0]
         conn.close()
         if blocked == len(workers):
@@ -84,8 +86,11 @@ def finish(pipe: Pipeline, workers: list[Worker]) -> None:
 
 def audit_counts(ledger, pipeline: str) -> dict[tuple[int, str], int]:
     with ledger.transaction() as tx:
-        rows = tx.fetchall("SELECT batch_id, event, count(*) FROM {s}.audit WHERE pipeline = %s"
-                           " AND batch_id IS NOT NULL GROUP BY batch_id, event", (pipeline,))
+        rows = tx.fetchall(
+            "SELECT batch_id, event, count(*) FROM {s}.audit WHERE pipeline = %s"
+            " AND batch_id IS NOT NULL GROUP BY batch_id, event",
+            (pipeline,),
+        )
     return {(int(b), e): int(n) for b, e, n in rows}
 
 
@@ -105,7 +110,8 @@ def test_two_plans_started_together_plan_one_batch(stack, ledger, pipe):
     assert counts[(1, "planned")] == 1 and counts[(1, "replayed")] == 1
     with ledger.transaction() as tx:
         assert tx.fetchall("SELECT batch_id, state FROM {s}.batches WHERE pipeline = %s", (pipe.name,)) == [
-            (1, "planned")]
+            (1, "planned")
+        ]
 
 
 def published_attempt(uri: str) -> str:
@@ -136,13 +142,16 @@ def test_stale_workers_are_fenced(stack, ledger, schema, pipe):
         commit_batch(impatient, LocalDirectorySink(pipe.output_root), pipe.name, batch.batch_id, ACTOR)
     assert ledger.batch(pipe.name, batch.batch_id).state is BatchState.PLANNED
     with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
-        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                    (committer_c.env["PGAPPNAME"],))
+        cur.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (committer_c.env["PGAPPNAME"],),
+        )
         assert len(cur.fetchall()) == 1
     conn.close()
     # D, the successor, commits
-    successor = commit_batch(ledger, LocalDirectorySink(pipe.output_root), pipe.name, batch.batch_id,
-                             {**ACTOR, "run_id": "successor"})
+    successor = commit_batch(
+        ledger, LocalDirectorySink(pipe.output_root), pipe.name, batch.batch_id, {**ACTOR, "run_id": "successor"}
+    )
     assert successor.committed_now and successor.records == 150
     cursors = ledger.cursors(pipe.name)
     winner = published_attempt(batch.output_uri)
@@ -222,16 +231,29 @@ def test_two_dag_runs_started_together(stack, airflow_db, ledger, schema, pipe, 
     airflow = str(Path(sys.executable).parent / "airflow")
     procs = []
     for home, logical_date in zip(homes, ("2026-01-01T00:00:00+00:00", "2026-01-01T00:05:00+00:00")):
-        env = {**os.environ, "AIRFLOW_HOME": str(home),
-               "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-               "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TOPIC": pipe.topic,
-               "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_PIPELINE": pipe.name,
-               "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT": pipe.output_root,
-               "AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA": schema}
+        env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TOPIC": pipe.topic,
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_PIPELINE": pipe.name,
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT": pipe.output_root,
+            "AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA": schema,
+        }
         log = open(home / "dags-test.log", "w")
-        procs.append((subprocess.Popen([airflow, "dags", "test", "kafka_ingest_example", logical_date], env=env,
-                                       stdout=log, stderr=subprocess.STDOUT, cwd=REPO), home))
-    for proc, home in procs:
+        procs.append(
+            (
+                subprocess.Popen(
+                    [airflow, "dags", "test", "kafka_ingest_example", logical_date],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=REPO,
+                ),
+                home,
+            )
+        )
+    for proc, _home in procs:
         proc.wait(timeout=900)
     outputs = [(home / "dags-test.log").read_text(errors="replace") for _, home in procs]
     assert all(p.returncode == 0 for p, _ in procs), "\n\n".join(o[-4000:] for o in outputs)

@@ -50,7 +50,7 @@ def test_example_dag_ingests_waves_exactly_once(example_dag_env, stack, ledger):
         last_offsets[TP(topic, p["partition"])] = max(last_offsets.get(TP(topic, p["partition"]), -1), p["offset"])
     assert ledger.cursors(pipeline) == {tp: offset + 1 for tp, offset in last_offsets.items()}
     ends = {}
-    for batch_id, state, _, partition, cursor, start, end, records in ledger_ranges(ledger, pipeline):
+    for _batch_id, state, _, partition, cursor, start, end, _records in ledger_ranges(ledger, pipeline):
         assert state == "committed"
         assert cursor == start == ends.get(partition, 0)  # contiguous from the first offset
         ends[partition] = end

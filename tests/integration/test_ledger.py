@@ -6,13 +6,13 @@ from __future__ import annotations
 import psycopg2
 import pytest
 
-from airflow_kafka_offsets.service.batches import commit_batch, plan_batch
-from airflow_kafka_offsets.errors import BatchStateError, CursorMovedError, LedgerSchemaTooNewError
-from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
 from airflow_kafka_offsets.core.model import BatchState, PartitionOffsets, PartitionRange
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import BatchStateError, CursorMovedError, LedgerSchemaTooNewError
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
+from airflow_kafka_offsets.service.batches import commit_batch, plan_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 ACTOR = {"test": True}
@@ -82,10 +82,14 @@ def test_postgres_refuses_overlapping_ranges_and_two_planned_batches(ledger: Led
     spec = build_spec("p", ["t"], str(tmp_path))
     sink = LocalDirectorySink(str(tmp_path))
     plan_batch(ledger, spec, fixed_offsets(p0=(0, 10)), sink, ACTOR)
-    insert_batch = ("INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned,"
-                    " committed_at) VALUES ('p', 2, 0, %s, 'x', 5, %s)")
-    insert_range = ("INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition,"
-                    " cursor_offset, start_offset, end_offset) VALUES ('p', 2, %s, 't', 0, %s, %s, %s)")
+    insert_batch = (
+        "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned,"
+        " committed_at) VALUES ('p', 2, 0, %s, 'x', 5, %s)"
+    )
+    insert_range = (
+        "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition,"
+        " cursor_offset, start_offset, end_offset) VALUES ('p', 2, %s, 't', 0, %s, %s, %s)"
+    )
     with pytest.raises(psycopg2.errors.UniqueViolation, match="batches_one_planned"):
         with ledger.transaction() as tx:
             tx.execute(insert_batch, ("planned", None))

@@ -57,8 +57,9 @@ def wait_for_new_run(airflow: dict, before: set[str], timeout: float = 240) -> s
 
 
 def result_of(airflow: dict, run_id: str) -> Any:
-    entry = api(airflow, f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/operation/xcomEntries/return_value"
-                         "?deserialize=true")
+    entry = api(
+        airflow, f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/operation/xcomEntries/return_value?deserialize=true"
+    )
     return entry["value"]
 
 
@@ -84,8 +85,17 @@ def wait_until(condition, what: str, timeout: float = 30) -> Any:
 def open_form(driver: WebDriver, airflow: dict) -> WebElement:
     driver.get(f"{airflow['url']}/dags/{DAG_ID}")
     driver.find_element(By.CSS_SELECTOR, 'button[aria-label="Trigger Dag"]').click()
-    return wait_until(lambda: next((d for d in driver.find_elements(By.CSS_SELECTOR, "[role=dialog]")
-                                    if d.is_displayed() and "Trigger Dag" in d.text), None), "the trigger form")
+    return wait_until(
+        lambda: next(
+            (
+                d
+                for d in driver.find_elements(By.CSS_SELECTOR, "[role=dialog]")
+                if d.is_displayed() and "Trigger Dag" in d.text
+            ),
+            None,
+        ),
+        "the trigger form",
+    )
 
 
 def trigger_button(form: WebElement) -> WebElement:
@@ -103,8 +113,17 @@ def choose(driver: WebDriver, form: WebElement, field: str, value: str) -> None:
     box = hidden.find_element(By.XPATH, "./ancestor::*[.//input[@role='combobox']][1]//input[@role='combobox']")
     box.click()
     box.send_keys(value)
-    option = wait_until(lambda: next((o for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]")
-                                      if o.is_displayed() and o.text.strip() == value), None), f"option {value}")
+    option = wait_until(
+        lambda: next(
+            (
+                o
+                for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]")
+                if o.is_displayed() and o.text.strip() == value
+            ),
+            None,
+        ),
+        f"option {value}",
+    )
     option.click()
     wait_until(lambda: hidden.get_attribute("value") == value, f"{field} = {value}")
 
@@ -121,8 +140,10 @@ def show_task_log(driver: WebDriver, airflow: dict, run_id: str, text: str) -> N
 
 
 def invalid_markers(form: WebElement) -> list[str]:
-    return [e.get_attribute("outerHTML")[:120] for e in form.find_elements(By.CSS_SELECTOR, "[aria-invalid=true],"
-                                                                                             " [data-invalid]")]
+    return [
+        e.get_attribute("outerHTML")[:120]
+        for e in form.find_elements(By.CSS_SELECTOR, "[aria-invalid=true], [data-invalid]")
+    ]
 
 
 @pytest.fixture()
@@ -156,8 +177,10 @@ def test_trigger_form_runs_status_and_a_dry_run_reset_with_its_defaults(airflow_
     trigger_button(form).click()
     run_id = wait_for_new_run(airflow_ui, before)
     status = result_of(airflow_ui, run_id)
-    assert [(p["topic"], p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"])
-            for p in status["partitions"]] == [(topic, 0, 5, 8, 3), (topic, 1, 5, 8, 3)]
+    assert [
+        (p["topic"], p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"])
+        for p in status["partitions"]
+    ] == [(topic, 0, 5, 8, 3), (topic, 1, 5, 8, 3)]
     show_task_log(browser, airflow_ui, run_id, f"pipeline {PIPELINE} ({topic}), lag 6 records")
     browser.save_screenshot(str(SCREENSHOTS / "manual_ops_status_run.png"))
 
@@ -177,7 +200,9 @@ def test_trigger_form_runs_status_and_a_dry_run_reset_with_its_defaults(airflow_
     result = result_of(airflow_ui, run_id)
     assert result["applied"] is False and result["dry_run"] is True and result["batch_id"] is None
     assert [(c["topic"], c["partition"], c["before"], c["after"], c["change"]) for c in result["changes"]] == [
-        (topic, 0, 5, 8, "skip 3"), (topic, 1, 5, 8, "skip 3")]
+        (topic, 0, 5, 8, "skip 3"),
+        (topic, 1, 5, 8, "skip 3"),
+    ]
     assert ledger.cursors(PIPELINE) == {TP(topic, 0): 5, TP(topic, 1): 5}
     assert [b.plan.batch_id for b in ledger.committed_batches(PIPELINE)] == batches
     show_task_log(browser, airflow_ui, run_id, "reset demo_events to-latest: dry run, nothing changed")

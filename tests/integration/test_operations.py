@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -15,12 +15,12 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka import TopicPartition as KafkaTP
 
-from airflow_kafka_offsets.service import operations as ops
-from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
-from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.core.operation_fields import build_reset_request, parse_offset_ranges
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError
+from airflow_kafka_offsets.service import operations as ops
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
@@ -43,8 +43,9 @@ def test_status_reports_lag_in_records_and_time(stack, ledger, make_topic, tmp_p
     produce(stack.bootstrap_servers, topic, 6, partitions=2)
     time.sleep(1.2)
     status = ops.pipeline_status(ledger, kafka_client(stack), "st")
-    assert [(p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"]) for p in status["partitions"]] == [
-        (0, 10, 13, 3), (1, 10, 13, 3)]
+    assert [
+        (p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"]) for p in status["partitions"]
+    ] == [(0, 10, 13, 3), (1, 10, 13, 3)]
     assert all(p["lag_seconds"] >= 1.0 for p in status["partitions"])
     assert status["lag_records_total"] == 6 and status["in_flight"] is None
     assert [(b["batch_id"], b["state"], b["records_committed"]) for b in status["batches"]] == [(1, "committed", 20)]
@@ -84,7 +85,7 @@ def test_replay_selection_by_offsets_and_time_and_bad_selections(stack, ledger, 
     spec = build_spec("sel", [topic], str(tmp_path))
     run_once(ledger, spec, stack)
     time.sleep(1.1)
-    middle = datetime.now(timezone.utc)
+    middle = datetime.now(UTC)
     produce(stack.bootstrap_servers, topic, 10, partitions=1)
     run_once(ledger, spec, stack)
     kafka = kafka_client(stack)
@@ -103,7 +104,7 @@ def test_reset_to_earlier_datetime_rewinds_and_reingests_exactly_that_span(stack
     topic = make_topic(partitions=2)
     first = produce(stack.bootstrap_servers, topic, 40, partitions=2, tag="w1-")
     time.sleep(1.1)
-    rewind_to = datetime.now(timezone.utc)
+    rewind_to = datetime.now(UTC)
     second = produce(stack.bootstrap_servers, topic, 30, partitions=2, tag="w2-")
     spec = build_spec("rw", [topic], str(tmp_path))
     run_once(ledger, spec, stack)
@@ -116,9 +117,11 @@ def test_reset_to_earlier_datetime_rewinds_and_reingests_exactly_that_span(stack
     assert applied.applied and applied.batch_id == 2
     assert ledger.cursors("rw") == {TP(topic, 0): 20, TP(topic, 1): 20}
     with ledger.transaction() as tx:
-        rows = tx.fetchall("SELECT r.epoch, b.kind, r.partition, r.previous_offset, r.cursor_offset, r.start_offset"
-                           " FROM {s}.batch_ranges r JOIN {s}.batches b USING (pipeline, batch_id)"
-                           " WHERE r.batch_id = 2 ORDER BY r.partition")
+        rows = tx.fetchall(
+            "SELECT r.epoch, b.kind, r.partition, r.previous_offset, r.cursor_offset, r.start_offset"
+            " FROM {s}.batch_ranges r JOIN {s}.batches b USING (pipeline, batch_id)"
+            " WHERE r.batch_id = 2 ORDER BY r.partition"
+        )
     assert rows == [(1, "reset", 0, 35, 20, 20), (1, "reset", 1, 35, 20, 20)]
     again = run_once(ledger, spec, stack)
     assert [(r.start, r.end) for r in again.plan.ranges] == [(20, 35), (20, 35)]
@@ -143,12 +146,16 @@ def test_reset_forward_records_the_skip_and_reset_while_planned_is_refused(stack
     ops.reset_offsets(ledger, kafka, "fw", build_reset_request("to-latest"), ACTOR, dry_run=False)
     assert ledger.cursors("fw") == {TP(topic, 0): 20}
     assert [(r[0], r[1], r[4], r[5], r[6]) for r in ledger_ranges(ledger, "fw")] == [
-        (1, "committed", 0, 0, 10), (2, "aborted", 10, 10, 20), (3, "committed", 10, 20, 20)]
+        (1, "committed", 0, 0, 10),
+        (2, "aborted", 10, 10, 20),
+        (3, "committed", 10, 20, 20),
+    ]
     assert ledger.contiguity_problems("fw") == []
 
 
-def test_catch_up_drains_a_backlog_in_capped_batches_and_mirrors_the_consumer_group(stack, ledger, make_topic,
-                                                                                     kafka_admin, tmp_path):
+def test_catch_up_drains_a_backlog_in_capped_batches_and_mirrors_the_consumer_group(
+    stack, ledger, make_topic, kafka_admin, tmp_path
+):
     topic = make_topic(partitions=3)
     produced = produce(stack.bootstrap_servers, topic, 450, partitions=3)
     group = f"mirror-{topic}"
@@ -156,8 +163,16 @@ def test_catch_up_drains_a_backlog_in_capped_batches_and_mirrors_the_consumer_gr
     kafka = kafka_client(stack)
     with ledger.transaction() as tx:
         tx.lock_pipeline(spec)
-    outcome = ops.catch_up(ledger, "cu", kafka.offsets, submitter(stack), {"bootstrap.servers": stack.bootstrap_servers},
-                           ACTOR, max_batches=10, after_commit=lambda: ops.mirror_to_consumer_group(ledger, kafka, "cu"))
+    outcome = ops.catch_up(
+        ledger,
+        "cu",
+        kafka.offsets,
+        submitter(stack),
+        {"bootstrap.servers": stack.bootstrap_servers},
+        ACTOR,
+        max_batches=10,
+        after_commit=lambda: ops.mirror_to_consumer_group(ledger, kafka, "cu"),
+    )
     assert (outcome.batches, outcome.records, outcome.lag_left) == (3, 450, 0)
     assert [b.records_committed for b in ledger.committed_batches("cu")] == [200, 200, 50]
     assert_exactly_once(committed_rows(ledger, "cu"), produced)
@@ -171,9 +186,16 @@ def test_manual_ops_dag_trigger_form(stack, airflow_db, ledger, schema, make_top
     from airflow.sdk.exceptions import ParamValidationError
 
     dag = DagBag().get_dag("kafka_offsets_manual_ops")
-    for bad in ({"operation": "explode"}, {"pipeline": "../etc"}, {"replay_since": "yesterday"},
-                {"reset_partitions": "1;2"}, {"catch_up_max_batches": 0}, {"replay_offset_ranges": "t:0"},
-                {"replay_offset_ranges": "garbage"}, {"reset_value": "abc"}):
+    for bad in (
+        {"operation": "explode"},
+        {"pipeline": "../etc"},
+        {"replay_since": "yesterday"},
+        {"reset_partitions": "1;2"},
+        {"catch_up_max_batches": 0},
+        {"replay_offset_ranges": "t:0"},
+        {"replay_offset_ranges": "garbage"},
+        {"reset_value": "abc"},
+    ):
         params = copy.deepcopy(dag.params)
         with pytest.raises(ParamValidationError):
             for key, value in bad.items():
@@ -193,17 +215,38 @@ def test_manual_ops_dag_trigger_form(stack, airflow_db, ledger, schema, make_top
     run = dag.test(run_conf={"operation": "status", "pipeline": "form"})
     assert run.state == "success"
     # a dry run over every partition: blank topic and partitions mean all of them
-    run = dag.test(run_conf={"operation": "reset", "pipeline": "form", "reset_mode": "to-earliest",
-                             "reset_topic": "", "reset_partitions": "  "})
+    run = dag.test(
+        run_conf={
+            "operation": "reset",
+            "pipeline": "form",
+            "reset_mode": "to-earliest",
+            "reset_topic": "",
+            "reset_partitions": "  ",
+        }
+    )
     assert run.state == "success"
     assert ledger.cursors("form") == {TP(topic, 0): 12}
-    run = dag.test(run_conf={"operation": "reset", "pipeline": "form", "reset_mode": "to-offset",
-                             "reset_value": "3", "dry_run": False})
+    run = dag.test(
+        run_conf={
+            "operation": "reset",
+            "pipeline": "form",
+            "reset_mode": "to-offset",
+            "reset_value": "3",
+            "dry_run": False,
+        }
+    )
     assert run.state == "success"
     assert ledger.cursors("form") == {TP(topic, 0): 3}
     # bad input in a valid form: a clear failure, nothing changed
-    run = dag.test(run_conf={"operation": "reset", "pipeline": "form", "reset_mode": "to-offset",
-                             "reset_value": "999", "dry_run": False})
+    run = dag.test(
+        run_conf={
+            "operation": "reset",
+            "pipeline": "form",
+            "reset_mode": "to-offset",
+            "reset_value": "999",
+            "dry_run": False,
+        }
+    )
     assert run.state == "failed"
     run = dag.test(run_conf={"operation": "status", "pipeline": "no_such_pipeline"})
     assert run.state == "failed"
@@ -215,16 +258,22 @@ def test_cli_status_and_reset_json(stack, ledger, schema, make_topic, tmp_path):
     produce(stack.bootstrap_servers, topic, 8, partitions=1)
     run_once(ledger, build_spec("cli", [topic], str(tmp_path)), stack)
     cli = [str(Path(sys.executable).parent / "airflow-kafka-offsets")]
-    out = subprocess.run(cli + ["status", "cli", "--ledger-schema", schema, "--json"], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        cli + ["status", "cli", "--ledger-schema", schema, "--json"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["partitions"][0]["committed_offset"] == 8
-    dry = subprocess.run(cli + ["reset", "cli", "--ledger-schema", schema, "--to-earliest"], capture_output=True,
-                         text=True, timeout=120)
+    dry = subprocess.run(
+        cli + ["reset", "cli", "--ledger-schema", schema, "--to-earliest"], capture_output=True, text=True, timeout=120
+    )
     assert dry.returncode == 0, dry.stderr
     assert "dry run" in dry.stdout and "rewind 8" in dry.stdout
-    bad = subprocess.run(cli + ["reset", "cli", "--ledger-schema", schema, "--to-offset", "99", "--execute"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        cli + ["reset", "cli", "--ledger-schema", schema, "--to-offset", "99", "--execute"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "out of range" in bad.stderr
     assert ledger.cursors("cli") == {TP(topic, 0): 8}
 
@@ -241,8 +290,9 @@ def cli_json(*args: str) -> dict:
     return json.loads(out.stdout)
 
 
-def test_cli_json_is_one_document_for_every_subcommand_and_matches_the_ledger(stack, ledger, schema, make_topic,
-                                                                             tmp_path):
+def test_cli_json_is_one_document_for_every_subcommand_and_matches_the_ledger(
+    stack, ledger, schema, make_topic, tmp_path
+):
     topic = make_topic(partitions=1)
     spec = build_spec("clij", [topic], str(tmp_path / "out"))
     produce(stack.bootstrap_servers, topic, 8, partitions=1)
@@ -276,12 +326,15 @@ def test_cli_json_is_one_document_for_every_subcommand_and_matches_the_ledger(st
     assert ledger.cursors("clij") == {TP(topic, 0): 12}
 
     # A staging directory no attempt in the ledger owns (a worker killed before it recorded its attempt).
-    orphan = Path(LocalDirectorySink(str(tmp_path / "out")).staging_uri("clij", planned, "0" * 32).removeprefix("file://"))
+    orphan = Path(
+        LocalDirectorySink(str(tmp_path / "out")).staging_uri("clij", planned, "0" * 32).removeprefix("file://")
+    )
     orphan.mkdir(parents=True)
     (orphan / "part-00000.parquet").write_bytes(b"partial")
     dry = cli_json("sweep", *common)
     assert dry["dry_run"] is True and [(i["kind"], i["batch_id"]) for i in dry["items"]] == [
-        ("unknown_staging", planned)]
+        ("unknown_staging", planned)
+    ]
     assert orphan.exists()
     done = cli_json("sweep", *common, "--execute")
     assert done["dry_run"] is False and [i["path"] for i in done["items"]] == [f"file://{orphan}"]

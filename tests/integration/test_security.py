@@ -26,14 +26,14 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_offsets.clients import spark_submit as spark_module
-from airflow_kafka_offsets.service.batches import plan_batch, run_batch
-from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
+from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import SparkJobError
+from airflow_kafka_offsets.service.batches import plan_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 
 from .helpers import assert_exactly_once, committed_rows, produce
 
@@ -146,10 +146,14 @@ def job_file_spy(monkeypatch) -> JobFileSpy:
 
     def checking_submit(self, application="", **kwargs):
         path = spy.paths[-1]
-        spy.at_submit.append({
-            "file_mode": stat.S_IMODE(path.stat().st_mode), "dir_mode": stat.S_IMODE(path.parent.stat().st_mode),
-            "owner": path.stat().st_uid, "text": path.read_text(),
-        })
+        spy.at_submit.append(
+            {
+                "file_mode": stat.S_IMODE(path.stat().st_mode),
+                "dir_mode": stat.S_IMODE(path.parent.stat().st_mode),
+                "owner": path.stat().st_uid,
+                "text": path.read_text(),
+            }
+        )
         return submit(self, application, **kwargs)
 
     monkeypatch.setattr(spark_module, "_write_private", recording_write)
@@ -182,8 +186,9 @@ def sasl_kafka_default(stack, airflow_db, monkeypatch):
     monkeypatch.delenv("AIRFLOW_CONN_KAFKA_DEFAULT", raising=False)
     with create_session() as session:
         session.query(Connection).filter(Connection.conn_id == "kafka_default").delete()
-        session.add(Connection(conn_id="kafka_default", conn_type="kafka",
-                               extra=json.dumps(stack.sasl_client_config())))
+        session.add(
+            Connection(conn_id="kafka_default", conn_type="kafka", extra=json.dumps(stack.sasl_client_config()))
+        )
     yield
     with create_session() as session:
         session.query(Connection).filter(Connection.conn_id == "kafka_default").delete()
@@ -191,8 +196,9 @@ def sasl_kafka_default(stack, airflow_db, monkeypatch):
 
 def ledger_text(ledger) -> str:
     with ledger.transaction() as tx:
-        return "\n".join(r[0] for table in LEDGER_TABLES
-                         for r in tx.fetchall(f"SELECT row_to_json(t)::text FROM {{s}}.{table} t"))
+        return "\n".join(
+            r[0] for table in LEDGER_TABLES for r in tx.fetchall(f"SELECT row_to_json(t)::text FROM {{s}}.{table} t")
+        )
 
 
 def files_containing(root: Path, secret: bytes) -> list[str]:
@@ -209,7 +215,16 @@ def run_example_dag():
 
 
 def test_sasl_pipeline_through_airflow_keeps_the_password_out_of_argv_processes_and_logs(
-    stack, ledger, schema, make_topic, tmp_path, monkeypatch, capfd, caplog, sasl_kafka_default, spark_conf_dir,
+    stack,
+    ledger,
+    schema,
+    make_topic,
+    tmp_path,
+    monkeypatch,
+    capfd,
+    caplog,
+    sasl_kafka_default,
+    spark_conf_dir,
     job_file_spy,
 ):
     secret = stack.sasl_password.encode()
@@ -275,7 +290,12 @@ def test_sasl_pipeline_through_airflow_keeps_the_password_out_of_argv_processes_
 
 
 def test_wrong_password_fails_in_spark_naming_authentication_and_changes_nothing(
-    stack, ledger, make_topic, tmp_path, capfd, caplog,
+    stack,
+    ledger,
+    make_topic,
+    tmp_path,
+    capfd,
+    caplog,
 ):
     """A plan made with the right credentials, read by Spark with a wrong password (say the
     connection was edited in between): the attempt fails naming the authentication failure."""
@@ -293,8 +313,14 @@ def test_wrong_password_fails_in_spark_naming_authentication_and_changes_nothing
 
     with ProcessWatch(wrong.encode(), marker=b"kafka-batch-sasl_wrong-") as watch:
         with pytest.raises(SparkJobError, match="Kafka rejected the credentials") as err:
-            run_batch(ledger, sink, planned, submitter,
-                      java_client_properties(stack.sasl_client_config(password=wrong)), ACTOR)
+            run_batch(
+                ledger,
+                sink,
+                planned,
+                submitter,
+                java_client_properties(stack.sasl_client_config(password=wrong)),
+                ACTOR,
+            )
 
     message = str(err.value)
     assert "SaslAuthenticationException" in message and "Invalid username or password" in message

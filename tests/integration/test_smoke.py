@@ -8,16 +8,22 @@ import psycopg2
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, TopicPartition
 
-from airflow_kafka_offsets.service.batches import build_job
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
+from airflow_kafka_offsets.service.batches import build_job
 
 from .helpers import local_path, produce
 from .pipeline import submitter
 
 
 def consume_range(bootstrap: str, topic: str, partition: int, start: int, end: int) -> list[dict]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.assign([TopicPartition(topic, partition, start)])
     out: list[dict] = []
     while not out or out[-1]["offset"] < end - 1:
@@ -25,9 +31,18 @@ def consume_range(bootstrap: str, topic: str, partition: int, start: int, end: i
         assert msg is not None, f"timed out reading {topic}-{partition} at {out[-1]['offset'] if out else start}"
         assert msg.error() is None, msg.error()
         kind, ts = msg.timestamp()
-        out.append({"key": msg.key(), "value": msg.value(), "topic": msg.topic(), "partition": msg.partition(),
-                    "offset": msg.offset(), "timestamp_ms": ts, "timestampType": kind - 1,
-                    "headers": [{"key": k, "value": v} for k, v in msg.headers() or []]})
+        out.append(
+            {
+                "key": msg.key(),
+                "value": msg.value(),
+                "topic": msg.topic(),
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+                "timestamp_ms": ts,
+                "timestampType": kind - 1,
+                "headers": [{"key": k, "value": v} for k, v in msg.headers() or []],
+            }
+        )
     consumer.close()
     return [r for r in out if r["offset"] < end]
 
@@ -37,16 +52,23 @@ def test_spark_reads_exact_offset_ranges_record_by_record(stack, make_topic, tmp
     produce(stack.bootstrap_servers, topic, 60, partitions=2)
     ranges = (PartitionRange(topic, 0, 3, 17, 3), PartitionRange(topic, 1, 0, 30, 0))
     staging = (tmp_path / "staging").as_uri()
-    job = build_job(BatchPlan("smoke", 1, 0, ranges, "unused"), "a1", staging,
-                    {"bootstrap.servers": stack.bootstrap_servers})
+    job = build_job(
+        BatchPlan("smoke", 1, 0, ranges, "unused"), "a1", staging, {"bootstrap.servers": stack.bootstrap_servers}
+    )
     submitter(stack)(job)
     got = sorted(pq.read_table(local_path(staging)).to_pylist(), key=lambda r: (r["partition"], r["offset"]))
     expected = consume_range(stack.bootstrap_servers, topic, 0, 3, 17) + consume_range(
-        stack.bootstrap_servers, topic, 1, 0, 30)
+        stack.bootstrap_servers, topic, 1, 0, 30
+    )
     assert len(got) == 14 + 30
     for g, e in zip(got, expected):
         assert (g["key"], g["value"], g["topic"], g["partition"], g["offset"]) == (
-            e["key"], e["value"], e["topic"], e["partition"], e["offset"])
+            e["key"],
+            e["value"],
+            e["topic"],
+            e["partition"],
+            e["offset"],
+        )
         assert int(g["timestamp"].timestamp() * 1000) == e["timestamp_ms"]
         assert g["timestampType"] == e["timestampType"]
         assert g["headers"] == e["headers"]

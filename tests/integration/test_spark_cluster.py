@@ -8,8 +8,7 @@ from .helpers import assert_exactly_once, committed_rows, produce
 from .pipeline import run_once
 
 
-def test_batch_on_a_standalone_cluster_through_the_spark_connection(stack, spark_cluster, ledger, make_topic,
-                                                                    tmp_path):
+def test_batch_on_a_standalone_cluster_through_the_spark_connection(stack, spark_cluster, ledger, make_topic, tmp_path):
     topic = make_topic(partitions=3)
     produced = produce(stack.bootstrap_servers, topic, 3000, partitions=3)
     spec = build_spec("on_cluster", [topic], str(tmp_path))

@@ -110,7 +110,10 @@ def test_spark_master_url_matches_the_cluster(services):
     worker_command = services["spark-worker"]["command"]
     assert worker_command[:2] == ["/opt/spark/bin/spark-class", "org.apache.spark.deploy.worker.Worker"]
     assert worker_command[2] == "spark://spark-master:7077"
-    assert services["spark-master"]["command"] == ["/opt/spark/bin/spark-class", "org.apache.spark.deploy.master.Master"]
+    assert services["spark-master"]["command"] == [
+        "/opt/spark/bin/spark-class",
+        "org.apache.spark.deploy.master.Master",
+    ]
     assert env(services["spark-master"]).get("SPARK_MASTER_PORT", "7077") == "7077"
 
 
@@ -184,5 +187,3 @@ def test_airflow_image_matches_pins(services, pins):
             for source in sources:
                 assert (REPO / source).exists(), source
                 assert f"!{source}" in ignore, f"{source} is excluded from the build context"
-
-

@@ -16,7 +16,10 @@ def points_in_code() -> set[str]:
     found = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "crash_point":
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) == "crash_point"
+            ):
                 assert isinstance(node.args[0], ast.Constant), f"{path}: crash points are named by literals"
                 found.add(node.args[0].value)
     return found

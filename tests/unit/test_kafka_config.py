@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
+from airflow_kafka_offsets.errors import ConfigurationError
 
 
 def test_plain_settings_pass_through_and_consumer_settings_drop():
@@ -15,8 +15,13 @@ def test_plain_settings_pass_through_and_consumer_settings_drop():
 
 def test_sasl_plain_becomes_jaas():
     props = java_client_properties(
-        {"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
-         "sasl.username": "alice", "sasl.password": 'p"w\\d'}
+        {
+            "bootstrap.servers": "h:1",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": 'p"w\\d',
+        }
     )
     assert props["sasl.mechanism"] == "PLAIN"
     assert props["sasl.jaas.config"] == (

@@ -7,11 +7,11 @@ import importlib.metadata
 import pytest
 
 import airflow_kafka_offsets
-from airflow_kafka_offsets.errors import ConfigurationError, InvalidPipelineSpecError
-from airflow_kafka_offsets.ledger.schema import quote_schema
+from airflow_kafka_offsets.clients.versions import check_connector_jars
 from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, TopicPartition
 from airflow_kafka_offsets.core.tables import partition_table
-from airflow_kafka_offsets.clients.versions import check_connector_jars
+from airflow_kafka_offsets.errors import ConfigurationError, InvalidPipelineSpecError
+from airflow_kafka_offsets.ledger.schema import quote_schema
 
 
 def test_provider_info_names_the_distribution():
@@ -54,9 +54,19 @@ def test_connector_jar_check():
 
 
 def test_partition_table():
-    text = partition_table(
-        [PartitionRange("t", 0, 5, 9, 3)], offsets={TopicPartition("t", 0): PartitionOffsets(5, 12)}
-    )
+    text = partition_table([PartitionRange("t", 0, 5, 9, 3)], offsets={TopicPartition("t", 0): PartitionOffsets(5, 12)})
     lines = text.splitlines()
-    assert lines[0].split() == ["partition", "start", "end", "planned", "log", "start", "log", "end", "lag", "after", "lost"]
+    assert lines[0].split() == [
+        "partition",
+        "start",
+        "end",
+        "planned",
+        "log",
+        "start",
+        "log",
+        "end",
+        "lag",
+        "after",
+        "lost",
+    ]
     assert lines[2].split() == ["t-0", "5", "9", "4", "5", "12", "3", "2"]

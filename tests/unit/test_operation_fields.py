@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import jsonschema
 import pytest
@@ -30,8 +30,9 @@ def form_schema() -> dict:
     properties = {}
     for field in form_fields():
         kwargs = field.param_kwargs()
-        properties[field.name] = {k: v for k, v in kwargs.items() if k not in ("default", "title", "description",
-                                                                               "section")}
+        properties[field.name] = {
+            k: v for k, v in kwargs.items() if k not in ("default", "title", "description", "section")
+        }
     return {"type": "object", "properties": properties}
 
 
@@ -65,8 +66,17 @@ def test_blank_means_every_topic_and_partition_and_defaults(blank):
             raw["replay_first_batch"] = 1
         request = parse_request(raw)
         assert request.operation == operation
-    reset = parse_request({"operation": "reset", "pipeline": "p", "reset_mode": blank, "reset_value": blank,
-                           "reset_topic": blank, "reset_partitions": blank, "dry_run": blank})
+    reset = parse_request(
+        {
+            "operation": "reset",
+            "pipeline": "p",
+            "reset_mode": blank,
+            "reset_value": blank,
+            "reset_topic": blank,
+            "reset_partitions": blank,
+            "dry_run": blank,
+        }
+    )
     assert reset_request(reset.values) == ResetRequest(ResetMode.TO_LATEST, None, None, None, None)
     assert reset.get("dry_run") is True
     catch = parse_request({"operation": "catch_up", "pipeline": "p", "catch_up_max_batches": blank})
@@ -78,20 +88,33 @@ def test_blank_means_every_topic_and_partition_and_defaults(blank):
 
 def test_fields_of_other_operations_never_block():
     garbage = {f.name: "garbage" for f in FIELDS if f.name not in ("operation", "pipeline")}
-    assert parse_request({**garbage, "operation": "status", "pipeline": "p"}).values == {"pipeline": "p",
-                                                                                         "operation": "status"}
+    assert parse_request({**garbage, "operation": "status", "pipeline": "p"}).values == {
+        "pipeline": "p",
+        "operation": "status",
+    }
 
 
 def test_parsed_values():
-    reset = parse_request({"operation": "reset", "pipeline": "p", "reset_mode": "shift-by", "reset_value": " -5 ",
-                           "reset_topic": " orders ", "reset_partitions": " 2, 0 ,2", "dry_run": "false"})
+    reset = parse_request(
+        {
+            "operation": "reset",
+            "pipeline": "p",
+            "reset_mode": "shift-by",
+            "reset_value": " -5 ",
+            "reset_topic": " orders ",
+            "reset_partitions": " 2, 0 ,2",
+            "dry_run": "false",
+        }
+    )
     assert reset_request(reset.values) == ResetRequest(ResetMode.SHIFT_BY, -5, None, "orders", (0, 2))
     assert reset.get("dry_run") is False
-    at = parse_request({"operation": "reset", "pipeline": "p", "reset_mode": "to-datetime",
-                        "reset_value": "2026-11-21T08:00"})
-    assert reset_request(at.values).timestamp == datetime(2026, 11, 21, 8, tzinfo=timezone.utc)
-    replay = parse_request({"operation": "replay", "pipeline": "p",
-                            "replay_offset_ranges": " a:0:5-9 ,  my.topic:12:0-1 "})
+    at = parse_request(
+        {"operation": "reset", "pipeline": "p", "reset_mode": "to-datetime", "reset_value": "2026-11-21T08:00"}
+    )
+    assert reset_request(at.values).timestamp == datetime(2026, 11, 21, 8, tzinfo=UTC)
+    replay = parse_request(
+        {"operation": "replay", "pipeline": "p", "replay_offset_ranges": " a:0:5-9 ,  my.topic:12:0-1 "}
+    )
     assert replay.get("replay_offset_ranges") == ((TP("a", 0), 5, 9), (TP("my.topic", 12), 0, 1))
 
 
@@ -101,26 +124,36 @@ BAD = [
     ({"operation": "replay"}, "give exactly one of batch numbers, offset ranges or a since time (none given)"),
     ({"operation": "replay", "replay_first_batch": 1, "replay_since": "2026-01-01"}, "(several given)"),
     ({"operation": "replay", "replay_first_batch": 0}, "Replay: first batch: must be at least 1, got 0"),
-    ({"operation": "replay", "replay_first_batch": 5, "replay_last_batch": 3},
-     "Replay: last batch (3) is before the first batch (5)"),
-    ({"operation": "replay", "replay_offset_ranges": "garbage"},
-     "Replay: offset ranges: 'garbage' is not an offset range: use topic:partition:start-end, e.g. orders:0:100-200"),
+    (
+        {"operation": "replay", "replay_first_batch": 5, "replay_last_batch": 3},
+        "Replay: last batch (3) is before the first batch (5)",
+    ),
+    (
+        {"operation": "replay", "replay_offset_ranges": "garbage"},
+        "Replay: offset ranges: 'garbage' is not an offset range: use topic:partition:start-end, e.g. orders:0:100-200",
+    ),
     ({"operation": "replay", "replay_offset_ranges": "a:0:9-5"}, "offset range 'a:0:9-5' is empty"),
     ({"operation": "replay", "replay_since": "yesterday"}, "Replay: since: 'yesterday' is not a timestamp: use ISO"),
     ({"operation": "replay", "replay_until": "2026-01-01"}, "Replay: until needs a since"),
-    ({"operation": "replay", "replay_since": "2026-01-02", "replay_until": "2026-01-01"},
-     "Replay: until must be after since"),
+    (
+        {"operation": "replay", "replay_since": "2026-01-02", "replay_until": "2026-01-01"},
+        "Replay: until must be after since",
+    ),
     ({"operation": "reset", "reset_mode": "to-somewhere"}, "Reset: mode: 'to-somewhere' is not a reset mode"),
     ({"operation": "reset", "reset_mode": "to-offset"}, "Reset: value: to-offset needs a whole number, e.g. 42"),
-    ({"operation": "reset", "reset_mode": "to-offset", "reset_value": "x"},
-     "Reset: value: expected a whole number such as 42, got 'x'"),
+    (
+        {"operation": "reset", "reset_mode": "to-offset", "reset_value": "x"},
+        "Reset: value: expected a whole number such as 42, got 'x'",
+    ),
     ({"operation": "reset", "reset_mode": "to-offset", "reset_value": "-1"}, "Reset: value: must be at least 0"),
     ({"operation": "reset", "reset_mode": "to-datetime"}, "Reset: value: to-datetime needs a timestamp"),
     ({"operation": "reset", "reset_mode": "to-datetime", "reset_value": "soon"}, "'soon' is not a timestamp"),
     ({"operation": "reset", "reset_topic": "a b"}, "Reset: topic: 'a b' is not a Kafka topic name"),
-    ({"operation": "reset", "reset_partitions": "1;2"},
-     "Reset: partitions: '1;2' is not a list of partition numbers: use comma-separated numbers such as 0,2, or"
-     " leave it empty for every partition"),
+    (
+        {"operation": "reset", "reset_partitions": "1;2"},
+        "Reset: partitions: '1;2' is not a list of partition numbers: use comma-separated numbers such as 0,2, or"
+        " leave it empty for every partition",
+    ),
     ({"operation": "reset", "reset_partitions": "-1"}, "'-1' is not a list of partition numbers"),
     ({"operation": "reset", "dry_run": "maybe"}, "Dry run: expected true or false, got 'maybe'"),
     ({"operation": "catch_up", "catch_up_max_batches": 0}, "Catch-up: at most this many batches: must be at least 1"),
@@ -134,9 +167,18 @@ def test_bad_values_are_refused_with_a_message_naming_the_field(raw, message):
         parse_request({"pipeline": "p", **raw})
 
 
-FORM_BAD = {"operation": "explode", "pipeline": "../etc", "replay_first_batch": 0,
-            "replay_offset_ranges": "garbage", "replay_since": "yesterday", "reset_mode": "to-somewhere",
-            "reset_value": "abc", "reset_topic": "a b", "reset_partitions": "1;2", "catch_up_max_batches": 0}
+FORM_BAD = {
+    "operation": "explode",
+    "pipeline": "../etc",
+    "replay_first_batch": 0,
+    "replay_offset_ranges": "garbage",
+    "replay_since": "yesterday",
+    "reset_mode": "to-somewhere",
+    "reset_value": "abc",
+    "reset_topic": "a b",
+    "reset_partitions": "1;2",
+    "catch_up_max_batches": 0,
+}
 
 
 @pytest.mark.parametrize("name,value", FORM_BAD.items())
@@ -145,8 +187,13 @@ def test_the_form_schema_refuses_what_its_pattern_can_express(name, value):
 
 
 def test_form_schema_accepts_what_the_parser_accepts():
-    assert form_accepts(replay_offset_ranges=" a:0:5-9 ,  my.topic:12:0-1 ", reset_partitions=" 0, 2 ",
-                        reset_value="-5", replay_since="2026-11-21T08:00:00Z", reset_topic="orders")
+    assert form_accepts(
+        replay_offset_ranges=" a:0:5-9 ,  my.topic:12:0-1 ",
+        reset_partitions=" 0, 2 ",
+        reset_value="-5",
+        replay_since="2026-11-21T08:00:00Z",
+        reset_topic="orders",
+    )
     assert form_accepts(reset_value="2026-11-21 08:00+01:00")
 
 
@@ -160,9 +207,10 @@ def test_cli_uses_the_same_rules_and_names_its_options():
     assert reset.get("dry_run") is False
     assert cli("reset", "p", "--to-earliest").get("dry_run") is True
     assert cli("replay", "p", "--batches", "3-5").values["replay_last_batch"] == 5
-    with pytest.raises(OperationInputError,
-                       match=re.escape("--batches: expected FIRST or FIRST-LAST batch numbers, e.g. 3 or 3-5;"
-                                       " got 'two'")):
+    with pytest.raises(
+        OperationInputError,
+        match=re.escape("--batches: expected FIRST or FIRST-LAST batch numbers, e.g. 3 or 3-5; got 'two'"),
+    ):
         cli("replay", "p", "--batches", "two")
     with pytest.raises(OperationInputError, match=re.escape("--to-offset: expected a whole number such as 42")):
         cli("reset", "p", "--to-offset", "x")
@@ -176,8 +224,18 @@ def test_the_operator_has_its_own_spark_settings_and_templated_connection_ids():
 
     assert not issubclass(KafkaPipelineOperationOperator, KafkaBatchSparkOperator)
     assert {"kafka_conn_id", "postgres_conn_id", "spark_conn_id", "operation", "options", "pipeline"} <= set(
-        KafkaPipelineOperationOperator.template_fields)
-    op = KafkaPipelineOperationOperator(task_id="t", operation="replay", pipeline="p", spark_conn_id="spark_x",
-                                        spark_jars="/a.jar,/b.jar", executor_memory="2g")
-    assert (op.spark_conn_id, op.spark_jars, op.spark_resources["executor_memory"]) == ("spark_x", "/a.jar,/b.jar",
-                                                                                        "2g")
+        KafkaPipelineOperationOperator.template_fields
+    )
+    op = KafkaPipelineOperationOperator(
+        task_id="t",
+        operation="replay",
+        pipeline="p",
+        spark_conn_id="spark_x",
+        spark_jars="/a.jar,/b.jar",
+        executor_memory="2g",
+    )
+    assert (op.spark_conn_id, op.spark_jars, op.spark_resources["executor_memory"]) == (
+        "spark_x",
+        "/a.jar,/b.jar",
+        "2g",
+    )

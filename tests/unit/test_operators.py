@@ -26,9 +26,9 @@ from airflow_kafka_offsets.operators import (
     KafkaBatchCommitOperator,
     KafkaBatchPlanOperator,
     KafkaBatchSparkOperator,
+    ingest,
     kafka_ingest_task_group,
 )
-from airflow_kafka_offsets.operators import ingest
 from airflow_kafka_offsets.service.batches import PlanOutcome
 
 PLAN = BatchPlan("orders", 4, 0, (PartitionRange("orders", 0, 10, 20, 10),), "file:///out/orders/batch=4")
@@ -40,17 +40,36 @@ def context() -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def connections(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9", "sasl.password": "s3cret",
-                                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                                         "sasl.username": "u"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAFKA_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "kafka",
+                "extra": {
+                    "bootstrap.servers": "127.0.0.1:9",
+                    "sasl.password": "s3cret",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.username": "u",
+                },
+            }
+        ),
+    )
 
 
 def test_task_group_wires_plan_read_commit_by_xcom() -> None:
     with DAG("wiring", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        kafka_ingest_task_group("ingest", pipeline="orders", topics=["orders"], output_root="/out",
-                                kafka_conn_id="k", postgres_conn_id="pg", spark_conn_id="sp",
-                                plan_kwargs={"max_records_per_batch": 100}, spark_kwargs={"min_partitions": 4})
+        kafka_ingest_task_group(
+            "ingest",
+            pipeline="orders",
+            topics=["orders"],
+            output_root="/out",
+            kafka_conn_id="k",
+            postgres_conn_id="pg",
+            spark_conn_id="sp",
+            plan_kwargs={"max_records_per_batch": 100},
+            spark_kwargs={"min_partitions": 4},
+        )
     plan, read, commit = (dag.get_task(f"ingest.{t}") for t in ("plan", "read", "commit"))
     assert read.upstream_task_ids == {"ingest.plan"}
     assert commit.upstream_task_ids == {"ingest.plan", "ingest.read"}
@@ -73,8 +92,14 @@ def test_plan_operator_returns_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp
 
     monkeypatch.setattr(ingest, "plan_batch", fake_plan)
     monkeypatch.setattr(KafkaBatchPlanOperator, "ledger", lambda self: None)
-    op = KafkaBatchPlanOperator(task_id="plan", pipeline="orders", topics="orders, more", output_root=str(tmp_path),
-                                max_records_per_batch="250", on_data_loss="skip")
+    op = KafkaBatchPlanOperator(
+        task_id="plan",
+        pipeline="orders",
+        topics="orders, more",
+        output_root=str(tmp_path),
+        max_records_per_batch="250",
+        on_data_loss="skip",
+    )
     ctx = context()
     result = op.execute(ctx)
     assert result == {"pipeline": "orders", "batch_id": 4, "records_planned": 10, "replayed": True}
@@ -102,14 +127,25 @@ def test_errors_a_retry_cannot_fix_fail_the_task_at_once(monkeypatch: pytest.Mon
 
 
 def test_bad_options_fail_without_retry(tmp_path: Path) -> None:
-    op = KafkaBatchPlanOperator(task_id="plan", pipeline="orders", topics="orders", output_root=str(tmp_path),
-                                max_records_per_batch="lots")
+    op = KafkaBatchPlanOperator(
+        task_id="plan", pipeline="orders", topics="orders", output_root=str(tmp_path), max_records_per_batch="lots"
+    )
     with pytest.raises(AirflowFailException, match="max_records_per_batch"):
         op.execute(context())
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, None), ("None", None), ("", None), (3, 3), ("7", 7),
-                                               ({"batch_id": 4, "pipeline": "p"}, 4), ({"batch_id": None}, None)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, None),
+        ("None", None),
+        ("", None),
+        (3, 3),
+        ("7", 7),
+        ({"batch_id": 4, "pipeline": "p"}, 4),
+        ({"batch_id": None}, None),
+    ],
+)
 def test_batch_id_from_xcom_or_template(value: Any, expected: int | None) -> None:
     assert ingest.parse_batch_id(value) == expected
 
@@ -127,19 +163,39 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(KafkaBatchSparkOperator, "sink_for", lambda self, ledger: "sink")
     monkeypatch.setattr(SparkBatchSubmitter, "check", lambda self: ((), ()))
 
-    def fake_run(ledger: Any, sink: Any, plan: BatchPlan, submit: SparkBatchSubmitter, props: dict[str, str],
-                 actor: Any, min_partitions: int | None = None, lease_s: float = 0, wait_s: float = 0) -> BatchReport:
+    def fake_run(
+        ledger: Any,
+        sink: Any,
+        plan: BatchPlan,
+        submit: SparkBatchSubmitter,
+        props: dict[str, str],
+        actor: Any,
+        min_partitions: int | None = None,
+        lease_s: float = 0,
+        wait_s: float = 0,
+    ) -> BatchReport:
         seen.update(settings=submit.settings, props=props, min_partitions=min_partitions, lease_s=lease_s)
         return BatchReport("orders", 4, (PartitionReport("orders", 0, 9, 10, 18, 9, 90),), 900, "4.2.0")
 
     monkeypatch.setattr(ingest, "run_batch", fake_run)
-    op = KafkaBatchSparkOperator(task_id="read", pipeline="orders", batch_id=4, spark_conn_id="sp",
-                                 spark_jars="/j/a.jar,/j/b.jar", spark_conf={"spark.x": "1"}, min_partitions="6",
-                                 driver_memory="2g")
+    op = KafkaBatchSparkOperator(
+        task_id="read",
+        pipeline="orders",
+        batch_id=4,
+        spark_conn_id="sp",
+        spark_jars="/j/a.jar,/j/b.jar",
+        spark_conf={"spark.x": "1"},
+        min_partitions="6",
+        driver_memory="2g",
+    )
     assert op.execute(context()) == {"pipeline": "orders", "batch_id": 4, "records_read": 9}
     settings: SparkSettings = seen["settings"]
     assert (settings.conn_id, settings.jars, dict(settings.conf), settings.driver_memory) == (
-        "sp", ("/j/a.jar", "/j/b.jar"), {"spark.x": "1"}, "2g")
+        "sp",
+        ("/j/a.jar", "/j/b.jar"),
+        {"spark.x": "1"},
+        "2g",
+    )
     assert seen["min_partitions"] == 6 and seen["lease_s"] == 120.0
     assert seen["props"]["sasl.jaas.config"].startswith("org.apache.kafka.common.security.plain.PlainLoginModule")
     op.batch_id = 5
@@ -162,8 +218,13 @@ def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: None)
     monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: "sink")
     op = KafkaBatchCommitOperator(task_id="commit", pipeline="orders", batch_id="4")
-    assert op.execute(context()) == {"pipeline": "orders", "batch_id": 4, "records": 9, "committed_now": False,
-                                     "output_uri": "file:///out/orders/batch=4"}
+    assert op.execute(context()) == {
+        "pipeline": "orders",
+        "batch_id": 4,
+        "records": 9,
+        "committed_now": False,
+        "output_uri": "file:///out/orders/batch=4",
+    }
 
 
 def test_kafka_hook_reads_the_connection_without_a_database() -> None:

@@ -6,6 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from airflow_kafka_offsets.core.model import DataLossPolicy, PartitionOffsets, PartitionRange, StartPolicy
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.planner import fair_shares, has_work, plan_ranges
+from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import (
     DataLossError,
     InvalidPipelineSpecError,
@@ -14,10 +18,6 @@ from airflow_kafka_offsets.errors import (
     PartitionVanishedError,
     UnknownTopicError,
 )
-from airflow_kafka_offsets.core.model import DataLossPolicy, PartitionOffsets, PartitionRange, StartPolicy
-from airflow_kafka_offsets.core.model import TopicPartition as TP
-from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.core.planner import fair_shares, has_work, plan_ranges
 
 
 def spec(**kw):
@@ -176,7 +176,7 @@ def test_fair_shares_properties(needs, budget):
     assert sum(shares) == min(budget, sum(needs))
     assert all(0 <= s <= n for s, n in zip(shares, needs))
     # max-min fair: a partition left short never has less than another partition's share minus one
-    for i, (s, n) in enumerate(zip(shares, needs)):
+    for s, n in zip(shares, needs):
         if s < n:
             assert all(s >= other - 1 for other in shares)
     assert fair_shares(needs, budget) == shares  # deterministic

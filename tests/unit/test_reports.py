@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_offsets.errors import ReportMismatchError
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
-from airflow_kafka_offsets.core.report import check_report
-from airflow_kafka_offsets.core.report import parse_report
+from airflow_kafka_offsets.core.report import check_report, parse_report
+from airflow_kafka_offsets.errors import ReportMismatchError
 
 PLAN = BatchPlan("p", 3, 0, (PartitionRange("t", 0, 10, 20, 10), PartitionRange("t", 1, 5, 5, 5)), "file:///o")
 
@@ -21,8 +20,15 @@ def report(*parts, pipeline="p", batch_id=3):
             "output_bytes": 100,
             "spark_version": "4.2.0",
             "partitions": [
-                {"topic": "t", "partition": p, "records": n, "min_offset": lo, "max_offset": hi,
-                 "distinct_offsets": d, "payload_bytes": 1}
+                {
+                    "topic": "t",
+                    "partition": p,
+                    "records": n,
+                    "min_offset": lo,
+                    "max_offset": hi,
+                    "distinct_offsets": d,
+                    "payload_bytes": 1,
+                }
                 for p, n, lo, hi, d in parts
             ],
         }
@@ -69,13 +75,26 @@ def test_malformed_report():
 
 
 def test_decode_error_threshold():
-    from airflow_kafka_offsets.service.batches import check_decode_errors
-    from airflow_kafka_offsets.errors import DecodeErrorThresholdError
     from airflow_kafka_offsets.core.model import DecodeSpec
+    from airflow_kafka_offsets.errors import DecodeErrorThresholdError
+    from airflow_kafka_offsets.service.batches import check_decode_errors
 
-    raw = {"format": 1, "pipeline": "p", "batch_id": 3, "partitions": [
-        {"topic": "t", "partition": 0, "records": 5, "min_offset": 10, "max_offset": 14, "distinct_offsets": 5,
-         "decode_errors": 2}]}
+    raw = {
+        "format": 1,
+        "pipeline": "p",
+        "batch_id": 3,
+        "partitions": [
+            {
+                "topic": "t",
+                "partition": 0,
+                "records": 5,
+                "min_offset": 10,
+                "max_offset": 14,
+                "distinct_offsets": 5,
+                "decode_errors": 2,
+            }
+        ],
+    }
     check_decode_errors(PLAN, parse_report(raw), None)
     check_decode_errors(PLAN, parse_report(raw), DecodeSpec("id STRING", None))
     check_decode_errors(PLAN, parse_report(raw), DecodeSpec("id STRING", 2))

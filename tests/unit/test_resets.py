@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.operation_fields import OperationInputError, build_reset_request, parse_offset_ranges
-from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.core.resets import (
     PartitionReset,
     ResetError,
@@ -18,9 +17,14 @@ from airflow_kafka_offsets.core.resets import (
     plan_reset,
     reset_ranges,
 )
+from airflow_kafka_offsets.core.spec import build_spec
 
 SPEC = build_spec("p", ["a", "b"], "/tmp/o")
-OFFSETS = {TP("a", 0): PartitionOffsets(10, 100), TP("a", 1): PartitionOffsets(0, 50), TP("b", 0): PartitionOffsets(0, 5)}
+OFFSETS = {
+    TP("a", 0): PartitionOffsets(10, 100),
+    TP("a", 1): PartitionOffsets(0, 50),
+    TP("b", 0): PartitionOffsets(0, 5),
+}
 CURSORS = {TP("a", 0): 40, TP("a", 1): 50, TP("b", 0): 5}
 
 
@@ -73,13 +77,16 @@ def test_bad_reset_input(args, error, match):
 @pytest.mark.parametrize("blank", [None, "", "   "])
 def test_blank_topic_and_partitions_mean_every_partition(blank):
     assert [(r.topic, r.partition, r.after) for r in reset("to-latest", None, blank, blank)] == [
-        ("a", 0, 100), ("a", 1, 50), ("b", 0, 5)]
+        ("a", 0, 100),
+        ("a", 1, 50),
+        ("b", 0, 5),
+    ]
 
 
 def test_datetime_without_zone_is_utc():
     request = build_reset_request("to-datetime", "2026-11-21T08:00:00")
     assert request.mode is ResetMode.TO_DATETIME
-    assert request.timestamp == datetime(2026, 11, 21, 8, tzinfo=timezone.utc)
+    assert request.timestamp == datetime(2026, 11, 21, 8, tzinfo=UTC)
 
 
 def test_forward_reset_records_the_skipped_span_in_the_same_epoch():

@@ -39,7 +39,10 @@ def test_app_imports_nothing_from_airflow_or_the_package() -> None:
 
 
 def test_submitter_ships_the_contract_beside_the_app() -> None:
-    assert Path(spark_submit.app_file(spark_submit.CONTRACT_FILE)).read_text() == (APPS / "kafka_batch_contract.py").read_text()
+    assert (
+        Path(spark_submit.app_file(spark_submit.CONTRACT_FILE)).read_text()
+        == (APPS / "kafka_batch_contract.py").read_text()
+    )
     assert Path(spark_submit.app_file()).name == "kafka_range_batch.py"
 
 
@@ -78,8 +81,14 @@ def test_wanted_partitions(spans: list[int], parallelism: int, configured: int |
 
 
 def summary(partition: int, records: int, low: int | None, high: int | None, distinct: int) -> dict[str, object]:
-    return {"topic": "t", "partition": partition, "records": records, "min_offset": low, "max_offset": high,
-            "distinct_offsets": distinct}
+    return {
+        "topic": "t",
+        "partition": partition,
+        "records": records,
+        "min_offset": low,
+        "max_offset": high,
+        "distinct_offsets": distinct,
+    }
 
 
 RANGES = [{"topic": "t", "partition": 0, "start": 10, "end": 20}]
@@ -102,7 +111,9 @@ RANGES = [{"topic": "t", "partition": 0, "start": 10, "end": 20}]
 def test_range_check_shared_by_app_and_package(part: dict[str, object], problem: str | None) -> None:
     assert contract.range_problems(RANGES, [part]) == ([problem] if problem else [])
     if problem:
-        with pytest.raises(app.BatchCheckError, match=problem.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(
+            app.BatchCheckError, match=problem.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")
+        ):
             app.check_against_ranges({"ranges": RANGES}, [part])
     else:
         app.check_against_ranges({"ranges": RANGES}, [part])

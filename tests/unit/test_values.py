@@ -39,5 +39,7 @@ def test_bad_numbers_name_the_field(value: object, minimum: int | None, message:
 
 def test_enum_lists_the_choices() -> None:
     assert enum_value(StartPolicy, "latest", "starting_offsets") is StartPolicy.LATEST
-    with pytest.raises(InvalidPipelineSpecError, match="starting_offsets must be one of earliest, latest, error; got 'soon'"):
+    with pytest.raises(
+        InvalidPipelineSpecError, match="starting_offsets must be one of earliest, latest, error; got 'soon'"
+    ):
         enum_value(StartPolicy, "soon", "starting_offsets")
