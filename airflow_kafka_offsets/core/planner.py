@@ -128,3 +128,8 @@ def plan_ranges(
 def has_work(ranges: Sequence[PartitionRange], cursors: Mapping[TopicPartition, int]) -> bool:
     """A batch is worth planning when it reads records, skips lost ones, or starts tracking a partition."""
     return any(r.span > 0 or r.lost > 0 or r.topic_partition not in cursors for r in ranges)
+
+
+def partition_lag(cursor: int | None, offsets: PartitionOffsets) -> int:
+    """Offsets not yet ingested: from the cursor (or, without one, the log start) to the last stable offset."""
+    return max(offsets.latest - (offsets.earliest if cursor is None else cursor), 0)

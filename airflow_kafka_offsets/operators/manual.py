@@ -74,13 +74,11 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
         self.spark_conf = spark_conf
         self.spark_jars = spark_jars
         self.spark_packages = spark_packages
-        self.spark_resources = {
-            "executor_cores": executor_cores,
-            "executor_memory": executor_memory,
-            "driver_memory": driver_memory,
-            "num_executors": num_executors,
-            "total_executor_cores": total_executor_cores,
-        }
+        self.executor_cores = executor_cores
+        self.executor_memory = executor_memory
+        self.driver_memory = driver_memory
+        self.num_executors = num_executors
+        self.total_executor_cores = total_executor_cores
 
     def run(self, context: Context) -> dict[str, Any]:
         request = parse_request({**(self.options or {}), "operation": self.operation, "pipeline": self.pipeline})
@@ -93,7 +91,11 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
                     jars=self.spark_jars,
                     packages=self.spark_packages,
                     conf=self.spark_conf,
-                    **self.spark_resources,
+                    executor_cores=self.executor_cores,
+                    executor_memory=self.executor_memory,
+                    driver_memory=self.driver_memory,
+                    num_executors=self.num_executors,
+                    total_executor_cores=self.total_executor_cores,
                 )
             )
             properties = kafka_hook.spark_properties()

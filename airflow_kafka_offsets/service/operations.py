@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.core.model import BatchState, TopicPartition
+from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
@@ -67,7 +68,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
     for tp in sorted(set(offsets) | {tp for tp in cursors if tp.topic in spec.topics}):
         kafka_tp = offsets.get(tp)
         cursor = cursors.get(tp)
-        lag = kafka_tp.latest - cursor if kafka_tp and cursor is not None else None
+        lag = partition_lag(cursor, kafka_tp) if kafka_tp and cursor is not None else None
         seen = oldest_unread.get(tp)
         partitions.append(
             {
@@ -225,11 +226,13 @@ def resolve_replay(
             latest = {tp: o.latest for tp, o in kafka.offsets(spec.topics).items()}
             ids = set()
             for tp in tps:
-                if starts.get(tp) is None:
+                first_offset, end_offset = starts.get(tp), ends.get(tp)
+                if first_offset is None:
                     continue
-                end = ends.get(tp) if ends.get(tp) is not None else latest.get(tp, 0)
-                if end > starts[tp]:
-                    ids.update(tx.batches_overlapping(pipeline, tp.topic, tp.partition, starts[tp], end))
+                if end_offset is None:
+                    end_offset = latest.get(tp, 0)
+                if end_offset > first_offset:
+                    ids.update(tx.batches_overlapping(pipeline, tp.topic, tp.partition, first_offset, end_offset))
             chosen = sorted(ids)
         elif selection.first_batch is not None or selection.last_batch is not None:
             first, last = selection.first_batch, selection.last_batch
@@ -332,7 +335,7 @@ def reset_offsets(
         cursors = tx.cursors(pipeline)
         offsets = kafka.offsets(spec.topics)
         at_time = None
-        if request.mode is ResetMode.TO_DATETIME:
+        if request.mode is ResetMode.TO_DATETIME and request.timestamp is not None:
             at_time = kafka.offsets_for_time(sorted(tp for tp in offsets if tp.topic in spec.topics), request.timestamp)
         resets = plan_reset(spec, cursors, offsets, request, at_time)
         changes = tuple(
@@ -411,7 +414,7 @@ def catch_up(
     kafka_properties: Mapping[str, str],
     actor: Mapping[str, Any],
     max_batches: int,
-    after_commit: Callable[[], None] | None = None,
+    after_commit: Callable[[], object] | None = None,
 ) -> CatchUpOutcome:
     """Drain a backlog as a sequence of capped batches (the pipeline's caps) in one run."""
     if max_batches < 1:
@@ -436,10 +439,9 @@ def catch_up(
     return CatchUpOutcome(done, records, lag_left(ledger, spec, offsets_source))
 
 
-def lag_left(ledger: Ledger, spec, offsets_source: OffsetsSource) -> int:
+def lag_left(ledger: Ledger, spec: PipelineSpec, offsets_source: OffsetsSource) -> int:
     cursors = ledger.cursors(spec.name)
-    offsets = offsets_source(spec.topics)
-    return sum(max(o.latest - cursors.get(tp, o.earliest), 0) for tp, o in offsets.items())
+    return sum(partition_lag(cursors.get(tp), o) for tp, o in offsets_source(spec.topics).items())
 
 
 def mirror_to_consumer_group(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str) -> str | None:

@@ -234,7 +234,7 @@ def test_the_operator_has_its_own_spark_settings_and_templated_connection_ids():
         spark_jars="/a.jar,/b.jar",
         executor_memory="2g",
     )
-    assert (op.spark_conn_id, op.spark_jars, op.spark_resources["executor_memory"]) == (
+    assert (op.spark_conn_id, op.spark_jars, op.executor_memory) == (
         "spark_x",
         "/a.jar,/b.jar",
         "2g",
