@@ -11,6 +11,14 @@ class InvalidPipelineSpecError(KafkaOffsetsError, ValueError):
     """A pipeline definition (name, topics, policies, caps) is not valid."""
 
 
+class PipelineSpecMismatchError(InvalidPipelineSpecError):
+    """A run's pipeline spec differs from the one the ledger holds; changes are made on purpose, not by a run."""
+
+
+class SpecChangeRefusedError(InvalidPipelineSpecError):
+    """A requested spec change cannot be applied (now or ever); nothing was changed."""
+
+
 class DataLossError(KafkaOffsetsError):
     """Records between the cursor and the log start offset were deleted by retention."""
 
