@@ -1,7 +1,8 @@
 """The Spark failure classifier on excerpts of real spark-submit output (Spark 4.2, Kafka 4.1).
 
 The data-loss and connector excerpts come from tests/integration/test_spark_failures.py runs, the
-authentication one from test_security.py; the memory and executor ones keep Spark's own wording.
+authentication one from test_security.py, the missing data source from Spark's error-conditions.json;
+the memory and executor-lost excerpts follow Spark's and YARN's wording (they need a cluster to happen).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ pyspark.errors.exceptions.captured.AnalysisException: [DATA_SOURCE_NOT_FOUND] Fa
 """
 
 AUTHENTICATION = """\
-26/11/22 02:30:11 WARN NetworkClient: [Consumer clientId=consumer-spark-kafka-relation-1, groupId=spark-kafka-relation-1] Connection to node -1 (/127.0.0.1:56975) failed authentication due to: Authentication failed: Invalid username or password
 org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed: Invalid username or password
 """
 
