@@ -1,0 +1,73 @@
+"""The reader contract: every location committed_outputs() lists is readable by readers this package did not
+write (pyarrow.dataset, Spark), after an empty first batch, a skip batch and a reset, and together they hold
+exactly the committed records. Two spark-submits for the batches with records, one Spark session to read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.dataset as ds
+from confluent_kafka import TopicPartition as KafkaTP
+from pyspark.sql import SparkSession
+
+from airflow_kafka_offsets.core.resets import build_reset_request
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.readers import committed_outputs
+from airflow_kafka_offsets.service.operations import reset_offsets
+from airflow_kafka_offsets.sinks.local import RECORD_SCHEMA
+
+from .helpers import assert_exactly_once, produce
+from .pipeline import ACTOR, commit, plan, run_once
+from .test_operations import kafka_client
+
+
+def test_every_listed_output_is_readable_after_empty_skip_and_reset_batches(
+    stack, ledger, make_topic, kafka_admin, tmp_path
+):
+    topic = make_topic(partitions=2)
+    spec = build_spec("readers", [topic], str(tmp_path), on_data_loss="skip")
+    # batch 1: the first run on an empty topic reads nothing but starts the cursors
+    first = plan(ledger, spec, stack).plan
+    assert first.batch_id == 1 and not first.readable_ranges
+    commit(ledger, spec, 1)
+    # batch 2: records
+    produced = produce(stack.bootstrap_servers, topic, 10, partitions=2)
+    assert run_once(ledger, spec, stack).records == 10
+    # batch 3: a skip batch, every new record deleted before it was planned
+    produce(stack.bootstrap_servers, topic, 6, partitions=2)
+    gone = [KafkaTP(topic, p, 8) for p in range(2)]
+    for future in kafka_admin.delete_records(gone).values():
+        future.result(timeout=30)
+    skip = plan(ledger, spec, stack).plan
+    assert [(r.cursor, r.start, r.end) for r in skip.ranges] == [(5, 8, 8), (5, 8, 8)]
+    commit(ledger, spec, 3)
+    # batch 4: a forward reset over 4 records; batch 5: records again
+    produce(stack.bootstrap_servers, topic, 4, partitions=2)
+    assert reset_offsets(ledger, kafka_client(stack), "readers", build_reset_request("to-latest"), ACTOR,
+                         dry_run=False).batch_id == 4
+    produced += produce(stack.bootstrap_servers, topic, 4, partitions=2)
+    assert run_once(ledger, spec, stack).records == 4
+
+    outputs = committed_outputs(ledger, "readers")
+    assert [(o.batch_id, o.records) for o in outputs] == [(1, 0), (2, 10), (3, 0), (5, 4)]
+    assert [o.path for o in outputs] == [str(tmp_path / "readers" / f"batch={b:012d}") for b in (1, 2, 3, 5)]
+    assert [o.batch_id for o in committed_outputs(ledger, "readers", since_batch=2)] == [3, 5]
+
+    # pyarrow.dataset, one dataset per listed location (empty ones included), then their union
+    parts = [ds.dataset(o.path, format="parquet") for o in outputs]
+    assert [p.count_rows() for p in parts] == [0, 10, 0, 4]
+    assert all(p.schema.remove_metadata() == RECORD_SCHEMA for p in parts)
+    table = ds.dataset(parts).to_table()
+    assert_exactly_once(table.to_pylist(), produced)
+
+    # Spark, reading every listed location at once, and the empty ones alone
+    spark = SparkSession.builder.master("local[1]").appName("reader-contract").getOrCreate()
+    try:
+        rows = spark.read.parquet(*[o.path for o in outputs]).collect()
+        assert_exactly_once([r.asDict() for r in rows], produced)
+        empty = spark.read.parquet(outputs[0].path, outputs[2].path)
+        assert empty.count() == 0 and empty.columns == RECORD_SCHEMA.names
+    finally:
+        spark.stop()
+    assert not Path(tmp_path / "readers" / f"batch={4:012d}").exists()  # the reset batch has no output
