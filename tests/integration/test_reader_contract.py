@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.dataset as ds
+from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTP
 from pyspark.sql import SparkSession
 
@@ -15,7 +16,7 @@ from airflow_kafka_offsets.core.resets import build_reset_request
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.readers import committed_outputs
 from airflow_kafka_offsets.service.operations import reset_offsets
-from airflow_kafka_offsets.sinks.local import RECORD_SCHEMA
+from airflow_kafka_offsets.sinks.local import RECORD_SCHEMA, output_schema
 
 from .helpers import assert_exactly_once, produce
 from .pipeline import ACTOR, commit, plan, run_once
@@ -71,3 +72,23 @@ def test_every_listed_output_is_readable_after_empty_skip_and_reset_batches(
     finally:
         spark.stop()
     assert not Path(tmp_path / "readers" / f"batch={4:012d}").exists()  # the reset batch has no output
+
+
+def test_an_empty_batch_of_a_decoding_pipeline_has_the_columns_spark_writes(stack, ledger, make_topic, tmp_path):
+    topic = make_topic(partitions=1)
+    schema = "id STRING, n INT, tags ARRAY<STRING>, at TIMESTAMP, m MAP<STRING, BIGINT>, s STRUCT<a: DOUBLE>"
+    spec = build_spec("decoding", [topic], str(tmp_path), json_schema=schema)
+    assert not plan(ledger, spec, stack).plan.readable_ranges
+    commit(ledger, spec, 1)
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    producer.produce(topic, key=b"a", value=b'{"id": "a", "n": 1, "tags": ["x"], "at": "2026-11-22T01:00:00Z",'
+                                           b' "m": {"k": 2}, "s": {"a": 0.5}}')
+    producer.produce(topic, key=b"b", value=b'{"id": ')
+    assert producer.flush(30) == 0
+    assert run_once(ledger, spec, stack).records == 2
+
+    empty, written = [ds.dataset(o.path, format="parquet") for o in committed_outputs(ledger, "decoding")]
+    assert empty.schema.remove_metadata() == written.schema.remove_metadata() == output_schema(spec.decode)
+    table = ds.dataset([empty, written]).to_table()
+    assert table.column("decoded").to_pylist()[0]["tags"] == ["x"] and table.column("decode_error").to_pylist() == [
+        None, "value does not match the JSON schema"]
