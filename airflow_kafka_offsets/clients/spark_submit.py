@@ -166,7 +166,8 @@ class SparkBatchSubmitter:
             try:
                 hook.submit(app_path(), env={**os.environ, "SPARK_LOCAL_DIRS": str(local_dirs)})
             except Exception as exc:
-                raise spark_job_error(job, hook.scanner, str(exc)) from None
+                # a known cause says it all; otherwise keep the hook's error chained for the traceback
+                raise spark_job_error(job, hook.scanner, str(exc)) from (None if hook.scanner.found else exc)
 
 
 _ERROR_CLASSES: Mapping[FailureKind, type[SparkJobError]] = {

@@ -7,7 +7,9 @@ the memory and executor-lost excerpts follow Spark's and YARN's wording (they ne
 
 from __future__ import annotations
 
+from airflow_kafka_offsets.clients.spark_submit import spark_job_error
 from airflow_kafka_offsets.core.spark_failures import FailureKind, FailureScanner, classify, merge_spans
+from airflow_kafka_offsets.errors import SparkConnectorMissingError, SparkJobError
 
 DATA_LOSS = """\
 26/11/22 02:01:30 ERROR Utils: Aborting task
@@ -109,3 +111,23 @@ def test_unknown_output_has_no_cause_but_keeps_the_last_error_line():
 def test_merge_spans_joins_adjacent_and_overlapping_parts_per_partition():
     assert merge_spans([("t-0", 150, 300), ("t-0", 0, 150), ("t-1", 5, 9), ("t-1", 20, 30), ("t-1", 8, 12)]) == [
         ("t-0", 0, 300), ("t-1", 5, 12), ("t-1", 20, 30)]
+
+
+def test_the_final_error_names_the_cause_or_the_last_error_but_never_the_command_line():
+    job = {"batch_id": 7, "pipeline": "orders"}
+    hook_message = ("Cannot execute: spark-submit --master local[2] --files /tmp/kafka-batch-x/job.json "
+                    "--job-file /tmp/kafka-batch-x/job.json. Error code is: 1.\nLast spark-submit output:\nat x.y(Z)")
+    known = FailureScanner()
+    for line in NO_SOURCE.splitlines():
+        known.feed(line)
+    error = spark_job_error(job, known, hook_message)
+    assert type(error) is SparkConnectorMissingError
+    assert str(error).startswith("Spark job for batch 7 of pipeline 'orders' failed: Spark's Kafka connector")
+    unknown = FailureScanner()
+    for line in ["Traceback (most recent call last):", "ValueError: unsupported job format 7, expected 1"]:
+        unknown.feed(line)
+    error = spark_job_error(job, unknown, hook_message)
+    assert type(error) is SparkJobError
+    assert str(error) == ("Spark job for batch 7 of pipeline 'orders' failed: spark-submit exited with code 1; its "
+                          "last error: ValueError: unsupported job format 7, expected 1. Spark's full output is in "
+                          "the task log above")
