@@ -11,6 +11,14 @@ class InvalidPipelineSpecError(KafkaOffsetsError, ValueError):
     """A pipeline definition (name, topics, policies, caps) is not valid."""
 
 
+class PipelineSpecMismatchError(InvalidPipelineSpecError):
+    """A run's pipeline spec differs from the one the ledger holds; changes are made on purpose, not by a run."""
+
+
+class SpecChangeRefusedError(InvalidPipelineSpecError):
+    """A requested spec change cannot be applied (now or ever); nothing was changed."""
+
+
 class DataLossError(KafkaOffsetsError):
     """Records between the cursor and the log start offset were deleted by retention."""
 
@@ -71,12 +79,32 @@ class ReportMismatchError(KafkaOffsetsError):
     """What Spark reports having read does not fit the batch's planned ranges."""
 
 
+class ConfigurationError(KafkaOffsetsError):
+    """A connection or setting needed by an operator is missing or wrong."""
+
+
 class SparkJobError(KafkaOffsetsError):
     """The Spark job failed or produced no report."""
 
 
-class ConfigurationError(KafkaOffsetsError):
-    """A connection or setting needed by an operator is missing or wrong."""
+class SparkDataLossError(SparkJobError, DataLossError):
+    """Spark could not read records of the batch: Kafka no longer has them."""
+
+
+class SparkAuthenticationError(SparkJobError):
+    """Kafka refused Spark's credentials, or the user may not read the topic."""
+
+
+class SparkConnectorMissingError(SparkJobError, ConfigurationError):
+    """Spark's Kafka connector (or a dependency of it) is not on Spark's classpath."""
+
+
+class SparkOutOfMemoryError(SparkJobError):
+    """The Spark driver or an executor ran out of memory."""
+
+
+class SparkExecutorLostError(SparkJobError):
+    """A Spark executor was lost while running the batch."""
 
 
 class OutputLocationError(KafkaOffsetsError):
@@ -98,6 +126,7 @@ NOT_RETRYABLE: tuple[type[KafkaOffsetsError], ...] = (
     PartitionVanishedError,
     UnknownTopicError,
     KafkaAuthenticationError,
+    SparkAuthenticationError,
     LedgerSchemaTooNewError,
     BatchNotFoundError,
     PipelineNotFoundError,

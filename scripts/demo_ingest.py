@@ -19,11 +19,14 @@ from collections import Counter
 from pathlib import Path
 
 import psycopg2
-import pyarrow.parquet as pq
+import pyarrow.dataset as ds
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import devstack
+from airflow_kafka_offsets.errors import BatchNotFoundError
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.readers import committed_outputs
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -85,15 +88,17 @@ def run(cmd: list[str], env: dict[str, str], quiet: bool = False) -> None:
 
 
 def committed_keys(info: devstack.StackInfo) -> Counter:
-    with psycopg2.connect(info.pg_dsn()) as conn, conn.cursor() as cur:
-        cur.execute(f"SELECT output_uri FROM {SCHEMA}.batches WHERE pipeline = %s AND state = 'committed'"
-                    " AND records_committed > 0", (PIPELINE,))
-        uris = [row[0] for row in cur.fetchall()]
-    conn.close()
+    """Keys in the output of every committed batch, read as the README tells readers to."""
+    ledger = Ledger(lambda: psycopg2.connect(info.pg_dsn()), schema=SCHEMA)
+    ledger.migrate()  # a no-op once the first DAG run has created the ledger
+    try:
+        outputs = committed_outputs(ledger, PIPELINE)
+    except BatchNotFoundError:  # no DAG run yet
+        return Counter()
     keys: Counter = Counter()
-    for uri in uris:
-        for key in pq.read_table(uri.removeprefix("file://"), columns=["key"]).column("key").to_pylist():
-            keys[key.decode()] += 1
+    for output in outputs:
+        table = ds.dataset(output.path, format="parquet").to_table(columns=["key"])
+        keys.update(key.decode() for key in table.column("key").to_pylist())
     return keys
 
 
@@ -111,7 +116,7 @@ def main() -> int:
     print(f"demo: Airflow home {work / 'airflow-home'}, output {output}")
     run([str(BIN / "airflow"), "db", "migrate"], env, quiet=True)
     ensure_topic(info.bootstrap_servers, partitions=3)
-    before = committed_keys(info) if output.exists() else Counter()
+    before = committed_keys(info)
 
     producer = BackgroundProducer(info.bootstrap_servers, args.rate)
     producer.start()

@@ -7,18 +7,29 @@ shipped with ``--files``: never on the command line, never in the log.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_offsets.errors import ConfigurationError, SparkJobError
 from airflow_kafka_offsets.clients.versions import check_connector_jars, connector_coordinates, local_pyspark_version
+from airflow_kafka_offsets.core.spark_failures import FailureKind, FailureScanner
+from airflow_kafka_offsets.errors import (
+    ConfigurationError,
+    SparkAuthenticationError,
+    SparkConnectorMissingError,
+    SparkDataLossError,
+    SparkExecutorLostError,
+    SparkJobError,
+    SparkOutOfMemoryError,
+)
 
 APP_MODULE = "airflow_kafka_offsets.spark_apps"
 APP_FILE = "kafka_range_batch.py"
@@ -138,14 +149,16 @@ class SparkBatchSubmitter:
         return settings.resolved_dependencies()
 
     def __call__(self, job: Mapping[str, Any]) -> None:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         settings = self.settings
         jars, packages = self.check()
         with tempfile.TemporaryDirectory(prefix="kafka-batch-") as private_dir:  # mode 0700
             job_file = Path(private_dir) / f"kafka-batch-{job['attempt_id']}.json"
             _write_private(job_file, job)
-            hook = SparkSubmitHook(
+            # Spark copies --files into its local directories (spark-*/userFiles-*): keep the local
+            # processes' ones in this private directory too, so a killed worker leaves no copy elsewhere.
+            local_dirs = Path(private_dir) / "spark-local"
+            local_dirs.mkdir(mode=0o700)
+            hook = _diagnosing_hook_class()(
                 conf={**settings.default_conf, **settings.conf},
                 conn_id=settings.conn_id,
                 files=str(job_file),
@@ -163,22 +176,56 @@ class SparkBatchSubmitter:
             )
             self._running = hook
             try:
-                hook.submit(settings.application or app_file())
+                hook.submit(settings.application or app_file(), env={**os.environ, "SPARK_LOCAL_DIRS": str(local_dirs)})
             except Exception as exc:
-                raise SparkJobError(
-                    f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed"
-                    f"{_diagnosis(str(exc))}: {exc}"
-                ) from exc
+                # a known cause says it all; otherwise keep the hook's error chained for the traceback
+                raise spark_job_error(job, hook.scanner, str(exc)) from (None if hook.scanner.found else exc)
 
 
-# Causes worth naming up front: the hook's message is the masked command line and a log tail.
-_DIAGNOSES = (
-    ("SaslAuthenticationException", "Kafka rejected the credentials of the Kafka connection (authentication "
-                                    "failed: check sasl.mechanism, sasl.username and sasl.password)"),
-    ("TopicAuthorizationException", "the Kafka user is not authorized to read the topic"),
-)
+_ERROR_CLASSES: Mapping[FailureKind, type[SparkJobError]] = {
+    FailureKind.DATA_LOSS: SparkDataLossError,
+    FailureKind.AUTHENTICATION: SparkAuthenticationError,
+    FailureKind.AUTHORIZATION: SparkAuthenticationError,
+    FailureKind.CONNECTOR_MISSING: SparkConnectorMissingError,
+    FailureKind.OUT_OF_MEMORY: SparkOutOfMemoryError,
+    FailureKind.EXECUTOR_LOST: SparkExecutorLostError,
+}
+_EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
 
 
-def _diagnosis(output: str) -> str:
-    found = [text for marker, text in _DIAGNOSES if marker in output]
-    return f" ({'; '.join(found)})" if found else ""
+def spark_job_error(job: Mapping[str, Any], scanner: FailureScanner, hook_message: str) -> SparkJobError:
+    """The exception for a failed spark-submit: the cause found in Spark's output and the next step.
+
+    The hook's own message (the command line and a tail of JVM frames) is left out: the full
+    output is in the task log above.
+    """
+    what = f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed"
+    failure = scanner.found
+    if failure is not None:
+        return _ERROR_CLASSES[failure.kind](
+            f"{what}: {failure.cause}. Next: {failure.next_step}.\nSpark's output: {failure.evidence}"
+        )
+    code = _EXIT_CODE.search(hook_message)
+    exit_code = f"spark-submit exited with code {code.group(1)}" if code else "spark-submit failed"
+    last = f"; its last error: {scanner.last_error_line}" if scanner.last_error_line else ""
+    return SparkJobError(f"{what}: {exit_code}{last}. Spark's full output is in the task log above")
+
+
+@functools.cache
+def _diagnosing_hook_class() -> type:
+    """SparkSubmitHook that also feeds each output line to a :class:`FailureScanner` as it streams by.
+
+    The hook keeps only a short tail of the output, and the cause of a failed batch is often
+    hundreds of lines above the end.
+    """
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    class DiagnosingSparkSubmitHook(SparkSubmitHook):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.scanner = FailureScanner()
+
+        def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+            super()._process_spark_submit_log(self.scanner.scan(itr))
+
+    return DiagnosingSparkSubmitHook

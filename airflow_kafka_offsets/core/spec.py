@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from airflow_kafka_offsets.core.ddl import parse_ddl
 from airflow_kafka_offsets.core.model import DataLossPolicy, DecodeSpec, PipelineSpec, StartPolicy
 from airflow_kafka_offsets.core.values import enum_value, optional_int
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
@@ -55,6 +56,7 @@ def build_spec(
         raise InvalidPipelineSpecError(f"pipeline {name!r} lists a topic twice: {topic_list}")
     decode = None
     if json_schema is not None and str(json_schema).strip():
+        parse_ddl(str(json_schema).strip())  # refused here rather than by Spark mid-batch
         decode = DecodeSpec(str(json_schema).strip(), optional_int(max_decode_errors, "max_decode_errors", minimum=0))
     elif max_decode_errors not in (None, ""):
         raise InvalidPipelineSpecError(f"pipeline {name!r}: max_decode_errors needs a json_schema to decode with")

@@ -29,6 +29,7 @@ from airflow_kafka_offsets.errors import (
     LedgerError,
     LedgerSchemaTooNewError,
     PipelineBusyError,
+    PipelineSpecMismatchError,
 )
 from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
 from airflow_kafka_offsets.core.model import (
@@ -41,6 +42,7 @@ from airflow_kafka_offsets.core.model import (
 )
 from airflow_kafka_offsets.core.report import parse_report
 from airflow_kafka_offsets.core.resets import PartitionReset, is_rewind, reset_ranges
+from airflow_kafka_offsets.core.spec_diff import diff_specs, mismatch_message
 
 LOCK_NOT_AVAILABLE = "55P03"
 
@@ -152,7 +154,11 @@ class LedgerTransaction:
     # pipelines -----------------------------------------------------------------
 
     def lock_pipeline(self, spec: PipelineSpec) -> tuple[int, int]:
-        """Create or update the pipeline and lock its row; returns (epoch, next batch id)."""
+        """Create the pipeline or check that ``spec`` is its stored one, and lock its row.
+
+        Returns (epoch, next batch id). A spec that differs is refused, listing the differences:
+        a change is made on purpose (:func:`airflow_kafka_offsets.service.spec_change.change_spec`).
+        """
         self.execute(
             "INSERT INTO {s}.pipelines (name, spec) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING",
             (spec.name, _jsonb(spec.to_json())),
@@ -160,13 +166,18 @@ class LedgerTransaction:
         epoch, next_batch_id, stored = self.fetchone(
             "SELECT epoch, next_batch_id, spec FROM {s}.pipelines WHERE name = %s FOR UPDATE", (spec.name,)
         )
-        if _json(stored) != spec.to_json():
-            self.execute(
-                "UPDATE {s}.pipelines SET spec = %s::jsonb, updated_at = now() WHERE name = %s",
-                (_jsonb(spec.to_json()), spec.name),
-            )
-            self.audit(spec.name, None, "spec_changed", {"before": _json(stored), "after": spec.to_json()}, {})
+        diff = diff_specs(PipelineSpec.from_json(_json(stored)), spec)
+        if diff:
+            raise PipelineSpecMismatchError(mismatch_message(diff))
         return int(epoch), int(next_batch_id)
+
+    def replace_spec(self, spec: PipelineSpec, detail: Mapping, actor: Mapping) -> None:
+        """Store a changed spec (the caller holds the pipeline lock and has checked the change)."""
+        self.execute(
+            "UPDATE {s}.pipelines SET spec = %s::jsonb, updated_at = now() WHERE name = %s",
+            (_jsonb(spec.to_json()), spec.name),
+        )
+        self.audit(spec.name, None, "spec_changed", detail, actor)
 
     def lock_existing_pipeline(self, pipeline: str) -> tuple[int, int]:
         row = self.fetchone(

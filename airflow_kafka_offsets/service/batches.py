@@ -334,6 +334,8 @@ def commit_batch(
             else:
                 sink.publish(attempt.staging_uri, plan.output_uri)
             crash_point("after_publish")
+        else:  # every committed ingest batch has a readable output, an empty one here
+            sink.publish_empty(pipeline, batch_id, tx.pipeline_spec(pipeline).decode)
         tx.advance_cursors(plan)
         records = tx.record_commit(plan, report, actor)
         crash_point("in_commit_transaction")

@@ -22,11 +22,54 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_kafka_offsets.core.ddl import DdlType, parse_ddl
+from airflow_kafka_offsets.core.model import DecodeSpec
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
 STAGING_DIR = "_staging"
+EMPTY_ATTEMPT = "empty"
+# The columns the Spark app writes (spark_apps/kafka_range_batch.py), as Arrow reads them back.
+RECORD_SCHEMA = pa.schema([
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp", pa.timestamp("us", tz="UTC")),
+    ("timestampType", pa.int32()),
+    ("headers", pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))),
+])
+_ARROW_PRIMITIVES = {
+    "boolean": pa.bool_(), "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
+    "float32": pa.float32(), "float64": pa.float64(), "date": pa.date32(), "string": pa.string(),
+    "binary": pa.binary(), "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
+}
+
+
+def _arrow_type(kind: DdlType) -> pa.DataType:
+    """How Spark's Parquet output of a DDL type reads back in Arrow (lists' items are 'element')."""
+    if kind.kind == "array":
+        return pa.list_(pa.field("element", _arrow_type(kind.children[0].type)))
+    if kind.kind == "map":
+        return pa.map_(_arrow_type(kind.children[0].type), _arrow_type(kind.children[1].type))
+    if kind.kind == "struct":
+        return pa.struct([(f.name, _arrow_type(f.type)) for f in kind.children])
+    if kind.kind == "decimal":
+        return pa.decimal128(kind.precision, kind.scale)
+    return _ARROW_PRIMITIVES[kind.kind]
+
+
+def output_schema(decode: DecodeSpec | None) -> pa.Schema:
+    """The Arrow schema of a batch's output: the record columns, plus the decoded columns with decoding."""
+    if decode is None:
+        return RECORD_SCHEMA
+    decoded = pa.struct([(f.name, _arrow_type(f.type)) for f in parse_ddl(decode.schema)])
+    return RECORD_SCHEMA.append(pa.field("decode_error", pa.string())).append(pa.field("decoded", decoded))
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100
 
@@ -123,6 +166,21 @@ class LocalDirectorySink:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def publish_empty(self, pipeline: str, batch_id: int, decode: DecodeSpec | None) -> None:
+        """Give a batch that reads no records an output too: one Parquet file with no rows.
+
+        Readers can then read every committed batch's location alike. Staged and published like
+        an attempt, so it replaces whatever the location held.
+        """
+        staged = self._inside(_local_path(self.staging_uri(pipeline, batch_id, EMPTY_ATTEMPT)))
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir(parents=True)
+        pq.write_table(output_schema(decode).empty_table(), staged / "part-00000-empty.parquet")
+        (staged / "_SUCCESS").touch()
+        report = {"format": 1, "pipeline": pipeline, "batch_id": batch_id, "attempt_id": None, "partitions": []}
+        (staged / REPORT_NAME).write_text(json.dumps(report), encoding="utf-8")
+        self.publish(_file_uri(staged), self.output_uri(pipeline, batch_id))
 
     def withdraw(self, output_uri: str, staging_uri_of: Callable[[str], str]) -> str | None:
         """Take a published (never committed) output back out of readers' sight, into staging.

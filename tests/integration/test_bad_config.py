@@ -158,10 +158,10 @@ def no_spark_submit(monkeypatch):
 def test_unknown_topic_is_named_and_nothing_changes(baseline):
     missing = f"no-such-topic-{uuid.uuid4().hex[:8]}"
     before = baseline.state()
-    op = KafkaBatchPlanOperator(**baseline.plan_kwargs(topics=[baseline.topic, missing]))
+    op = KafkaBatchPlanOperator(**baseline.plan_kwargs(pipeline="orders_new", topics=[baseline.topic, missing]))
     with pytest.raises(UnknownTopicError, match=f"{missing}.* not found in Kafka"):
         op.execute({})
-    # the spec change (a second topic) was rolled back with the failed plan
+    # the new pipeline was rolled back with the failed plan
     assert baseline.state() == before
 
 
@@ -246,7 +246,7 @@ def test_read_refuses_missing_spark_or_kafka_connection_before_spark_submit(base
             op.execute({})
         assert baseline.state() == before, overrides
     assert no_spark_submit == []
-    assert not (baseline.root / "_staging").exists()
+    assert not (baseline.root / "_staging" / "orders" / "batch=000000000002").exists()
     with baseline.ledger.transaction() as tx:
         assert tx.fetchall("SELECT attempt_id FROM {s}.attempts") == []
         assert tx.planned_batch_id(baseline.pipeline) == 2
@@ -382,4 +382,5 @@ def test_hostile_names_never_reach_sql_or_paths(baseline, stack):
     assert baseline.state() == before
     with baseline.ledger.transaction() as tx:
         assert tx.fetchone("SELECT to_regclass(%s)", (f"{tx.s}.y",))[0] is not None
-    assert sorted(os.listdir(baseline.root)) == ["KEEP.txt"]
+    assert sorted(os.listdir(baseline.root)) == ["KEEP.txt", "_staging", "orders"]
+    assert os.listdir(baseline.root / "orders") == ["batch=000000000001"]  # the baseline's (empty) batch

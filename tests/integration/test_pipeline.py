@@ -11,14 +11,16 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.errors import DataLossError, NoStartingOffsetError
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
-from .pipeline import commit, plan, read, run_once
+from .pipeline import ACTOR, commit, plan, read, run_once
 
 
 def test_transactional_producer_aborted_records_never_reach_the_output(stack, ledger, make_topic, tmp_path):
@@ -141,8 +143,10 @@ def test_retention_below_cursor_fails_loudly_then_skip_records_the_gap(stack, le
     assert [b.plan.batch_id for b in ledger.committed_batches("lossy")] == [1]
     with ledger.transaction() as tx:
         assert tx.planned_batch_id("lossy") is None
-    # opting in to skipping: the lost span is recorded in the batch that skips it
+    # opting in to skipping (a spec change made on purpose): the lost span is recorded in the batch that skips it
     skipping = build_spec("lossy", [topic], str(tmp_path), on_data_loss="skip")
+    kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
+    assert change_spec(ledger, kafka, "lossy", skipping, ACTOR, dry_run=False).applied
     run_once(ledger, skipping, stack)
     assert [(r[0], r[4], r[5], r[6]) for r in ledger_ranges(ledger, "lossy")] == [(1, 0, 0, 100), (2, 100, 150, 200)]
     assert_exactly_once(committed_rows(ledger, "lossy"), first + [p for p in more if p["offset"] >= 150])

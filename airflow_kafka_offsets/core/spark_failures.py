@@ -1,0 +1,176 @@
+"""Why a Spark job failed, found in its output: the root cause and the next step, not the exit code.
+
+Pure: fed the lines spark-submit printed (driver log, executor task failures, the
+Python traceback), it names the first known cause. The cause of a failed batch
+is often hundreds of lines above the last one (a task failure, then retries,
+then a stage abort and 20 JVM frames), so every line is scanned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+MAX_EVIDENCE = 400
+
+
+class FailureKind(str, Enum):
+    DATA_LOSS = "data_loss"
+    AUTHENTICATION = "authentication"
+    AUTHORIZATION = "authorization"
+    CONNECTOR_MISSING = "connector_missing"
+    OUT_OF_MEMORY = "out_of_memory"
+    EXECUTOR_LOST = "executor_lost"
+
+
+@dataclass(frozen=True)
+class SparkFailure:
+    """A known cause: what happened (with topic, partition and span where Spark names them) and what to do."""
+
+    kind: FailureKind
+    cause: str
+    next_step: str
+    evidence: str  # the line of Spark's output that shows it
+
+
+# Spark's Kafka source, when records of a requested range are gone (failOnDataLoss=true), says
+# "KafkaIllegalStateException: Some data may have been lost ..." and, a few lines below, per task
+# "Reason: Could not read records in offset [150, 300) for topic partition orders-0".
+_LOST_SPAN = re.compile(r"offset \[(?P<start>\d+), (?P<end>\d+)\) for topic partition (?P<tp>\S+?-\d+)\b")
+_DATA_LOSS_MARKERS = ("Some data may have been lost", "Could not read records in offset")
+_DATA_LOSS_NEXT_STEP = (
+    "these records cannot be read again: abort the planned batch ('abort' operation) and plan again; the plan "
+    "then fails on the lost span unless on_data_loss='skip' records it as skipped (a replay of a committed "
+    "batch cannot be rebuilt)"
+)
+
+
+def merge_spans(spans: Iterable[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """Overlapping or adjacent spans of one partition joined (tasks report parts of one range)."""
+    merged: list[tuple[str, int, int]] = []
+    for tp, start, end in sorted(set(spans)):
+        if merged and merged[-1][0] == tp and start <= merged[-1][2]:
+            merged[-1] = (tp, merged[-1][1], max(end, merged[-1][2]))
+        else:
+            merged.append((tp, start, end))
+    return merged
+
+
+def _data_loss(spans: Iterable[tuple[str, int, int]], evidence: str) -> SparkFailure:
+    listed = "; ".join(f"{tp} offsets [{start}, {end})" for tp, start, end in merge_spans(spans))
+    return SparkFailure(
+        FailureKind.DATA_LOSS,
+        f"records of the batch are no longer in Kafka: Spark could not read {listed or 'a range of the batch'} "
+        "(retention or delete-records removed records after the batch was planned)",
+        _DATA_LOSS_NEXT_STEP,
+        evidence,
+    )
+
+
+_RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
+    (
+        FailureKind.AUTHENTICATION,
+        ("SaslAuthenticationException", "SslAuthenticationException"),
+        "Kafka rejected the credentials of the Kafka connection (authentication failed)",
+        "check sasl.mechanism, sasl.username and sasl.password (or the SSL key store) in the Kafka connection, "
+        "then retry the task",
+    ),
+    (
+        FailureKind.AUTHORIZATION,
+        ("TopicAuthorizationException", "GroupAuthorizationException"),
+        "the Kafka user is not authorized to read the topic",
+        "grant the connection's user Read and Describe on the topic (ACLs), then retry the task",
+    ),
+    (
+        FailureKind.CONNECTOR_MISSING,
+        ("Failed to find the data source: kafka", "Failed to find data source: kafka",
+         "NoClassDefFoundError: org/apache/kafka/", "ClassNotFoundException: org.apache.kafka.",
+         "NoClassDefFoundError: org/apache/commons/pool2/", "ClassNotFoundException: org.apache.commons.pool2."),
+        "Spark's Kafka connector or one of its dependencies is not on Spark's classpath",
+        "give Spark the connector matching pyspark, with its dependencies: [kafka_offsets] spark_jars "
+        "(spark-sql-kafka-0-10_2.13, kafka-clients, commons-pool2, spark-token-provider-kafka-0-10) or "
+        "spark_packages=org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>",
+    ),
+    (
+        FailureKind.OUT_OF_MEMORY,
+        ("java.lang.OutOfMemoryError", "Container killed by YARN for exceeding", "OOMKilled",
+         "exceeding memory limits"),
+        "Spark ran out of memory",
+        "give Spark more memory (driver_memory / executor_memory, spark.executor.memoryOverhead) or make batches "
+        "smaller (max_records_per_batch); then retry the task, which replays the same batch",
+    ),
+    (
+        FailureKind.EXECUTOR_LOST,
+        ("ExecutorLostFailure", "Lost executor", "Executor heartbeat timed out"),
+        "a Spark executor was lost (killed or unreachable) while it ran the batch",
+        "look up the executor in the cluster manager's logs (memory limits, preemption, node failure); retry the "
+        "task, which replays the same batch",
+    ),
+)
+
+
+def _evidence(line: str) -> str:
+    return line.strip().removeprefix(": ")[:MAX_EVIDENCE]
+
+
+def classify_line(line: str) -> SparkFailure | None:
+    """The known cause one line of Spark's output shows, if any."""
+    if any(marker in line for marker in _DATA_LOSS_MARKERS):
+        span = _LOST_SPAN.search(line)
+        spans = [(span["tp"], int(span["start"]), int(span["end"]))] if span else []
+        return _data_loss(spans, _evidence(line))
+    for kind, markers, cause, next_step in _RULES:
+        if any(marker in line for marker in markers):
+            return SparkFailure(kind, cause, next_step, _evidence(line))
+    return None
+
+
+class FailureScanner:
+    """Watches output lines as they stream by and keeps the most specific known cause (bounded memory).
+
+    A root cause outranks its consequences: lost data or refused credentials before memory, memory
+    before a lost executor (an executor killed for memory is reported as both). Lost spans are
+    gathered from every task that reports one.
+    """
+
+    def __init__(self) -> None:
+        self._found: SparkFailure | None = None
+        self._lost_spans: set[tuple[str, int, int]] = set()
+        self.last_error_line: str | None = None
+
+    def scan(self, lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            self.feed(line)
+            yield line
+
+    def feed(self, line: str) -> None:
+        failure = classify_line(line)
+        if failure is not None:
+            span = _LOST_SPAN.search(line) if failure.kind is FailureKind.DATA_LOSS else None
+            if span:
+                self._lost_spans.add((span["tp"], int(span["start"]), int(span["end"])))
+            if self._found is None or _PRIORITY[failure.kind] < _PRIORITY[self._found.kind]:
+                self._found = failure
+        if _ERROR_LINE.search(line):
+            self.last_error_line = line.strip()[:MAX_EVIDENCE]
+
+    @property
+    def found(self) -> SparkFailure | None:
+        if self._found is not None and self._found.kind is FailureKind.DATA_LOSS:
+            return _data_loss(self._lost_spans, self._found.evidence)
+        return self._found
+
+
+def classify(lines: Iterable[str]) -> SparkFailure | None:
+    """The most specific known cause in ``lines``, or None."""
+    scanner = FailureScanner()
+    for line in lines:
+        scanner.feed(line)
+    return scanner.found
+
+
+_PRIORITY = {kind: rank for rank, kind in enumerate(FailureKind)}
+# An exception's own line (not a stack frame): "pyspark.errors...AnalysisException: ...", "java.lang.X: ...".
+_ERROR_LINE = re.compile(r"^\s*(?:Caused by: )?[\w.$]+(?:Exception|Error)(?:: |$)")

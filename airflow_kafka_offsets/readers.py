@@ -1,0 +1,44 @@
+"""What a reader of a pipeline's output reads: the output locations of its committed batches.
+
+The ledger decides what is visible: a location is listed only once its batch is committed,
+and every listed location holds a readable Parquet output (a batch that read no records has
+one file with no rows). Reset batches move cursors only and have no output; they are not listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlparse
+
+from airflow_kafka_offsets.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class CommittedOutput:
+    """One committed batch's output: ``uri`` as stored in the ledger, ``path`` for local readers."""
+
+    batch_id: int
+    uri: str
+    records: int
+    committed_at: datetime
+
+    @property
+    def path(self) -> str:
+        return urlparse(self.uri).path if self.uri.startswith("file:") else self.uri
+
+
+def committed_outputs(ledger: Ledger, pipeline: str, since_batch: int | None = None) -> list[CommittedOutput]:
+    """The outputs of the pipeline's committed batches in batch order, after ``since_batch`` if given.
+
+    An incremental reader passes the last batch id it has read. Raises
+    :class:`~airflow_kafka_offsets.errors.BatchNotFoundError` for a pipeline the ledger does not know.
+    """
+    with ledger.transaction() as tx:
+        tx.pipeline_spec(pipeline)  # an unknown pipeline is an error, not an empty list
+        rows = tx.fetchall(
+            "SELECT batch_id, output_uri, records_committed, committed_at FROM {s}.batches"
+            " WHERE pipeline = %s AND state = 'committed' AND kind = 'ingest' AND batch_id > %s ORDER BY batch_id",
+            (pipeline, since_batch or 0),
+        )
+    return [CommittedOutput(int(b), uri, int(n or 0), at) for b, uri, n, at in rows]

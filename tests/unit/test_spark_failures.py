@@ -1,0 +1,133 @@
+"""The Spark failure classifier on excerpts of real spark-submit output (Spark 4.2, Kafka 4.1).
+
+The data-loss and connector excerpts come from tests/integration/test_spark_failures.py runs, the
+authentication one from test_security.py, the missing data source from Spark's error-conditions.json;
+the memory and executor-lost excerpts follow Spark's and YARN's wording (they need a cluster to happen).
+"""
+
+from __future__ import annotations
+
+from airflow_kafka_offsets.clients.spark_submit import spark_job_error
+from airflow_kafka_offsets.core.spark_failures import FailureKind, FailureScanner, classify, merge_spans
+from airflow_kafka_offsets.errors import SparkConnectorMissingError, SparkJobError
+
+DATA_LOSS = """\
+26/11/22 02:01:30 ERROR Utils: Aborting task
+org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost because they are not available in Kafka any more;
+either the data was aged out by Kafka or the topic may have been deleted before all the data in the
+topic was processed.
+If you don't want your streaming query to fail on such cases, set the source option failOnDataLoss to false.
+Reason: Could not read records in offset [150, 300) for topic partition t-c830f62119-0
+with consumer group spark-kafka-relation-1632f87a-c6a0-4c0b-be39-ba585e077b8d-executor.
+at org.apache.spark.sql.kafka010.KafkaExceptions$.couldNotReadOffsetRange(KafkaExceptions.scala:94)
+at org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer.throwOnDataLoss(KafkaDataConsumer.scala:766)
+26/11/22 02:01:30 WARN TaskSetManager: Lost task 1.0 in stage 0.0 (TID 1) (localhost executor driver): org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost because they are not available in Kafka any more;
+Reason: Could not read records in offset [0, 150) for topic partition t-c830f62119-0
+26/11/22 02:01:30 ERROR TaskSetManager: Task 1 in stage 0.0 failed 1 times; aborting job
+Traceback (most recent call last):
+py4j.protocol.Py4JJavaError: An error occurred while calling o62.parquet.
+at org.apache.spark.executor.Executor$TaskRunner.run(Executor.scala:897)
+"""
+
+CONNECTOR = """\
+File "/work/wt-spec/spark_apps/kafka_range_batch.py", line 151, in read_ranges
+return reader.load().select(*COLUMNS)
+py4j.protocol.Py4JJavaError: An error occurred while calling o50.load.
+: java.lang.NoClassDefFoundError: org/apache/kafka/common/serialization/ByteArraySerializer
+at org.apache.spark.sql.kafka010.KafkaSourceProvider$.<clinit>(KafkaSourceProvider.scala:613)
+Caused by: java.lang.ClassNotFoundException: org.apache.kafka.common.serialization.ByteArraySerializer
+"""
+
+NO_SOURCE = """\
+pyspark.errors.exceptions.captured.AnalysisException: [DATA_SOURCE_NOT_FOUND] Failed to find the data source: kafka. Make sure the provider name is correct and the package is properly registered and compatible with your Spark version. SQLSTATE: 42K02
+"""
+
+AUTHENTICATION = """\
+org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed: Invalid username or password
+"""
+
+OUT_OF_MEMORY = """\
+26/11/22 03:01:02 ERROR Executor: Exception in task 0.0 in stage 1.0 (TID 3)
+java.lang.OutOfMemoryError: Java heap space
+26/11/22 03:01:02 ERROR TaskSetManager: Lost executor 1 on 10.0.0.7: Container killed by YARN for exceeding physical memory limits. 4.5 GB of 4.4 GB physical memory used.
+"""
+
+EXECUTOR_LOST = """\
+26/11/22 03:05:40 ERROR TaskSchedulerImpl: Lost executor 2 on 10.0.0.8: worker lost: Not receiving heartbeat for 60 seconds
+26/11/22 03:05:40 WARN TaskSetManager: Lost task 3.0 in stage 0.0 (TID 3) (10.0.0.8 executor 2): ExecutorLostFailure (executor 2 exited caused by one of the running tasks) Reason: worker lost
+"""
+
+
+def test_data_loss_names_topic_partition_and_the_spans_of_every_task():
+    failure = classify(DATA_LOSS.splitlines())
+    assert failure.kind is FailureKind.DATA_LOSS
+    assert failure.cause == (
+        "records of the batch are no longer in Kafka: Spark could not read t-c830f62119-0 offsets [0, 300) "
+        "(retention or delete-records removed records after the batch was planned)"
+    )
+    assert "abort the planned batch" in failure.next_step and "on_data_loss='skip'" in failure.next_step
+    assert failure.evidence.startswith("org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data")
+
+
+def test_missing_connector_classes_and_a_missing_data_source():
+    for text, evidence in [(CONNECTOR, "java.lang.NoClassDefFoundError: org/apache/kafka/common/serialization/"),
+                           (NO_SOURCE, "pyspark.errors.exceptions.captured.AnalysisException: [DATA_SOURCE_NOT")]:
+        failure = classify(text.splitlines())
+        assert failure.kind is FailureKind.CONNECTOR_MISSING
+        assert "kafka-clients" in failure.next_step and "spark_packages" in failure.next_step
+        assert failure.evidence.startswith(evidence)
+
+
+def test_authentication():
+    failure = classify(AUTHENTICATION.splitlines())
+    assert failure.kind is FailureKind.AUTHENTICATION
+    assert "Invalid username or password" in failure.evidence
+
+
+def test_memory_outranks_the_executor_it_took_down():
+    assert classify(OUT_OF_MEMORY.splitlines()).kind is FailureKind.OUT_OF_MEMORY
+    assert classify(reversed(OUT_OF_MEMORY.splitlines())).kind is FailureKind.OUT_OF_MEMORY
+
+
+def test_executor_lost():
+    failure = classify(EXECUTOR_LOST.splitlines())
+    assert failure.kind is FailureKind.EXECUTOR_LOST and "cluster manager" in failure.next_step
+
+
+def test_data_loss_outranks_everything_after_it():
+    assert classify((EXECUTOR_LOST + DATA_LOSS).splitlines()).kind is FailureKind.DATA_LOSS
+
+
+def test_unknown_output_has_no_cause_but_keeps_the_last_error_line():
+    scanner = FailureScanner()
+    lines = ["26/11/22 INFO SparkContext: Running Spark version 4.2.0",
+             "Traceback (most recent call last):",
+             "ValueError: unsupported job format 7, expected 1",
+             "  at something"]
+    assert list(scanner.scan(iter(lines))) == lines  # passes every line through
+    assert scanner.found is None and scanner.last_error_line == "ValueError: unsupported job format 7, expected 1"
+
+
+def test_merge_spans_joins_adjacent_and_overlapping_parts_per_partition():
+    assert merge_spans([("t-0", 150, 300), ("t-0", 0, 150), ("t-1", 5, 9), ("t-1", 20, 30), ("t-1", 8, 12)]) == [
+        ("t-0", 0, 300), ("t-1", 5, 12), ("t-1", 20, 30)]
+
+
+def test_the_final_error_names_the_cause_or_the_last_error_but_never_the_command_line():
+    job = {"batch_id": 7, "pipeline": "orders"}
+    hook_message = ("Cannot execute: spark-submit --master local[2] --files /tmp/kafka-batch-x/job.json "
+                    "--job-file /tmp/kafka-batch-x/job.json. Error code is: 1.\nLast spark-submit output:\nat x.y(Z)")
+    known = FailureScanner()
+    for line in NO_SOURCE.splitlines():
+        known.feed(line)
+    error = spark_job_error(job, known, hook_message)
+    assert type(error) is SparkConnectorMissingError
+    assert str(error).startswith("Spark job for batch 7 of pipeline 'orders' failed: Spark's Kafka connector")
+    unknown = FailureScanner()
+    for line in ["Traceback (most recent call last):", "ValueError: unsupported job format 7, expected 1"]:
+        unknown.feed(line)
+    error = spark_job_error(job, unknown, hook_message)
+    assert type(error) is SparkJobError
+    assert str(error) == ("Spark job for batch 7 of pipeline 'orders' failed: spark-submit exited with code 1; its "
+                          "last error: ValueError: unsupported job format 7, expected 1. Spark's full output is in "
+                          "the task log above")
