@@ -66,16 +66,18 @@ class BackgroundProducer(threading.Thread):
 def airflow_env(info: devstack.StackInfo, output: Path, home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(info.airflow_env())
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TOPIC": TOPIC,
-        "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_PIPELINE": PIPELINE,
-        "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT": str(output),
-        "AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA": SCHEMA,
-        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-    })
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TOPIC": TOPIC,
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_PIPELINE": PIPELINE,
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT": str(output),
+            "AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA": SCHEMA,
+            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        }
+    )
     return env
 
 
@@ -122,8 +124,11 @@ def main() -> int:
     producer.start()
     for n in range(1, args.runs + 1):
         time.sleep(3)
-        print(f"\ndemo: DAG run {n} of {args.runs} while the producer keeps writing "
-              f"({len(producer.ids)} records produced so far)", flush=True)
+        print(
+            f"\ndemo: DAG run {n} of {args.runs} while the producer keeps writing "
+            f"({len(producer.ids)} records produced so far)",
+            flush=True,
+        )
         run([str(BIN / "airflow"), "dags", "test", "kafka_ingest_example"], env, quiet=True)
     producer.stop_event.set()
     producer.join()
@@ -136,8 +141,10 @@ def main() -> int:
     produced = set(producer.ids)
     duplicated = sum(1 for k in produced if keys[k] > 1)
     lost = sum(1 for k in produced if keys[k] == 0)
-    print(f"\ndemo: produced {len(produced)} records in this demo; committed output holds "
-          f"{sum(keys[k] for k in produced)} of them: lost {lost}, duplicated {duplicated}")
+    print(
+        f"\ndemo: produced {len(produced)} records in this demo; committed output holds "
+        f"{sum(keys[k] for k in produced)} of them: lost {lost}, duplicated {duplicated}"
+    )
     print(f"demo: Parquet output under {output}/{PIPELINE}/batch=*/")
     return 1 if lost or duplicated else 0
 

@@ -14,18 +14,28 @@ from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 # Spark SQL type names (and aliases) for JSON-decodable columns.
 PRIMITIVES = {
     "boolean": "boolean",
-    "tinyint": "int8", "byte": "int8",
-    "smallint": "int16", "short": "int16",
-    "int": "int32", "integer": "int32",
-    "bigint": "int64", "long": "int64",
-    "float": "float32", "real": "float32",
+    "tinyint": "int8",
+    "byte": "int8",
+    "smallint": "int16",
+    "short": "int16",
+    "int": "int32",
+    "integer": "int32",
+    "bigint": "int64",
+    "long": "int64",
+    "float": "float32",
+    "real": "float32",
     "double": "float64",
     "date": "date",
-    "timestamp": "timestamp", "timestamp_ltz": "timestamp",
+    "timestamp": "timestamp",
+    "timestamp_ltz": "timestamp",
     "timestamp_ntz": "timestamp_ntz",
-    "string": "string", "varchar": "string", "char": "string",
+    "string": "string",
+    "varchar": "string",
+    "char": "string",
     "binary": "binary",
-    "decimal": "decimal", "dec": "decimal", "numeric": "decimal",
+    "decimal": "decimal",
+    "dec": "decimal",
+    "numeric": "decimal",
 }
 _TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|'(?:[^'\\]|\\.)*'|[<>(),:])")
 
@@ -127,8 +137,9 @@ class _Parser:
                 numbers.append(int(self.take()))
             self.take(")")
         if PRIMITIVES[word] == "decimal":
-            return DdlType("decimal", precision=numbers[0] if numbers else 10,
-                           scale=numbers[1] if len(numbers) > 1 else 0)
+            return DdlType(
+                "decimal", precision=numbers[0] if numbers else 10, scale=numbers[1] if len(numbers) > 1 else 0
+            )
         return DdlType(PRIMITIVES[word])
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_offsets.core.model import TopicPartition
+from airflow_kafka_offsets.core.model import DataLossPolicy, StartPolicy, TopicPartition
 from airflow_kafka_offsets.core.resets import ResetError, ResetMode, ResetRequest, parse_datetime
 from airflow_kafka_offsets.core.spec import PIPELINE_NAME, TOPIC_NAME
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
@@ -41,6 +41,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("catch_up", "Catch-up", "drain a backlog in capped batches", uses_spark=True),
     Operation("abort", "Abort", "abort the planned batch"),
     Operation(
+        "change_spec",
+        "Change spec",
+        "change the pipeline's topics, caps or policies on purpose (a dry run unless told to apply it)",
+    ),
+    Operation(
         "sweep",
         "Sweep",
         "remove staging of dead attempts and output of aborted batches (a dry run unless told to apply it)",
@@ -61,6 +66,9 @@ def operation(name: str) -> Operation:
 _ISO = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}(:?\d{2})?)?"
 _RANGE = r"[A-Za-z0-9._-]+:\d+:\d+-\d+"
 _PARTITIONS = r"\d+(\s*,\s*\d+)*"
+_TOPIC = r"[A-Za-z0-9._-]+"
+_CAP = r"[1-9]\d*|[Nn][Oo][Nn][Ee]"
+NO_CAP = "none"
 
 
 def _blank_or(pattern: str) -> str:
@@ -246,6 +254,54 @@ class Field:
             raise OperationInputError(f"{label or self.title}: {exc}") from None
 
 
+def parse_topics(value: Any) -> tuple[str, ...] | None:
+    """Comma-separated topic names; blank means "keep"."""
+    if is_blank(value):
+        return None
+    topics = tuple(dict.fromkeys(t.strip() for t in _text(value).split(",") if t.strip()))
+    for topic in topics:
+        parse_topic(topic)
+    return topics
+
+
+def parse_cap(value: Any) -> int | str | None:
+    """A positive cap, ``"none"`` to remove it, blank to keep it."""
+    if is_blank(value):
+        return None
+    if _text(value).lower() == NO_CAP:
+        return NO_CAP
+    return parse_whole_number(value, minimum=1, example="100000")
+
+
+def _enum_text(allowed: tuple[str, ...], value: Any) -> str:
+    if _text(value) not in allowed:
+        raise OperationInputError(f"expected one of {', '.join(allowed)}, got {value!r}")
+    return _text(value)
+
+
+def _start_policy(value: Any) -> str:
+    return _enum_text(tuple(p.value for p in StartPolicy), value)
+
+
+def _data_loss_policy(value: Any) -> str:
+    return _enum_text(tuple(p.value for p in DataLossPolicy), value)
+
+
+def spec_changes(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``build_spec`` arguments a change-spec request sets (``None`` for a removed cap)."""
+    changes: dict[str, Any] = {}
+    if values.get("spec_topics"):
+        changes["topics"] = values["spec_topics"]
+    for name in ("max_records_per_batch", "max_records_per_partition"):
+        cap = values.get(f"spec_{name}")
+        if cap is not None:
+            changes[name] = None if cap == NO_CAP else cap
+    for name in ("new_partition_offsets", "on_data_loss"):
+        if values.get(f"spec_{name}") is not None:
+            changes[name] = values[f"spec_{name}"]
+    return changes
+
+
 def _batch_number(value: Any) -> int:
     return parse_whole_number(value, minimum=1, example="3")
 
@@ -385,8 +441,8 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "dry_run",
         "Dry run",
-        "Reset and sweep: show what would change without changing anything.",
-        ("reset", "sweep"),
+        "Reset, change spec and sweep: show what would change without changing anything.",
+        ("reset", "change_spec", "sweep"),
         parse_bool,
         json_type="boolean",
         default=True,
@@ -413,6 +469,57 @@ FIELDS: tuple[Field, ...] = (
         default="aborted by hand",
         section="Abort",
         cli="--reason",
+    ),
+    Field(
+        "spec_topics",
+        "Change spec: topics",
+        "The pipeline's topics from now on, comma-separated (empty: keep). Added topics start by the"
+        " new-partition policy; removed topics keep their cursors, retired.",
+        ("change_spec",),
+        parse_topics,
+        section="Change spec",
+        pattern=_blank_or(rf"{_TOPIC}(\s*,\s*{_TOPIC})*"),
+        cli="--topics",
+    ),
+    Field(
+        "spec_max_records_per_batch",
+        "Change spec: max records per batch",
+        "A positive number, or 'none' for no cap (empty: keep).",
+        ("change_spec",),
+        parse_cap,
+        section="Change spec",
+        pattern=_blank_or(_CAP),
+        cli="--max-records-per-batch",
+    ),
+    Field(
+        "spec_max_records_per_partition",
+        "Change spec: max records per partition",
+        "A positive number, or 'none' for no cap (empty: keep).",
+        ("change_spec",),
+        parse_cap,
+        section="Change spec",
+        pattern=_blank_or(_CAP),
+        cli="--max-records-per-partition",
+    ),
+    Field(
+        "spec_new_partition_offsets",
+        "Change spec: where new partitions start",
+        "earliest, latest or error (empty: keep).",
+        ("change_spec",),
+        _start_policy,
+        section="Change spec",
+        enum=tuple(p.value for p in StartPolicy),
+        cli="--new-partition-offsets",
+    ),
+    Field(
+        "spec_on_data_loss",
+        "Change spec: on data loss",
+        "fail, or skip and record the lost span (empty: keep).",
+        ("change_spec",),
+        _data_loss_policy,
+        section="Change spec",
+        enum=tuple(p.value for p in DataLossPolicy),
+        cli="--on-data-loss",
     ),
 )
 FIELDS_BY_NAME: Mapping[str, Field] = {f.name: f for f in FIELDS}

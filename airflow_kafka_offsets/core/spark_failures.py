@@ -85,9 +85,14 @@ _RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
     ),
     (
         FailureKind.CONNECTOR_MISSING,
-        ("Failed to find the data source: kafka", "Failed to find data source: kafka",
-         "NoClassDefFoundError: org/apache/kafka/", "ClassNotFoundException: org.apache.kafka.",
-         "NoClassDefFoundError: org/apache/commons/pool2/", "ClassNotFoundException: org.apache.commons.pool2."),
+        (
+            "Failed to find the data source: kafka",
+            "Failed to find data source: kafka",
+            "NoClassDefFoundError: org/apache/kafka/",
+            "ClassNotFoundException: org.apache.kafka.",
+            "NoClassDefFoundError: org/apache/commons/pool2/",
+            "ClassNotFoundException: org.apache.commons.pool2.",
+        ),
         "Spark's Kafka connector or one of its dependencies is not on Spark's classpath",
         "give Spark the connector matching pyspark, with its dependencies: [kafka_offsets] spark_jars "
         "(spark-sql-kafka-0-10_2.13, kafka-clients, commons-pool2, spark-token-provider-kafka-0-10) or "
@@ -95,8 +100,12 @@ _RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
     ),
     (
         FailureKind.OUT_OF_MEMORY,
-        ("java.lang.OutOfMemoryError", "Container killed by YARN for exceeding", "OOMKilled",
-         "exceeding memory limits"),
+        (
+            "java.lang.OutOfMemoryError",
+            "Container killed by YARN for exceeding",
+            "OOMKilled",
+            "exceeding memory limits",
+        ),
         "Spark ran out of memory",
         "give Spark more memory (driver_memory / executor_memory, spark.executor.memoryOverhead) or make batches "
         "smaller (max_records_per_batch); then retry the task, which replays the same batch",

@@ -6,7 +6,8 @@ Pure: no I/O, so every rule can be tested by the hundred.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow_kafka_offsets.core.ddl import parse_ddl
 from airflow_kafka_offsets.core.model import DataLossPolicy, DecodeSpec, PipelineSpec, StartPolicy
@@ -74,3 +75,22 @@ def build_spec(
         consumer_group=(consumer_group or "").strip() or None,
         decode=decode,
     )
+
+
+def updated_spec(stored: PipelineSpec, changes: Mapping[str, Any]) -> PipelineSpec:
+    """``stored`` with ``changes`` (``build_spec`` arguments) applied, validated like a new spec."""
+    current: dict[str, Any] = {
+        "starting_offsets": stored.starting_offsets,
+        "new_partition_offsets": stored.new_partition_offsets,
+        "on_data_loss": stored.on_data_loss,
+        "max_records_per_batch": stored.max_records_per_batch,
+        "max_records_per_partition": stored.max_records_per_partition,
+        "consumer_group": stored.consumer_group,
+        "json_schema": stored.decode.schema if stored.decode else None,
+        "max_decode_errors": stored.decode.max_errors if stored.decode else None,
+    }
+    unknown = set(changes) - set(current) - {"topics"}
+    if unknown:
+        raise InvalidPipelineSpecError(f"unknown spec field(s): {', '.join(sorted(unknown))}")
+    current.update({k: v for k, v in changes.items() if k != "topics"})
+    return build_spec(stored.name, changes.get("topics", stored.topics), stored.output_root, **current)

@@ -21,17 +21,6 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kafka_offsets import __version__
-from airflow_kafka_offsets.errors import (
-    BatchNotFoundError,
-    PipelineNotFoundError,
-    BatchStateError,
-    CursorMovedError,
-    LedgerError,
-    LedgerSchemaTooNewError,
-    PipelineBusyError,
-    PipelineSpecMismatchError,
-)
-from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
 from airflow_kafka_offsets.core.model import (
     BatchPlan,
     BatchReport,
@@ -43,6 +32,17 @@ from airflow_kafka_offsets.core.model import (
 from airflow_kafka_offsets.core.report import parse_report
 from airflow_kafka_offsets.core.resets import PartitionReset, is_rewind, reset_ranges
 from airflow_kafka_offsets.core.spec_diff import diff_specs, mismatch_message
+from airflow_kafka_offsets.errors import (
+    BatchNotFoundError,
+    BatchStateError,
+    CursorMovedError,
+    LedgerError,
+    LedgerSchemaTooNewError,
+    PipelineBusyError,
+    PipelineNotFoundError,
+    PipelineSpecMismatchError,
+)
+from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
 
 LOCK_NOT_AVAILABLE = "55P03"
 
@@ -102,16 +102,30 @@ ATTEMPT_COLUMNS = (
 def _attempt(row: tuple) -> Attempt:
     attempt_id, pipeline, batch_id, state, staging_uri, report, actor, started, finished, lease, left, error = row
     report = _json(report)
-    return Attempt(attempt_id, pipeline, int(batch_id), state, staging_uri,
-                   parse_report(report) if report else None, _json(actor) or {}, started, finished, lease,
-                   None if left is None else float(left), error)
+    return Attempt(
+        attempt_id,
+        pipeline,
+        int(batch_id),
+        state,
+        staging_uri,
+        parse_report(report) if report else None,
+        _json(actor) or {},
+        started,
+        finished,
+        lease,
+        None if left is None else float(left),
+        error,
+    )
 
 
 def describe_actor(actor: Mapping[str, Any] | None) -> str:
     """'run R (dag D, task T, try N)' for log lines that name who did something."""
     actor = actor or {}
-    details = [f"{label} {actor[key]}" for key, label in (("dag_id", "dag"), ("task_id", "task"), ("try_number", "try"))
-               if actor.get(key) is not None]
+    details = [
+        f"{label} {actor[key]}"
+        for key, label in (("dag_id", "dag"), ("task_id", "task"), ("try_number", "try"))
+        if actor.get(key) is not None
+    ]
     return f"run {actor.get('run_id')}" + (f" ({', '.join(details)})" if details else "")
 
 
@@ -180,9 +194,7 @@ class LedgerTransaction:
         self.audit(spec.name, None, "spec_changed", detail, actor)
 
     def lock_existing_pipeline(self, pipeline: str) -> tuple[int, int]:
-        row = self.fetchone(
-            "SELECT epoch, next_batch_id FROM {s}.pipelines WHERE name = %s FOR UPDATE", (pipeline,)
-        )
+        row = self.fetchone("SELECT epoch, next_batch_id FROM {s}.pipelines WHERE name = %s FOR UPDATE", (pipeline,))
         if row is None:
             raise PipelineNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
         return int(row[0]), int(row[1])
@@ -194,17 +206,13 @@ class LedgerTransaction:
         return str(row[0])
 
     def cursors(self, pipeline: str) -> dict[TopicPartition, int]:
-        rows = self.fetchall(
-            "SELECT topic, partition, next_offset FROM {s}.cursors WHERE pipeline = %s", (pipeline,)
-        )
+        rows = self.fetchall("SELECT topic, partition, next_offset FROM {s}.cursors WHERE pipeline = %s", (pipeline,))
         return {TopicPartition(t, int(p)): int(o) for t, p, o in rows}
 
     # batches -------------------------------------------------------------------
 
     def planned_batch_id(self, pipeline: str) -> int | None:
-        row = self.fetchone(
-            "SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'planned'", (pipeline,)
-        )
+        row = self.fetchone("SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'planned'", (pipeline,))
         return None if row is None else int(row[0])
 
     def insert_plan(self, plan: BatchPlan, new_cursors: Mapping[TopicPartition, int], actor: Mapping) -> None:
@@ -235,7 +243,12 @@ class LedgerTransaction:
             self.execute(
                 "INSERT INTO {s}.cursors (pipeline, topic, partition, next_offset)"
                 " SELECT %s, * FROM unnest(%s::text[], %s::int[], %s::bigint[])",
-                (plan.pipeline, [tp.topic for tp in tps], [tp.partition for tp in tps], [new_cursors[tp] for tp in tps]),
+                (
+                    plan.pipeline,
+                    [tp.topic for tp in tps],
+                    [tp.partition for tp in tps],
+                    [new_cursors[tp] for tp in tps],
+                ),
             )
         self.execute(
             "UPDATE {s}.pipelines SET next_batch_id = %s, updated_at = now() WHERE name = %s",
@@ -297,11 +310,13 @@ class LedgerTransaction:
         if len(moved) != len(ranges):
             stale = sorted({r.topic_partition for r in ranges} - {TopicPartition(t, int(p)) for t, p in moved})
             current = self.cursors(plan.pipeline)
-            detail = ", ".join(f"{tp} expected {r.cursor} found {current.get(tp)}" for r in ranges
-                               for tp in [r.topic_partition] if tp in stale)
-            raise CursorMovedError(
-                f"batch {plan.batch_id} of {plan.pipeline!r} cannot commit: cursor moved ({detail})"
+            detail = ", ".join(
+                f"{tp} expected {r.cursor} found {current.get(tp)}"
+                for r in ranges
+                for tp in [r.topic_partition]
+                if tp in stale
             )
+            raise CursorMovedError(f"batch {plan.batch_id} of {plan.pipeline!r} cannot commit: cursor moved ({detail})")
 
     def record_commit(self, plan: BatchPlan, report: BatchReport | None, actor: Mapping) -> int:
         partitions = report.partitions if report else ()
@@ -378,9 +393,15 @@ class LedgerTransaction:
             " SELECT %s, %s, %s, r.*, 0 FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[],"
             " %s::bigint[]) AS r",
             (
-                pipeline, batch_id, epoch,
-                [r.topic for r, _ in entries], [r.partition for r, _ in entries], [r.cursor for r, _ in entries],
-                [r.start for r, _ in entries], [r.end for r, _ in entries], [prev for _, prev in entries],
+                pipeline,
+                batch_id,
+                epoch,
+                [r.topic for r, _ in entries],
+                [r.partition for r, _ in entries],
+                [r.cursor for r, _ in entries],
+                [r.start for r, _ in entries],
+                [r.end for r, _ in entries],
+                [prev for _, prev in entries],
             ),
         )
         for reset in resets:
@@ -409,8 +430,9 @@ class LedgerTransaction:
             " WHERE pipeline = %s AND batch_id = %s",
             (reason, pipeline, batch_id),
         )
-        self.execute("UPDATE {s}.batch_ranges SET live = false WHERE pipeline = %s AND batch_id = %s",
-                     (pipeline, batch_id))
+        self.execute(
+            "UPDATE {s}.batch_ranges SET live = false WHERE pipeline = %s AND batch_id = %s", (pipeline, batch_id)
+        )
         self.audit(pipeline, batch_id, "aborted", {"reason": reason}, actor)
 
     def committed_ingest_batches(self, pipeline: str, first: int | None = None, last: int | None = None) -> list[int]:
@@ -432,7 +454,9 @@ class LedgerTransaction:
         )
         return [int(r[0]) for r in rows]
 
-    def committed_counts(self, pipeline: str, batch_id: int) -> dict[TopicPartition, tuple[int, int | None, int | None]]:
+    def committed_counts(
+        self, pipeline: str, batch_id: int
+    ) -> dict[TopicPartition, tuple[int, int | None, int | None]]:
         rows = self.fetchall(
             "SELECT topic, partition, records, min_offset, max_offset FROM {s}.batch_ranges"
             " WHERE pipeline = %s AND batch_id = %s",
@@ -442,8 +466,7 @@ class LedgerTransaction:
 
     # attempts ------------------------------------------------------------------
 
-    def start_attempt(self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Mapping,
-                      lease_s: float) -> None:
+    def start_attempt(self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Mapping, lease_s: float) -> None:
         self.execute(
             "INSERT INTO {s}.attempts (attempt_id, pipeline, batch_id, state, staging_uri, actor, heartbeat_at,"
             " lease_expires_at) VALUES (%s, %s, %s, 'running', %s, %s::jsonb, now(),"
@@ -453,22 +476,29 @@ class LedgerTransaction:
 
     def renew_lease(self, attempt_id: str, lease_s: float) -> bool:
         """Extend a running attempt's lease; False once it is no longer running (declared dead)."""
-        return self.execute(
-            "UPDATE {s}.attempts SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %s)"
-            " WHERE attempt_id = %s AND state = 'running'",
-            (float(lease_s), attempt_id),
-        ).rowcount == 1
+        return (
+            self.execute(
+                "UPDATE {s}.attempts SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %s)"
+                " WHERE attempt_id = %s AND state = 'running'",
+                (float(lease_s), attempt_id),
+            ).rowcount
+            == 1
+        )
 
     def finish_attempt(self, attempt_id: str, report: BatchReport | None, error: str | None) -> bool:
         """Record how a running attempt ended; False if it had been declared dead meanwhile."""
-        return self.execute(
-            "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
-            " WHERE attempt_id = %s AND state = 'running'",
-            ("failed" if error else "succeeded", _jsonb(report.raw) if report else None, error, attempt_id),
-        ).rowcount == 1
+        return (
+            self.execute(
+                "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
+                " WHERE attempt_id = %s AND state = 'running'",
+                ("failed" if error else "succeeded", _jsonb(report.raw) if report else None, error, attempt_id),
+            ).rowcount
+            == 1
+        )
 
-    def mark_dead_attempts(self, pipeline: str, batch_id: int | None = None,
-                           superseded_by: Mapping[str, Any] | None = None) -> list[str]:
+    def mark_dead_attempts(
+        self, pipeline: str, batch_id: int | None = None, superseded_by: Mapping[str, Any] | None = None
+    ) -> list[str]:
         """Mark running attempts whose lease ran out as dead; returns their ids.
 
         With ``superseded_by`` (an actor with a try number), attempts of earlier tries of the same
@@ -488,9 +518,17 @@ class LedgerTransaction:
             "          AND coalesce(actor->>'map_index', '') = coalesce(%s, '')"
             "          AND (actor->>'try_number')::int < %s))"
             " RETURNING attempt_id",
-            (pipeline, batch_id, batch_id, same_task, actor.get("dag_id"), actor.get("run_id"), actor.get("task_id"),
-             None if actor.get("map_index") is None else str(actor.get("map_index")),
-             int(actor["try_number"]) if same_task else 0),
+            (
+                pipeline,
+                batch_id,
+                batch_id,
+                same_task,
+                actor.get("dag_id"),
+                actor.get("run_id"),
+                actor.get("task_id"),
+                None if actor.get("map_index") is None else str(actor.get("map_index")),
+                int(actor["try_number"]) if same_task else 0,
+            ),
         )
         return [r[0] for r in rows]
 
@@ -514,7 +552,8 @@ class LedgerTransaction:
 
     def audit(self, pipeline: str, batch_id: int | None, event: str, detail: Mapping, actor: Mapping) -> None:
         self.execute(
-            "INSERT INTO {s}.audit (pipeline, batch_id, event, detail, actor) VALUES (%s, %s, %s, %s::jsonb, %s::jsonb)",
+            "INSERT INTO {s}.audit (pipeline, batch_id, event, detail, actor)"
+            " VALUES (%s, %s, %s, %s::jsonb, %s::jsonb)",
             (pipeline, batch_id, event, _jsonb(detail), _jsonb(actor)),
         )
 

@@ -11,10 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, PipelineBusyError, SparkJobError
-from airflow_kafka_offsets.service.faults import crash_point
-from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
-from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction, describe_actor, raise_for_state
 from airflow_kafka_offsets.core.model import (
     BatchPlan,
     BatchReport,
@@ -25,11 +21,14 @@ from airflow_kafka_offsets.core.model import (
     TopicPartition,
 )
 from airflow_kafka_offsets.core.planner import has_work, plan_ranges
-from airflow_kafka_offsets.core.report import check_report
-from airflow_kafka_offsets.core.report import parse_report
+from airflow_kafka_offsets.core.report import check_report, parse_report
+from airflow_kafka_offsets.core.tables import partition_table
+from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, PipelineBusyError, SparkJobError
+from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction, describe_actor, raise_for_state
+from airflow_kafka_offsets.service.faults import crash_point
+from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import JOB_FORMAT
-from airflow_kafka_offsets.core.tables import partition_table
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +69,12 @@ def plan_batch(
         planned = tx.planned_batch_id(spec.name)
         if planned is not None:
             record = tx.batch(spec.name, planned)
-            log.info("pipeline %s: batch %s is already planned (since %s); replaying it", spec.name, planned,
-                     record.planned_at)
+            log.info(
+                "pipeline %s: batch %s is already planned (since %s); replaying it",
+                spec.name,
+                planned,
+                record.planned_at,
+            )
             tx.audit(spec.name, planned, "replayed", {}, actor)
             return PlanOutcome(record.plan, replayed=True)
         cursors = tx.cursors(spec.name)
@@ -84,8 +87,13 @@ def plan_batch(
         new_cursors = {r.topic_partition: r.start for r in ranges if r.topic_partition not in cursors}
         tx.insert_plan(plan, new_cursors, actor)
     crash_point("after_plan")
-    log.info("pipeline %s: planned batch %s (%s records)\n%s", spec.name, plan.batch_id, plan.records_planned,
-             partition_table(plan.ranges, offsets=offsets))
+    log.info(
+        "pipeline %s: planned batch %s (%s records)\n%s",
+        spec.name,
+        plan.batch_id,
+        plan.records_planned,
+        partition_table(plan.ranges, offsets=offsets),
+    )
     return PlanOutcome(plan, replayed=False)
 
 
@@ -98,16 +106,27 @@ def load_batch(ledger: Ledger, pipeline: str, batch_id: int | None) -> BatchPlan
                 return None
         record = tx.batch(pipeline, batch_id)
     if record.state is BatchState.COMMITTED:
-        log.info("pipeline %s: batch %s was already committed at %s by %s", pipeline, batch_id,
-                 record.committed_at, describe_actor(record.committed_by))
+        log.info(
+            "pipeline %s: batch %s was already committed at %s by %s",
+            pipeline,
+            batch_id,
+            record.committed_at,
+            describe_actor(record.committed_by),
+        )
         return None
     if record.state is BatchState.ABORTED:
         raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} was aborted; it cannot run")
     return record.plan
 
 
-def build_job(plan: BatchPlan, attempt_id: str, staging_uri: str, kafka_properties: Mapping[str, str],
-              min_partitions: int | None = None, decode: DecodeSpec | None = None) -> dict[str, Any]:
+def build_job(
+    plan: BatchPlan,
+    attempt_id: str,
+    staging_uri: str,
+    kafka_properties: Mapping[str, str],
+    min_partitions: int | None = None,
+    decode: DecodeSpec | None = None,
+) -> dict[str, Any]:
     """The job file handed to the Spark app (see spark_apps/kafka_range_batch.py for the format)."""
     return {
         "format": JOB_FORMAT,
@@ -117,8 +136,7 @@ def build_job(plan: BatchPlan, attempt_id: str, staging_uri: str, kafka_properti
         "staging_uri": staging_uri,
         "min_partitions": min_partitions,
         "ranges": [
-            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
-            for r in plan.readable_ranges
+            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in plan.readable_ranges
         ],
         "kafka": dict(kafka_properties),
         "decode": decode.to_json() if decode else None,
@@ -147,8 +165,9 @@ class StagedAttempt:
     batch_state: BatchState
 
 
-def start_attempt(tx: LedgerTransaction, sink: LocalDirectorySink, plan: BatchPlan, actor: Mapping[str, Any],
-                  lease_s: float) -> tuple[str, str]:
+def start_attempt(
+    tx: LedgerTransaction, sink: LocalDirectorySink, plan: BatchPlan, actor: Mapping[str, Any], lease_s: float
+) -> tuple[str, str]:
     """Record a new running attempt with its lease; returns (attempt id, staging URI)."""
     attempt_id = uuid.uuid4().hex
     staging_uri = sink.staging_uri(plan.pipeline, plan.batch_id, attempt_id)
@@ -202,8 +221,13 @@ def execute_attempt(
             "was discarded; run the read again"
         )
     crash_point("after_spark")
-    log.info("pipeline %s: batch %s staged by attempt %s\n%s", plan.pipeline, plan.batch_id, attempt_id,
-             partition_table(plan.ranges, report=report))
+    log.info(
+        "pipeline %s: batch %s staged by attempt %s\n%s",
+        plan.pipeline,
+        plan.batch_id,
+        attempt_id,
+        partition_table(plan.ranges, report=report),
+    )
     return StagedAttempt(attempt_id, staging_uri, report, state)
 
 
@@ -244,17 +268,31 @@ def run_batch(
         with ledger.transaction() as tx:
             record = tx.batch(plan.pipeline, plan.batch_id, for_update=True)  # one attempt starts at a time
             if record.state is BatchState.COMMITTED:
-                log.info("pipeline %s: batch %s was already committed at %s by %s; nothing to read", plan.pipeline,
-                         plan.batch_id, record.committed_at, describe_actor(record.committed_by))
+                log.info(
+                    "pipeline %s: batch %s was already committed at %s by %s; nothing to read",
+                    plan.pipeline,
+                    plan.batch_id,
+                    record.committed_at,
+                    describe_actor(record.committed_by),
+                )
                 return None
             raise_for_state(record, BatchState.PLANNED)
             for dead in tx.mark_dead_attempts(plan.pipeline, plan.batch_id, superseded_by=actor):
-                log.warning("pipeline %s: attempt %s of batch %s is dead (lease run out, or its task was retried)",
-                            plan.pipeline, dead, plan.batch_id)
+                log.warning(
+                    "pipeline %s: attempt %s of batch %s is dead (lease run out, or its task was retried)",
+                    plan.pipeline,
+                    dead,
+                    plan.batch_id,
+                )
             done = tx.latest_succeeded_attempt(plan.pipeline, plan.batch_id)
             if done is not None and _still_staged(sink, plan, done):
-                log.info("pipeline %s: batch %s was already read by attempt %s of %s; using its report, no Spark "
-                         "run", plan.pipeline, plan.batch_id, done.attempt_id, describe_actor(done.actor))
+                log.info(
+                    "pipeline %s: batch %s was already read by attempt %s of %s; using its report, no Spark run",
+                    plan.pipeline,
+                    plan.batch_id,
+                    done.attempt_id,
+                    describe_actor(done.actor),
+                )
                 return done.report
             live = next((a for a in tx.attempts(plan.pipeline, [plan.batch_id]) if a.live), None)
             if live is None:
@@ -267,18 +305,31 @@ def run_batch(
                 f"{wait_s:.0f}s for it: retry later, or let its lease run out if its worker is gone"
             )
         if waited_for != live.attempt_id:
-            log.info("pipeline %s: batch %s is being read by attempt %s of %s; waiting for it (up to %.0fs) instead "
-                     "of reading it again", plan.pipeline, plan.batch_id, live.attempt_id, describe_actor(live.actor),
-                     max(deadline - time.monotonic(), 0))
+            log.info(
+                "pipeline %s: batch %s is being read by attempt %s of %s; waiting for it (up to %.0fs) instead "
+                "of reading it again",
+                plan.pipeline,
+                plan.batch_id,
+                live.attempt_id,
+                describe_actor(live.actor),
+                max(deadline - time.monotonic(), 0),
+            )
             waited_for = live.attempt_id
         time.sleep(poll_s)
-    staged = execute_attempt(ledger, sink, plan, attempt_id, staging_uri, submit, kafka_properties, min_partitions,
-                             lease_s)
+    staged = execute_attempt(
+        ledger, sink, plan, attempt_id, staging_uri, submit, kafka_properties, min_partitions, lease_s
+    )
     if staged.batch_state is not BatchState.PLANNED:
         sink.discard_attempt(staging_uri)
         record = ledger.batch(plan.pipeline, plan.batch_id)
-        log.info("pipeline %s: batch %s was %s by %s while attempt %s ran; its output is discarded", plan.pipeline,
-                 plan.batch_id, record.state.value, describe_actor(record.committed_by), attempt_id)
+        log.info(
+            "pipeline %s: batch %s was %s by %s while attempt %s ran; its output is discarded",
+            plan.pipeline,
+            plan.batch_id,
+            record.state.value,
+            describe_actor(record.committed_by),
+            attempt_id,
+        )
         return None
     return staged.report
 
@@ -313,8 +364,13 @@ def commit_batch(
         record = tx.batch(pipeline, batch_id, for_update=True)
         plan = record.plan
         if record.state is BatchState.COMMITTED:
-            log.info("pipeline %s: batch %s was already committed at %s by %s; nothing to do", pipeline,
-                     batch_id, record.committed_at, describe_actor(record.committed_by))
+            log.info(
+                "pipeline %s: batch %s was already committed at %s by %s; nothing to do",
+                pipeline,
+                batch_id,
+                record.committed_at,
+                describe_actor(record.committed_by),
+            )
             return CommitOutcome(plan, committed_now=False, records=record.records_committed or 0)
         if record.state is not BatchState.PLANNED:
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
@@ -329,8 +385,12 @@ def commit_batch(
             check_report(plan, report)
             published = sink.read_report(plan.output_uri) or {}
             if published.get("attempt_id") == attempt.attempt_id:
-                log.info("pipeline %s: batch %s attempt %s was published by an earlier try", pipeline, batch_id,
-                         attempt.attempt_id)
+                log.info(
+                    "pipeline %s: batch %s attempt %s was published by an earlier try",
+                    pipeline,
+                    batch_id,
+                    attempt.attempt_id,
+                )
             else:
                 sink.publish(attempt.staging_uri, plan.output_uri)
             crash_point("after_publish")
@@ -341,6 +401,12 @@ def commit_batch(
         crash_point("in_commit_transaction")
     crash_point("after_commit")
     discard_ended_attempts(ledger, sink, pipeline, batch_id)
-    log.info("pipeline %s: committed batch %s (%s records) at %s\n%s", pipeline, batch_id, records,
-             plan.output_uri, partition_table(plan.ranges, report=report))
+    log.info(
+        "pipeline %s: committed batch %s (%s records) at %s\n%s",
+        pipeline,
+        batch_id,
+        records,
+        plan.output_uri,
+        partition_table(plan.ranges, report=report),
+    )
     return CommitOutcome(plan, committed_now=True, records=records)

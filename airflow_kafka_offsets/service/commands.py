@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.core.operation_fields import OperationRequest, reset_request
+from airflow_kafka_offsets.core.operation_fields import OperationRequest, reset_request, spec_changes
+from airflow_kafka_offsets.core.spec import updated_spec
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service import operations as ops
+from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.service.sweep import sweep
 
 Submit = Callable[[dict[str, Any]], None]
@@ -112,6 +114,32 @@ def _catch_up(request: OperationRequest, ctx: OperationContext) -> OperationResu
     )
 
 
+def _change_spec(request: OperationRequest, ctx: OperationContext) -> OperationResult:
+    dry_run = bool(request.get("dry_run"))
+    with ctx.ledger.transaction() as tx:
+        stored = tx.pipeline_spec(request.pipeline)
+    new_spec = updated_spec(stored, spec_changes(request.values))
+    outcome = change_spec(ctx.ledger, ctx.kafka, request.pipeline, new_spec, ctx.actor, dry_run=dry_run)
+    if outcome.applied:
+        head = "applied: update the DAG that plans this pipeline to match"
+    elif dry_run and outcome.changes:
+        head = "dry run, nothing changed (turn dry run off, or add --execute, to apply)"
+    else:
+        head = "nothing to change"
+    data = {
+        "applied": outcome.applied,
+        "dry_run": dry_run,
+        "changes": [{"field": c.field, "before": c.before, "after": c.after} for c in outcome.changes],
+        "spec": new_spec.to_json(),
+        "added_partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "starts_at": at, "how": how}
+            for tp, at, how in outcome.starts
+        ],
+        "retired_cursors": [{"topic": tp.topic, "partition": tp.partition, "cursor": at} for tp, at in outcome.retired],
+    }
+    return OperationResult(data, f"change-spec {request.pipeline}: {head}\n{outcome.table}")
+
+
 def _sweep(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     dry_run = bool(request.get("dry_run"))
     sink = ops.pipeline_sink(ctx.ledger, request.pipeline)
@@ -130,6 +158,7 @@ HANDLERS: Mapping[str, Callable[[OperationRequest, OperationContext], OperationR
     "reset": _reset,
     "catch_up": _catch_up,
     "abort": _abort,
+    "change_spec": _change_spec,
     "sweep": _sweep,
 }
 

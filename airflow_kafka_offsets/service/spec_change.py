@@ -79,8 +79,12 @@ def change_spec(
         retired = tuple(sorted((tp, off) for tp, off in cursors.items() if tp.topic in diff.removed_topics))
         table = _render(diff.lines(), starts, retired)
         if dry_run or not diff:
-            log.info("pipeline %s: spec change %s\n%s", pipeline,
-                     "dry run, nothing changed" if diff else "changes nothing", table)
+            log.info(
+                "pipeline %s: spec change %s\n%s",
+                pipeline,
+                "dry run, nothing changed" if diff else "changes nothing",
+                table,
+            )
             return SpecChangeOutcome(pipeline, False, diff.changes, starts, retired, table)
         detail = {
             "before": stored.to_json(),
@@ -127,8 +131,12 @@ def _render(
 ) -> str:
     parts = ["\n".join(lines) if lines else "no differences"]
     if starts:
-        parts.append(render_table(["added partition", "starts at", "how"],
-                                  [[str(tp), "-" if off is None else off, how] for tp, off, how in starts]))
+        parts.append(
+            render_table(
+                ["added partition", "starts at", "how"],
+                [[str(tp), "-" if off is None else off, how] for tp, off, how in starts],
+            )
+        )
     if retired:
         parts.append(render_table(["retired partition", "cursor kept at"], [[str(tp), off] for tp, off in retired]))
     return "\n\n".join(parts)

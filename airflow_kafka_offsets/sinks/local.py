@@ -27,27 +27,38 @@ import pyarrow.parquet as pq
 
 from airflow_kafka_offsets.core.ddl import DdlType, parse_ddl
 from airflow_kafka_offsets.core.model import DecodeSpec
-from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
+from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
 STAGING_DIR = "_staging"
 EMPTY_ATTEMPT = "empty"
 # The columns the Spark app writes (spark_apps/kafka_range_batch.py), as Arrow reads them back.
-RECORD_SCHEMA = pa.schema([
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("us", tz="UTC")),
-    ("timestampType", pa.int32()),
-    ("headers", pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))),
-])
+RECORD_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))),
+    ]
+)
 _ARROW_PRIMITIVES = {
-    "boolean": pa.bool_(), "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
-    "float32": pa.float32(), "float64": pa.float64(), "date": pa.date32(), "string": pa.string(),
-    "binary": pa.binary(), "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
+    "boolean": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "date": pa.date32(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
 }
 
 
@@ -70,6 +81,8 @@ def output_schema(decode: DecodeSpec | None) -> pa.Schema:
         return RECORD_SCHEMA
     decoded = pa.struct([(f.name, _arrow_type(f.type)) for f in parse_ddl(decode.schema)])
     return RECORD_SCHEMA.append(pa.field("decode_error", pa.string())).append(pa.field("decoded", decoded))
+
+
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100
 

@@ -21,7 +21,9 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from airflow_kafka_offsets.service.batches import commit_batch, plan_batch
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.errors import (
     ConfigurationError,
     InvalidPipelineSpecError,
@@ -32,16 +34,14 @@ from airflow_kafka_offsets.errors import (
     UnknownTopicError,
 )
 from airflow_kafka_offsets.hooks import LedgerHook
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
-from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.operators import (
     KafkaBatchCommitOperator,
     KafkaBatchPlanOperator,
     KafkaBatchSparkOperator,
 )
-from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
+from airflow_kafka_offsets.service.batches import commit_batch, plan_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import produce
@@ -93,8 +93,14 @@ class Baseline:
     root: Path
 
     def plan_kwargs(self, **overrides):
-        kwargs = dict(task_id="plan", pipeline=self.pipeline, topics=[self.topic], output_root=str(self.root),
-                      ledger_schema=self.schema, starting_offsets="latest")
+        kwargs = dict(
+            task_id="plan",
+            pipeline=self.pipeline,
+            topics=[self.topic],
+            output_root=str(self.root),
+            ledger_schema=self.schema,
+            starting_offsets="latest",
+        )
         kwargs.update(overrides)
         return kwargs
 
@@ -223,8 +229,9 @@ def test_plan_refuses_a_missing_connection(baseline, monkeypatch, overrides, mat
     assert baseline.state() == before
 
 
-def test_read_refuses_missing_spark_or_kafka_connection_before_spark_submit(baseline, stack, monkeypatch,
-                                                                           no_spark_submit):
+def test_read_refuses_missing_spark_or_kafka_connection_before_spark_submit(
+    baseline, stack, monkeypatch, no_spark_submit
+):
     """Without its connection the Spark provider would submit to master 'yarn': refused instead,
     before the ledger records an attempt and before spark-submit runs."""
     kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
@@ -240,8 +247,13 @@ def test_read_refuses_missing_spark_or_kafka_connection_before_spark_submit(base
         ({"kafka_conn_id": "kafka_missing"}, r"Kafka connection 'kafka_missing' is not defined in Airflow"),
     ]
     for overrides, match in cases:
-        op = KafkaBatchSparkOperator(task_id="read", pipeline=baseline.pipeline, ledger_schema=baseline.schema,
-                                     spark_jars=list(stack.connector_jars), **overrides)
+        op = KafkaBatchSparkOperator(
+            task_id="read",
+            pipeline=baseline.pipeline,
+            ledger_schema=baseline.schema,
+            spark_jars=list(stack.connector_jars),
+            **overrides,
+        )
         with pytest.raises(ConfigurationError, match=match):
             op.execute({})
         assert baseline.state() == before, overrides
@@ -266,16 +278,18 @@ def test_read_refuses_missing_spark_or_kafka_connection_before_spark_submit(base
         ("   ", InvalidPipelineSpecError, "needs an output_root"),
     ],
 )
-def test_unusable_output_root_is_refused_before_anything_is_planned(stack, ledger, schema, make_topic, tmp_path,
-                                                                    root, exc, match):
+def test_unusable_output_root_is_refused_before_anything_is_planned(
+    stack, ledger, schema, make_topic, tmp_path, root, exc, match
+):
     """(Tests run as root, so chmod cannot make a directory unwritable: a path under a regular file
     or under /proc cannot be created by anyone.)"""
     (tmp_path / "a-regular-file").write_text("not a directory\n")
     topic = make_topic(partitions=1)
     produce(stack.bootstrap_servers, topic, 3, partitions=1)
     before = ledger_state(ledger), tree(tmp_path)
-    op = KafkaBatchPlanOperator(task_id="plan", pipeline="fresh", topics=[topic], output_root=root.format(tmp=tmp_path),
-                                ledger_schema=schema)
+    op = KafkaBatchPlanOperator(
+        task_id="plan", pipeline="fresh", topics=[topic], output_root=root.format(tmp=tmp_path), ledger_schema=schema
+    )
     with pytest.raises(exc, match=match):
         op.execute({})
     assert (ledger_state(ledger), tree(tmp_path)) == before
@@ -326,12 +340,16 @@ def test_ledger_from_a_newer_package_is_refused_untouched(baseline, stack):
     with baseline.ledger.transaction() as tx:
         tx.execute("UPDATE {s}.schema_version SET version = %s, package_version = '99.0.0'", (SCHEMA_VERSION + 1,))
     before = baseline.state()
-    newer = rf"ledger schema '{baseline.schema}' is at version {SCHEMA_VERSION + 1}, newer than version " \
-            rf"{SCHEMA_VERSION} known to airflow-kafka-offsets .*: upgrade the package"
+    newer = (
+        rf"ledger schema '{baseline.schema}' is at version {SCHEMA_VERSION + 1}, newer than version "
+        rf"{SCHEMA_VERSION} known to airflow-kafka-offsets .*: upgrade the package"
+    )
     with pytest.raises(LedgerSchemaTooNewError, match=newer):
         KafkaBatchPlanOperator(**baseline.plan_kwargs()).execute({})
-    for op in (KafkaBatchSparkOperator(task_id="read", pipeline=baseline.pipeline, ledger_schema=baseline.schema),
-               KafkaBatchCommitOperator(task_id="commit", pipeline=baseline.pipeline, ledger_schema=baseline.schema)):
+    for op in (
+        KafkaBatchSparkOperator(task_id="read", pipeline=baseline.pipeline, ledger_schema=baseline.schema),
+        KafkaBatchCommitOperator(task_id="commit", pipeline=baseline.pipeline, ledger_schema=baseline.schema),
+    ):
         with pytest.raises(LedgerSchemaTooNewError, match=newer):
             op.execute({})
     with pytest.raises(LedgerSchemaTooNewError, match=newer):

@@ -57,9 +57,15 @@ def test_sigkill_mid_spark_leaves_no_copy_of_the_job_file_outside_the_private_di
     assert plan(ledger, build_spec("crashed", [topic], str(root)), stack).plan.records_planned == 2000
     worker_tmp = tmp_path / "worker-tmp"  # the worker's TMPDIR; Spark's JVM itself defaults to /tmp
     worker_tmp.mkdir()
-    env = {**os.environ, "TMPDIR": str(worker_tmp), "CHILD_DSN": stack.pg_dsn(), "CHILD_SCHEMA": schema,
-           "CHILD_JARS": ",".join(stack.connector_jars), "CHILD_ROOT": str(root),
-           "CHILD_BOOTSTRAP": stack.bootstrap_servers}
+    env = {
+        **os.environ,
+        "TMPDIR": str(worker_tmp),
+        "CHILD_DSN": stack.pg_dsn(),
+        "CHILD_SCHEMA": schema,
+        "CHILD_JARS": ",".join(stack.connector_jars),
+        "CHILD_ROOT": str(root),
+        "CHILD_BOOTSTRAP": stack.bootstrap_servers,
+    }
     worker = subprocess.Popen([sys.executable, "-c", CHILD], env=env, start_new_session=True)
     job_name, spark_copies = None, []
     try:

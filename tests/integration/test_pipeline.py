@@ -3,7 +3,6 @@ and a crash between Spark and the commit. Every test checks exact ids, offsets a
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
@@ -12,10 +11,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.errors import DataLossError, NoStartingOffsetError
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import DataLossError, NoStartingOffsetError
 from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
@@ -55,8 +54,14 @@ def wait_for_compaction(bootstrap: str, topic: str, end: int, timeout_s: float =
     """Offsets a consumer sees in [0, end) once the cleaner has removed superseded records."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                             "enable.auto.commit": False, "enable.partition.eof": True})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": uuid.uuid4().hex,
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
         consumer.assign([KafkaTP(topic, 0, 0)])
         offsets: list[int] = []
         while True:
@@ -72,9 +77,16 @@ def wait_for_compaction(bootstrap: str, topic: str, end: int, timeout_s: float =
 
 
 def test_compacted_topic_with_offset_gaps(stack, ledger, make_topic, tmp_path):
-    topic = make_topic(partitions=1, config={
-        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
-        "delete.retention.ms": "100", "min.compaction.lag.ms": "0"})
+    topic = make_topic(
+        partitions=1,
+        config={
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.001",
+            "delete.retention.ms": "100",
+            "min.compaction.lag.ms": "0",
+        },
+    )
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
     at_offset: dict[int, tuple[bytes, bytes]] = {}
 
@@ -113,11 +125,17 @@ def test_partition_added_between_runs_starts_at_earliest(stack, ledger, make_top
     assert_exactly_once(committed_rows(ledger, "grow"), produced)
     assert ledger.cursors("grow") == {TP(topic, 0): 30, TP(topic, 1): 30, TP(topic, 2): 10}
     assert [(r[0], r[3], r[4], r[5], r[6]) for r in ledger_ranges(ledger, "grow")] == [
-        (1, 0, 0, 0, 20), (1, 1, 0, 0, 20), (2, 0, 20, 20, 30), (2, 1, 20, 20, 30), (2, 2, 0, 0, 10)]
+        (1, 0, 0, 0, 20),
+        (1, 1, 0, 0, 20),
+        (2, 0, 20, 20, 30),
+        (2, 1, 20, 20, 30),
+        (2, 2, 0, 0, 10),
+    ]
 
 
-def test_partition_added_with_error_policy_fails_and_changes_nothing(stack, ledger, make_topic, add_partitions,
-                                                                     tmp_path):
+def test_partition_added_with_error_policy_fails_and_changes_nothing(
+    stack, ledger, make_topic, add_partitions, tmp_path
+):
     topic = make_topic(partitions=1)
     produce(stack.bootstrap_servers, topic, 5, partitions=1)
     spec = build_spec("strict", [topic], str(tmp_path), new_partition_offsets="error")
@@ -129,8 +147,9 @@ def test_partition_added_with_error_policy_fails_and_changes_nothing(stack, ledg
     assert len(ledger.committed_batches("strict")) == 1
 
 
-def test_retention_below_cursor_fails_loudly_then_skip_records_the_gap(stack, ledger, make_topic, kafka_admin,
-                                                                       tmp_path):
+def test_retention_below_cursor_fails_loudly_then_skip_records_the_gap(
+    stack, ledger, make_topic, kafka_admin, tmp_path
+):
     topic = make_topic(partitions=1)
     first = produce(stack.bootstrap_servers, topic, 100, partitions=1)
     spec = build_spec("lossy", [topic], str(tmp_path))

@@ -45,8 +45,12 @@ def test_every_listed_output_is_readable_after_empty_skip_and_reset_batches(
     commit(ledger, spec, 3)
     # batch 4: a forward reset over 4 records; batch 5: records again
     produce(stack.bootstrap_servers, topic, 4, partitions=2)
-    assert reset_offsets(ledger, kafka_client(stack), "readers", build_reset_request("to-latest"), ACTOR,
-                         dry_run=False).batch_id == 4
+    assert (
+        reset_offsets(
+            ledger, kafka_client(stack), "readers", build_reset_request("to-latest"), ACTOR, dry_run=False
+        ).batch_id
+        == 4
+    )
     produced += produce(stack.bootstrap_servers, topic, 4, partitions=2)
     assert run_once(ledger, spec, stack).records == 4
 
@@ -81,8 +85,11 @@ def test_an_empty_batch_of_a_decoding_pipeline_has_the_columns_spark_writes(stac
     assert not plan(ledger, spec, stack).plan.readable_ranges
     commit(ledger, spec, 1)
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
-    producer.produce(topic, key=b"a", value=b'{"id": "a", "n": 1, "tags": ["x"], "at": "2026-11-22T01:00:00Z",'
-                                           b' "m": {"k": 2}, "s": {"a": 0.5}}')
+    producer.produce(
+        topic,
+        key=b"a",
+        value=b'{"id": "a", "n": 1, "tags": ["x"], "at": "2026-11-22T01:00:00Z", "m": {"k": 2}, "s": {"a": 0.5}}',
+    )
     producer.produce(topic, key=b"b", value=b'{"id": ')
     assert producer.flush(30) == 0
     assert run_once(ledger, spec, stack).records == 2
@@ -91,4 +98,6 @@ def test_an_empty_batch_of_a_decoding_pipeline_has_the_columns_spark_writes(stac
     assert empty.schema.remove_metadata() == written.schema.remove_metadata() == output_schema(spec.decode)
     table = ds.dataset([empty, written]).to_table()
     assert table.column("decoded").to_pylist()[0]["tags"] == ["x"] and table.column("decode_error").to_pylist() == [
-        None, "value does not match the JSON schema"]
+        None,
+        "value does not match the JSON schema",
+    ]

@@ -49,13 +49,22 @@ def test_records_deleted_below_a_planned_batch_fail_naming_topic_partition_and_s
 
     submitter = SparkBatchSubmitter(SparkSettings(jars=stack.connector_jars))
     with pytest.raises(SparkDataLossError) as err:
-        run_batch(ledger, LocalDirectorySink(str(tmp_path)), planned, submitter,
-                  {"bootstrap.servers": stack.bootstrap_servers}, ACTOR, min_partitions=1)
+        run_batch(
+            ledger,
+            LocalDirectorySink(str(tmp_path)),
+            planned,
+            submitter,
+            {"bootstrap.servers": stack.bootstrap_servers},
+            ACTOR,
+            min_partitions=1,
+        )
     message = str(err.value)
-    assert message.startswith(f"Spark job for batch 1 of pipeline 'deleted' failed: records of the batch are no "
-                              f"longer in Kafka: Spark could not read {topic}-0 offsets [0, 300) (retention or "
-                              "delete-records removed records after the batch was planned). Next: these records "
-                              "cannot be read again: abort the planned batch")
+    assert message.startswith(
+        f"Spark job for batch 1 of pipeline 'deleted' failed: records of the batch are no "
+        f"longer in Kafka: Spark could not read {topic}-0 offsets [0, 300) (retention or "
+        "delete-records removed records after the batch was planned). Next: these records "
+        "cannot be read again: abort the planned batch"
+    )
     assert "abort the planned batch" in message and "on_data_loss='skip'" in message
     assert_no_command_line(message)
     assert "SparkDataLossError" in assert_nothing_moved(ledger, "deleted", 1, cursors)
@@ -72,12 +81,19 @@ def test_a_connector_without_its_dependencies_fails_naming_the_classpath(stack, 
     assert len(connector_only) == 1
 
     with pytest.raises(SparkConnectorMissingError) as err:
-        run_batch(ledger, LocalDirectorySink(str(tmp_path)), planned,
-                  SparkBatchSubmitter(SparkSettings(jars=connector_only)),
-                  {"bootstrap.servers": stack.bootstrap_servers}, ACTOR)
+        run_batch(
+            ledger,
+            LocalDirectorySink(str(tmp_path)),
+            planned,
+            SparkBatchSubmitter(SparkSettings(jars=connector_only)),
+            {"bootstrap.servers": stack.bootstrap_servers},
+            ACTOR,
+        )
     message = str(err.value)
-    assert message.startswith("Spark job for batch 1 of pipeline 'no_connector' failed: Spark's Kafka connector or "
-                              "one of its dependencies is not on Spark's classpath")
+    assert message.startswith(
+        "Spark job for batch 1 of pipeline 'no_connector' failed: Spark's Kafka connector or "
+        "one of its dependencies is not on Spark's classpath"
+    )
     assert "kafka-clients" in message and "org/apache/kafka/" in message  # the missing class, from Spark's output
     assert_no_command_line(message)
     assert "SparkConnectorMissingError" in assert_nothing_moved(ledger, "no_connector", 1, cursors)

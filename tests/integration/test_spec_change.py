@@ -15,7 +15,7 @@ from airflow_kafka_offsets.service.operations import abort_planned_batch
 from airflow_kafka_offsets.service.spec_change import change_spec
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
-from .pipeline import ACTOR, commit, plan, read
+from .pipeline import ACTOR, commit, plan, read, run_once
 from .test_operations import kafka_client
 
 LEDGER_TABLES = ("pipelines", "cursors", "batches", "batch_ranges", "attempts", "audit")
@@ -23,8 +23,9 @@ LEDGER_TABLES = ("pipelines", "cursors", "batches", "batch_ranges", "attempts", 
 
 def ledger_state(ledger) -> dict[str, list[str]]:
     with ledger.transaction() as tx:
-        return {t: sorted(r[0] for r in tx.fetchall(f"SELECT row_to_json(x)::text FROM {{s}}.{t} x"))
-                for t in LEDGER_TABLES}
+        return {
+            t: sorted(r[0] for r in tx.fetchall(f"SELECT row_to_json(x)::text FROM {{s}}.{t} x")) for t in LEDGER_TABLES
+        }
 
 
 def stored_spec(ledger, pipeline: str):
@@ -52,8 +53,14 @@ def test_a_run_with_other_topics_or_options_is_refused_listing_the_differences(
     with pytest.raises(PipelineSpecMismatchError, match=r"\n  max_records_per_batch: 4 -> null\n"):
         plan(ledger, build_spec("shared", [ours], str(tmp_path)), stack)
     # the plan operator of a DAG refuses the same way
-    operator = KafkaBatchPlanOperator(task_id="plan", pipeline="shared", topics=[ours], output_root=str(tmp_path),
-                                      ledger_schema=schema, max_records_per_batch="7")
+    operator = KafkaBatchPlanOperator(
+        task_id="plan",
+        pipeline="shared",
+        topics=[ours],
+        output_root=str(tmp_path),
+        ledger_schema=schema,
+        max_records_per_batch="7",
+    )
     with pytest.raises(PipelineSpecMismatchError, match=r"max_records_per_batch: 4 -> 7"):
         operator.execute({})
     assert ledger_state(ledger) == before
@@ -87,7 +94,8 @@ def test_change_spec_adds_and_removes_topics_and_options_with_every_offset_accou
     # the next batch reads the added topic from its policy's start (new_partition_offsets: earliest)
     second = plan(ledger, with_b, stack)
     assert [(r.topic, r.partition, r.start, r.end) for r in second.plan.ranges] == sorted(
-        [(a, 0, 2, 4), (a, 1, 2, 4), (b, 0, 0, 3)])
+        [(a, 0, 2, 4), (a, 1, 2, 4), (b, 0, 0, 3)]
+    )
     # removing a topic waits for the planned batch
     only_a = build_spec("grows", [a], str(tmp_path), starting_offsets="latest")
     with pytest.raises(SpecChangeRefusedError, match=f"batch 2 is planned and reads {b}"):
@@ -100,8 +108,10 @@ def test_change_spec_adds_and_removes_topics_and_options_with_every_offset_accou
     removed = change_spec(ledger, kafka, "grows", only_a, ACTOR, dry_run=False)
     assert removed.applied and removed.retired == ((TP(b, 0), 3),)
     with ledger.transaction() as tx:
-        event, detail = tx.fetchone("SELECT event, detail FROM {s}.audit WHERE pipeline = 'grows'"
-                                    " AND event = 'spec_changed' ORDER BY id DESC LIMIT 1")
+        event, detail = tx.fetchone(
+            "SELECT event, detail FROM {s}.audit WHERE pipeline = 'grows'"
+            " AND event = 'spec_changed' ORDER BY id DESC LIMIT 1"
+        )
     assert event == "spec_changed" and detail["removed_topics"] == [b]
     assert detail["retired_cursors"] == {f"{b}-0": 3}
     assert ledger.cursors("grows")[TP(b, 0)] == 3
@@ -118,11 +128,18 @@ def test_change_spec_adds_and_removes_topics_and_options_with_every_offset_accou
     assert [(r.topic, r.partition, r.cursor, r.start, r.end) for r in third.readable_ranges] == [(b, 0, 3, 3, 4)]
     abort_planned_batch(ledger, "grows", "test", ACTOR)
     assert ledger.contiguity_problems("grows") == []
-    assert [(r[0], r[1], r[2], r[3], r[5], r[6]) for r in ledger_ranges(ledger, "grows")] == sorted([
-        (1, "committed", a, 0, 2, 2), (1, "committed", a, 1, 2, 2),
-        (2, "committed", a, 0, 2, 4), (2, "committed", a, 1, 2, 4), (2, "committed", b, 0, 0, 3),
-        (3, "aborted", a, 0, 4, 4), (3, "aborted", a, 1, 4, 4), (3, "aborted", b, 0, 3, 4),
-    ])
+    assert [(r[0], r[1], r[2], r[3], r[5], r[6]) for r in ledger_ranges(ledger, "grows")] == sorted(
+        [
+            (1, "committed", a, 0, 2, 2),
+            (1, "committed", a, 1, 2, 2),
+            (2, "committed", a, 0, 2, 4),
+            (2, "committed", a, 1, 2, 4),
+            (2, "committed", b, 0, 0, 3),
+            (3, "aborted", a, 0, 4, 4),
+            (3, "aborted", a, 1, 4, 4),
+            (3, "aborted", b, 0, 3, 4),
+        ]
+    )
 
 
 def test_change_spec_refuses_an_unknown_topic_another_root_or_name_and_changes_nothing(
@@ -134,15 +151,64 @@ def test_change_spec_refuses_an_unknown_topic_another_root_or_name_and_changes_n
     plan(ledger, spec, stack)
     before = ledger_state(ledger)
     with pytest.raises(UnknownTopicError, match="no-such-topic"):
-        change_spec(ledger, kafka, "fixed", build_spec("fixed", [topic, "no-such-topic"], str(tmp_path)), ACTOR,
-                    dry_run=False)
+        change_spec(
+            ledger, kafka, "fixed", build_spec("fixed", [topic, "no-such-topic"], str(tmp_path)), ACTOR, dry_run=False
+        )
     with pytest.raises(SpecChangeRefusedError, match="output_root cannot change"):
-        change_spec(ledger, kafka, "fixed", build_spec("fixed", [topic], str(tmp_path / "x"),
-                                                        starting_offsets="latest"), ACTOR, dry_run=False)
+        change_spec(
+            ledger,
+            kafka,
+            "fixed",
+            build_spec("fixed", [topic], str(tmp_path / "x"), starting_offsets="latest"),
+            ACTOR,
+            dry_run=False,
+        )
     with pytest.raises(SpecChangeRefusedError, match="a pipeline's name never changes"):
         change_spec(ledger, kafka, "fixed", build_spec("renamed", [topic], str(tmp_path)), ACTOR, dry_run=False)
     # options may change while a batch is planned: they apply from the next batch
-    assert change_spec(ledger, kafka, "fixed", build_spec("fixed", [topic], str(tmp_path), starting_offsets="latest",
-                                                          on_data_loss="skip"), ACTOR, dry_run=False).applied
+    assert change_spec(
+        ledger,
+        kafka,
+        "fixed",
+        build_spec("fixed", [topic], str(tmp_path), starting_offsets="latest", on_data_loss="skip"),
+        ACTOR,
+        dry_run=False,
+    ).applied
     after = ledger_state(ledger)
     assert after["batches"] == before["batches"] and after["cursors"] == before["cursors"]
+
+
+def test_change_spec_from_the_cli_dry_run_then_execute(stack, ledger, schema, make_topic, tmp_path):
+    from .test_operations import cli_json, run_cli
+
+    first, second = make_topic(partitions=1), make_topic(partitions=2)
+    produce(stack.bootstrap_servers, first, 4, partitions=1)
+    produce(stack.bootstrap_servers, second, 6, partitions=2)
+    spec = build_spec("clispec", [first], str(tmp_path / "out"), max_records_per_batch=100)
+    run_once(ledger, spec, stack)
+    before = ledger_state(ledger)
+    common = ("clispec", "--ledger-schema", schema)
+    args = ("--topics", f"{first},{second}", "--max-records-per-batch", "none", "--on-data-loss", "skip")
+
+    dry = cli_json("change-spec", *common, *args)
+    assert dry["applied"] is False and dry["dry_run"] is True
+    assert {c["field"] for c in dry["changes"]} == {"topics", "max_records_per_batch", "on_data_loss"}
+    assert [(p["topic"], p["partition"], p["starts_at"]) for p in dry["added_partitions"]] == [
+        (second, 0, 0),
+        (second, 1, 0),
+    ]
+    assert ledger_state(ledger) == before
+
+    done = cli_json("change-spec", *common, *args, "--execute")
+    assert done["applied"] is True
+    stored = stored_spec(ledger, "clispec")
+    assert (set(stored.topics), stored.max_records_per_batch, stored.on_data_loss.value) == (
+        {first, second},
+        None,
+        "skip",
+    )
+    assert ledger.cursors("clispec") == {TP(first, 0): 4}  # the added topic's cursors come with the next plan
+
+    bad = run_cli("change-spec", *common, "--topics", "no-such-topic-here", "--execute")
+    assert bad.returncode == 2 and "no-such-topic-here" in bad.stderr
+    assert stored_spec(ledger, "clispec") == stored

@@ -18,23 +18,40 @@ from airflow_kafka_offsets.sinks.local import RECORD_SCHEMA, REPORT_NAME, output
 
 def test_parse_ddl_types_nesting_quoting_and_modifiers():
     assert parse_ddl("id STRING, n int, `odd name` BIGINT NOT NULL COMMENT 'why, <not> a type'") == (
-        DdlField("id", DdlType("string")), DdlField("n", DdlType("int32")), DdlField("odd name", DdlType("int64")))
+        DdlField("id", DdlType("string")),
+        DdlField("n", DdlType("int32")),
+        DdlField("odd name", DdlType("int64")),
+    )
     (field,) = parse_ddl("s STRUCT<a: ARRAY<DECIMAL(12, 2)>, m MAP<STRING, STRUCT<x: DATE>>>")
-    assert field.type == DdlType("struct", (
-        DdlField("a", DdlType("array", (DdlField("element", DdlType("decimal", precision=12, scale=2)),))),
-        DdlField("m", DdlType("map", (DdlField("key", DdlType("string")),
-                                      DdlField("value", DdlType("struct", (DdlField("x", DdlType("date")),)))))),
-    ))
+    assert field.type == DdlType(
+        "struct",
+        (
+            DdlField("a", DdlType("array", (DdlField("element", DdlType("decimal", precision=12, scale=2)),))),
+            DdlField(
+                "m",
+                DdlType(
+                    "map",
+                    (
+                        DdlField("key", DdlType("string")),
+                        DdlField("value", DdlType("struct", (DdlField("x", DdlType("date")),))),
+                    ),
+                ),
+            ),
+        ),
+    )
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("", "it is empty"),
-    ("id", "expected more"),
-    ("id INTERVAL", "unsupported type 'interval'"),
-    ("a ARRAY<STRING", "expected >"),
-    ("a STRING b INT", "unexpected 'b'"),
-    ("a STRING;", "unexpected ';'"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "it is empty"),
+        ("id", "expected more"),
+        ("id INTERVAL", "unsupported type 'interval'"),
+        ("a ARRAY<STRING", "expected >"),
+        ("a STRING b INT", "unexpected 'b'"),
+        ("a STRING;", "unexpected ';'"),
+    ],
+)
 def test_parse_ddl_refuses_what_it_cannot_read(text, why):
     with pytest.raises(InvalidPipelineSpecError, match=why):
         parse_ddl(text)
@@ -49,10 +66,15 @@ def test_output_schema_matches_what_spark_writes():
     assert output_schema(None) is RECORD_SCHEMA
     decoded = output_schema(DecodeSpec("id STRING, n INT, tags ARRAY<STRING>, at TIMESTAMP, d TIMESTAMP_NTZ"))
     assert decoded.names == RECORD_SCHEMA.names + ["decode_error", "decoded"]
-    assert decoded.field("decoded").type == pa.struct([
-        ("id", pa.string()), ("n", pa.int32()), ("tags", pa.list_(pa.field("element", pa.string()))),
-        ("at", pa.timestamp("us", tz="UTC")), ("d", pa.timestamp("us")),
-    ])
+    assert decoded.field("decoded").type == pa.struct(
+        [
+            ("id", pa.string()),
+            ("n", pa.int32()),
+            ("tags", pa.list_(pa.field("element", pa.string()))),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("d", pa.timestamp("us")),
+        ]
+    )
 
 
 def test_publish_empty_writes_a_readable_output_with_no_rows(tmp_path):

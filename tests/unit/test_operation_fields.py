@@ -18,8 +18,11 @@ from airflow_kafka_offsets.core.operation_fields import (
     form_fields,
     parse_request,
     reset_request,
+    spec_changes,
 )
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
+from airflow_kafka_offsets.core.spec import build_spec, updated_spec
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.service.commands import HANDLERS
 
 FORM_DEFAULTS = {f.name: f.default for f in form_fields()}
@@ -239,3 +242,55 @@ def test_the_operator_has_its_own_spark_settings_and_templated_connection_ids():
         "/a.jar,/b.jar",
         "2g",
     )
+
+
+def test_change_spec_and_sweep_from_the_cli_and_the_form():
+    request = cli(
+        "change-spec",
+        "p",
+        "--topics",
+        "orders, refunds,orders",
+        "--max-records-per-batch",
+        "none",
+        "--max-records-per-partition",
+        "500",
+        "--on-data-loss",
+        "skip",
+    )
+    assert request.get("dry_run") is True
+    assert spec_changes(request.values) == {
+        "topics": ("orders", "refunds"),
+        "max_records_per_batch": None,
+        "max_records_per_partition": 500,
+        "on_data_loss": "skip",
+    }
+    assert spec_changes(cli("change-spec", "p", "--execute").values) == {}
+    assert cli("sweep", "p", "--execute").get("dry_run") is False and cli("sweep", "p").get("dry_run") is True
+    with pytest.raises(OperationInputError, match=re.escape("--max-records-per-batch: must be at least 1, got 0")):
+        cli("change-spec", "p", "--max-records-per-batch", "0")
+    with pytest.raises(OperationInputError, match=re.escape("--on-data-loss: expected one of fail, skip, got 'drop'")):
+        cli("change-spec", "p", "--on-data-loss", "drop")
+    with pytest.raises(OperationInputError, match=re.escape("--topics: 'bad topic' is not a Kafka topic name")):
+        cli("change-spec", "p", "--topics", "orders,bad topic")
+    assert form_accepts(operation="change_spec", spec_topics="a, b.c", spec_max_records_per_batch="None")
+    assert not form_accepts(spec_max_records_per_batch="0") and not form_accepts(spec_topics="a;b")
+
+
+def test_updated_spec_keeps_what_is_not_changed_and_validates_the_rest():
+    stored = build_spec(
+        "p",
+        ["orders"],
+        "/out",
+        max_records_per_batch=100,
+        on_data_loss="skip",
+        json_schema="id STRING",
+        max_decode_errors=3,
+    )
+    new = updated_spec(stored, {"topics": ("orders", "refunds"), "max_records_per_batch": None})
+    assert (new.topics, new.max_records_per_batch, new.on_data_loss.value) == (("orders", "refunds"), None, "skip")
+    assert new.decode == stored.decode and new.output_root == stored.output_root
+    assert updated_spec(stored, {}) == stored
+    with pytest.raises(InvalidPipelineSpecError, match="unknown spec field"):
+        updated_spec(stored, {"output_root": "/elsewhere"})
+    with pytest.raises(InvalidPipelineSpecError, match="max_records_per_partition must be a positive integer"):
+        updated_spec(stored, {"max_records_per_partition": -1})

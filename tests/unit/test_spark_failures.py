@@ -70,8 +70,10 @@ def test_data_loss_names_topic_partition_and_the_spans_of_every_task():
 
 
 def test_missing_connector_classes_and_a_missing_data_source():
-    for text, evidence in [(CONNECTOR, "java.lang.NoClassDefFoundError: org/apache/kafka/common/serialization/"),
-                           (NO_SOURCE, "pyspark.errors.exceptions.captured.AnalysisException: [DATA_SOURCE_NOT")]:
+    for text, evidence in [
+        (CONNECTOR, "java.lang.NoClassDefFoundError: org/apache/kafka/common/serialization/"),
+        (NO_SOURCE, "pyspark.errors.exceptions.captured.AnalysisException: [DATA_SOURCE_NOT"),
+    ]:
         failure = classify(text.splitlines())
         assert failure.kind is FailureKind.CONNECTOR_MISSING
         assert "kafka-clients" in failure.next_step and "spark_packages" in failure.next_step
@@ -100,23 +102,30 @@ def test_data_loss_outranks_everything_after_it():
 
 def test_unknown_output_has_no_cause_but_keeps_the_last_error_line():
     scanner = FailureScanner()
-    lines = ["26/11/22 INFO SparkContext: Running Spark version 4.2.0",
-             "Traceback (most recent call last):",
-             "ValueError: unsupported job format 7, expected 1",
-             "  at something"]
+    lines = [
+        "26/11/22 INFO SparkContext: Running Spark version 4.2.0",
+        "Traceback (most recent call last):",
+        "ValueError: unsupported job format 7, expected 1",
+        "  at something",
+    ]
     assert list(scanner.scan(iter(lines))) == lines  # passes every line through
     assert scanner.found is None and scanner.last_error_line == "ValueError: unsupported job format 7, expected 1"
 
 
 def test_merge_spans_joins_adjacent_and_overlapping_parts_per_partition():
     assert merge_spans([("t-0", 150, 300), ("t-0", 0, 150), ("t-1", 5, 9), ("t-1", 20, 30), ("t-1", 8, 12)]) == [
-        ("t-0", 0, 300), ("t-1", 5, 12), ("t-1", 20, 30)]
+        ("t-0", 0, 300),
+        ("t-1", 5, 12),
+        ("t-1", 20, 30),
+    ]
 
 
 def test_the_final_error_names_the_cause_or_the_last_error_but_never_the_command_line():
     job = {"batch_id": 7, "pipeline": "orders"}
-    hook_message = ("Cannot execute: spark-submit --master local[2] --files /tmp/kafka-batch-x/job.json "
-                    "--job-file /tmp/kafka-batch-x/job.json. Error code is: 1.\nLast spark-submit output:\nat x.y(Z)")
+    hook_message = (
+        "Cannot execute: spark-submit --master local[2] --files /tmp/kafka-batch-x/job.json "
+        "--job-file /tmp/kafka-batch-x/job.json. Error code is: 1.\nLast spark-submit output:\nat x.y(Z)"
+    )
     known = FailureScanner()
     for line in NO_SOURCE.splitlines():
         known.feed(line)
@@ -128,6 +137,8 @@ def test_the_final_error_names_the_cause_or_the_last_error_but_never_the_command
         unknown.feed(line)
     error = spark_job_error(job, unknown, hook_message)
     assert type(error) is SparkJobError
-    assert str(error) == ("Spark job for batch 7 of pipeline 'orders' failed: spark-submit exited with code 1; its "
-                          "last error: ValueError: unsupported job format 7, expected 1. Spark's full output is in "
-                          "the task log above")
+    assert str(error) == (
+        "Spark job for batch 7 of pipeline 'orders' failed: spark-submit exited with code 1; its "
+        "last error: ValueError: unsupported job format 7, expected 1. Spark's full output is in "
+        "the task log above"
+    )

@@ -25,8 +25,15 @@ def test_topic_order_is_not_a_difference():
 
 def test_every_changed_field_is_listed_old_to_new():
     before = spec(["a", "b"], max_records_per_batch=100, on_data_loss="fail")
-    after = spec(["b", "c"], max_records_per_partition=7, on_data_loss="skip", json_schema="id STRING",
-                 max_decode_errors=3, consumer_group="g", new_partition_offsets="latest")
+    after = spec(
+        ["b", "c"],
+        max_records_per_partition=7,
+        on_data_loss="skip",
+        json_schema="id STRING",
+        max_decode_errors=3,
+        consumer_group="g",
+        new_partition_offsets="latest",
+    )
     diff = diff_specs(before, after)
     assert diff.changes == (
         FieldChange("topics", ["a", "b"], ["b", "c"]),
@@ -74,9 +81,14 @@ def test_output_root_never_changes():
         (spec(["a"], max_records_per_batch=9, on_data_loss="skip"), 4, ()),  # options: from the next batch
         (spec(["b"]), None, ()),  # removing once nothing is planned
         (spec(["b"]), 4, ("batch 4 is planned and reads a: let it commit (or abort it) before removing a topic",)),
-        (spec(["a"], json_schema="id STRING"), 4,
-         ("batch 4 is planned and will be decoded with the stored json_schema: let it commit (or abort it) before "
-          "changing the decoding",)),
+        (
+            spec(["a"], json_schema="id STRING"),
+            4,
+            (
+                "batch 4 is planned and will be decoded with the stored json_schema: "
+                "let it commit (or abort it) before changing the decoding",
+            ),
+        ),
         (spec(["a"], json_schema="id STRING"), None, ()),
     ],
 )
