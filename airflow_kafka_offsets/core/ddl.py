@@ -65,14 +65,16 @@ class _Parser:
             if text[pos:].strip() == "":
                 break
             match = _TOKEN.match(text, pos)
-            if not match:
-                self.fail(f"unexpected {text[pos:].strip()[:20]!r}")
+            if match is None:
+                raise self.error(f"unexpected {text[pos:].strip()[:20]!r}")
             self.tokens.append(match.group(1))
             pos = match.end()
         self.i = 0
 
-    def fail(self, why: str):
-        raise InvalidPipelineSpecError(f"json_schema {self.text!r} is not a Spark DDL schema this package reads: {why}")
+    def error(self, why: str) -> InvalidPipelineSpecError:
+        return InvalidPipelineSpecError(
+            f"json_schema {self.text!r} is not a Spark DDL schema this package reads: {why}"
+        )
 
     def peek(self) -> str | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -80,7 +82,7 @@ class _Parser:
     def take(self, expected: str | None = None) -> str:
         token = self.peek()
         if token is None or (expected is not None and token.lower() != expected):
-            self.fail(f"expected {expected or 'more'}, found {token!r}")
+            raise self.error(f"expected {expected or 'more'}, found {token!r}")
         self.i += 1
         return token
 
@@ -104,7 +106,7 @@ class _Parser:
             elif word == "comment":
                 self.take()
             else:
-                self.fail(f"unexpected {word!r} after the type of {name!r}")
+                raise self.error(f"unexpected {word!r} after the type of {name!r}")
         return DdlField(name, kind)
 
     def type(self) -> DdlType:
@@ -127,7 +129,9 @@ class _Parser:
             self.take(">")
             return DdlType("struct", children)
         if word not in PRIMITIVES:
-            self.fail(f"unsupported type {word!r} (supported: {', '.join(sorted(PRIMITIVES))}, array, map, struct)")
+            raise self.error(
+                f"unsupported type {word!r} (supported: {', '.join(sorted(PRIMITIVES))}, array, map, struct)"
+            )
         numbers = []
         if self.peek() == "(":
             self.take("(")
@@ -147,8 +151,8 @@ def parse_ddl(text: str) -> tuple[DdlField, ...]:
     """The columns of a DDL schema such as ``"id STRING, tags ARRAY<STRING>, at TIMESTAMP"``."""
     parser = _Parser(text)
     if parser.peek() is None:
-        parser.fail("it is empty")
+        raise parser.error("it is empty")
     fields = parser.fields(None)
     if parser.peek() is not None:
-        parser.fail(f"unexpected {parser.peek()!r}")
+        raise parser.error(f"unexpected {parser.peek()!r}")
     return fields

@@ -45,6 +45,7 @@ from airflow_kafka_offsets.errors import (
 from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
 
 LOCK_NOT_AVAILABLE = "55P03"
+Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ ATTEMPT_COLUMNS = (
 )
 
 
-def _attempt(row: tuple) -> Attempt:
+def _attempt(row: Row) -> Attempt:
     attempt_id, pipeline, batch_id, state, staging_uri, report, actor, started, finished, lease, left, error = row
     report = _json(report)
     return Attempt(
@@ -159,10 +160,18 @@ class LedgerTransaction:
         self._cur.execute(sql.format(s=self.s), params)
         return self._cur
 
-    def fetchone(self, sql: str, params: Sequence[Any] | None = None) -> tuple | None:
-        return self.execute(sql, params).fetchone()
+    def fetchone(self, sql: str, params: Sequence[Any] | None = None) -> Row | None:
+        row: Row | None = self.execute(sql, params).fetchone()
+        return row
 
-    def fetchall(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+    def fetchrow(self, sql: str, params: Sequence[Any] | None = None) -> Row:
+        """The one row a statement must return (a missing row is a bug, not bad input)."""
+        row = self.fetchone(sql, params)
+        if row is None:
+            raise LedgerError(f"no row from: {sql.split(' FROM ')[0][:80]}")
+        return row
+
+    def fetchall(self, sql: str, params: Sequence[Any] | None = None) -> list[Row]:
         return list(self.execute(sql, params).fetchall())
 
     # pipelines -----------------------------------------------------------------
@@ -177,7 +186,7 @@ class LedgerTransaction:
             "INSERT INTO {s}.pipelines (name, spec) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING",
             (spec.name, _jsonb(spec.to_json())),
         )
-        epoch, next_batch_id, stored = self.fetchone(
+        epoch, next_batch_id, stored = self.fetchrow(
             "SELECT epoch, next_batch_id, spec FROM {s}.pipelines WHERE name = %s FOR UPDATE", (spec.name,)
         )
         diff = diff_specs(PipelineSpec.from_json(_json(stored)), spec)
@@ -185,7 +194,7 @@ class LedgerTransaction:
             raise PipelineSpecMismatchError(mismatch_message(diff))
         return int(epoch), int(next_batch_id)
 
-    def replace_spec(self, spec: PipelineSpec, detail: Mapping, actor: Mapping) -> None:
+    def replace_spec(self, spec: PipelineSpec, detail: Mapping[str, Any], actor: Mapping[str, Any]) -> None:
         """Store a changed spec (the caller holds the pipeline lock and has checked the change)."""
         self.execute(
             "UPDATE {s}.pipelines SET spec = %s::jsonb, updated_at = now() WHERE name = %s",
@@ -215,7 +224,7 @@ class LedgerTransaction:
         row = self.fetchone("SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'planned'", (pipeline,))
         return None if row is None else int(row[0])
 
-    def insert_plan(self, plan: BatchPlan, new_cursors: Mapping[TopicPartition, int], actor: Mapping) -> None:
+    def insert_plan(self, plan: BatchPlan, new_cursors: Mapping[TopicPartition, int], actor: Mapping[str, Any]) -> None:
         """Write the plan ahead of any work; cursors of first-seen partitions start at the plan's start."""
         self.execute(
             "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, planned_by)"
@@ -255,7 +264,7 @@ class LedgerTransaction:
             (plan.batch_id + 1, plan.pipeline),
         )
         lost = {str(r.topic_partition): [r.cursor, r.start] for r in ranges if r.lost}
-        detail = {"records_planned": plan.records_planned, "partitions": len(ranges)}
+        detail: dict[str, Any] = {"records_planned": plan.records_planned, "partitions": len(ranges)}
         if lost:
             detail["lost_to_retention"] = lost
         if new_cursors:
@@ -318,7 +327,7 @@ class LedgerTransaction:
             )
             raise CursorMovedError(f"batch {plan.batch_id} of {plan.pipeline!r} cannot commit: cursor moved ({detail})")
 
-    def record_commit(self, plan: BatchPlan, report: BatchReport | None, actor: Mapping) -> int:
+    def record_commit(self, plan: BatchPlan, report: BatchReport | None, actor: Mapping[str, Any]) -> int:
         partitions = report.partitions if report else ()
         records = sum(p.records for p in partitions)
         if partitions:
@@ -366,7 +375,9 @@ class LedgerTransaction:
             raise PipelineNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
         return PipelineSpec.from_json(_json(row[0]))
 
-    def apply_reset(self, pipeline: str, resets: Sequence[PartitionReset], detail: Mapping, actor: Mapping) -> int:
+    def apply_reset(
+        self, pipeline: str, resets: Sequence[PartitionReset], detail: Mapping[str, Any], actor: Mapping[str, Any]
+    ) -> int:
         """Record a reset as a committed batch of kind 'reset' and move the cursors; returns its batch id.
 
         The caller holds the pipeline lock and has checked that no batch is planned.
@@ -421,7 +432,7 @@ class LedgerTransaction:
         self.audit(pipeline, batch_id, "reset", {**detail, "epoch": epoch, "rewind": rewind}, actor)
         return batch_id
 
-    def abort_batch(self, pipeline: str, batch_id: int, reason: str, actor: Mapping) -> None:
+    def abort_batch(self, pipeline: str, batch_id: int, reason: str, actor: Mapping[str, Any]) -> None:
         """Give up a planned batch: its ranges stop counting, the cursor stays where it is."""
         record = self.batch(pipeline, batch_id, for_update=True)
         raise_for_state(record, BatchState.PLANNED)
@@ -466,7 +477,9 @@ class LedgerTransaction:
 
     # attempts ------------------------------------------------------------------
 
-    def start_attempt(self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Mapping, lease_s: float) -> None:
+    def start_attempt(
+        self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Mapping[str, Any], lease_s: float
+    ) -> None:
         self.execute(
             "INSERT INTO {s}.attempts (attempt_id, pipeline, batch_id, state, staging_uri, actor, heartbeat_at,"
             " lease_expires_at) VALUES (%s, %s, %s, 'running', %s, %s::jsonb, now(),"
@@ -476,25 +489,21 @@ class LedgerTransaction:
 
     def renew_lease(self, attempt_id: str, lease_s: float) -> bool:
         """Extend a running attempt's lease; False once it is no longer running (declared dead)."""
-        return (
-            self.execute(
-                "UPDATE {s}.attempts SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %s)"
-                " WHERE attempt_id = %s AND state = 'running'",
-                (float(lease_s), attempt_id),
-            ).rowcount
-            == 1
-        )
+        renewed: int = self.execute(
+            "UPDATE {s}.attempts SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %s)"
+            " WHERE attempt_id = %s AND state = 'running'",
+            (float(lease_s), attempt_id),
+        ).rowcount
+        return renewed == 1
 
     def finish_attempt(self, attempt_id: str, report: BatchReport | None, error: str | None) -> bool:
         """Record how a running attempt ended; False if it had been declared dead meanwhile."""
-        return (
-            self.execute(
-                "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
-                " WHERE attempt_id = %s AND state = 'running'",
-                ("failed" if error else "succeeded", _jsonb(report.raw) if report else None, error, attempt_id),
-            ).rowcount
-            == 1
-        )
+        finished: int = self.execute(
+            "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
+            " WHERE attempt_id = %s AND state = 'running'",
+            ("failed" if error else "succeeded", _jsonb(report.raw) if report else None, error, attempt_id),
+        ).rowcount
+        return finished == 1
 
     def mark_dead_attempts(
         self, pipeline: str, batch_id: int | None = None, superseded_by: Mapping[str, Any] | None = None
@@ -550,7 +559,9 @@ class LedgerTransaction:
         )
         return None if row is None else _attempt(row)
 
-    def audit(self, pipeline: str, batch_id: int | None, event: str, detail: Mapping, actor: Mapping) -> None:
+    def audit(
+        self, pipeline: str, batch_id: int | None, event: str, detail: Mapping[str, Any], actor: Mapping[str, Any]
+    ) -> None:
         self.execute(
             "INSERT INTO {s}.audit (pipeline, batch_id, event, detail, actor)"
             " VALUES (%s, %s, %s, %s::jsonb, %s::jsonb)",
@@ -623,7 +634,7 @@ class Ledger:
 
     def schema_version(self) -> int | None:
         with self.transaction() as tx:
-            exists = tx.fetchone("SELECT to_regclass(%s)", (f"{tx.s}.schema_version",))[0]
+            exists = tx.fetchrow("SELECT to_regclass(%s)", (f"{tx.s}.schema_version",))[0]
             if exists is None:
                 return None
             row = tx.fetchone("SELECT version FROM {s}.schema_version")

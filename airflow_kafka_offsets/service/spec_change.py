@@ -112,7 +112,7 @@ def _added_starts(
     offsets = kafka.offsets(added)  # UnknownTopicError names a topic that does not exist
     tracking = any(tp.topic in stored.topics for tp in cursors)
     policy = new_spec.new_partition_offsets if tracking else new_spec.starting_offsets
-    starts = []
+    starts: list[tuple[TopicPartition, int | None, str]] = []
     for tp in sorted(offsets):
         if tp in cursors:
             starts.append((tp, cursors[tp], "resumes its retired cursor"))

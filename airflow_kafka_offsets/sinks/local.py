@@ -20,6 +20,7 @@ import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -114,7 +115,7 @@ def _exchange(a: Path, b: Path) -> bool:
     renameat2 = getattr(libc, "renameat2", None)
     if renameat2 is None:
         return False
-    result = renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
+    result: int = renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
     return result == 0
 
 
@@ -147,11 +148,12 @@ class LocalDirectorySink:
         validate_pipeline_name(pipeline)
         return _file_uri(self._inside(self.root / STAGING_DIR / pipeline / f"batch={batch_id:012d}" / attempt_id))
 
-    def read_report(self, staging_uri: str) -> dict | None:
+    def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         path = self._inside(_local_path(staging_uri)) / REPORT_NAME
         if not path.exists():
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return report
 
     def publish(self, staging_uri: str, output_uri: str) -> None:
         """Make the staged attempt the batch's output, replacing whatever an earlier attempt left.
