@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTP
 from pyspark.sql import SparkSession
 
-from airflow_kafka_offsets.core.resets import build_reset_request
+from airflow_kafka_offsets.core.operation_fields import build_reset_request
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.readers import committed_outputs
 from airflow_kafka_offsets.service.operations import reset_offsets
