@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pyarrow.parquet as pq
+import pytest
 from confluent_kafka import Producer
 
 from airflow_kafka_offsets.ledger import Ledger
@@ -79,3 +83,28 @@ def ledger_ranges(ledger: Ledger, pipeline: str) -> list[tuple]:
             " WHERE r.pipeline = %s ORDER BY b.batch_id, r.topic, r.partition",
             (pipeline,),
         )
+
+
+class Refusal:
+    """What :func:`refused` caught: ``value`` is the package's own error."""
+
+    value: BaseException
+
+
+@contextmanager
+def refused(exc_type: type[BaseException], match: str | None = None) -> Iterator[Refusal]:
+    """The package's ``exc_type`` error, raised directly or (from an operator) as the cause of the
+    AirflowFailException that fails the task without retries."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    caught = Refusal()
+    with pytest.raises((exc_type, AirflowFailException)) as info:
+        yield caught
+    error = info.value
+    if isinstance(error, AirflowFailException):
+        assert isinstance(error.__cause__, exc_type), f"{error!r} is not caused by a {exc_type.__name__}"
+        assert f"{type(error.__cause__).__name__}: " in str(error)
+        error = error.__cause__
+    if match is not None:
+        assert re.search(match, str(error)), f"{str(error)!r} does not match {match!r}"
+    caught.value = error
