@@ -111,6 +111,10 @@ class OutputLocationError(KafkaOffsetsError):
     """An output path is not usable (escapes the output root, not writable, wrong scheme)."""
 
 
+class SchemaEvolutionError(OutputLocationError):
+    """The pipeline's output schema would change a table other than by adding fields."""
+
+
 class DecodeErrorThresholdError(KafkaOffsetsError):
     """More records than the pipeline allows could not be decoded; the batch is not committed."""
 

@@ -57,6 +57,35 @@ class DecodeSpec:
         return {"format": "json", "schema": self.schema, "max_errors": self.max_errors}
 
 
+class SinkFormat(str, Enum):
+    """Where committed batches land: Parquet directories, or a table format any engine reads."""
+
+    DIRECTORY = "directory"
+    ICEBERG = "iceberg"
+    DELTA = "delta"
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """The pipeline's output format; ``table`` names the table of the table formats.
+
+    Iceberg: ``namespace.table`` in the SQL catalog kept in the ledger's database, with its
+    data under ``output_root`` (the warehouse). Delta: the table lives at ``<output_root>/<table>``.
+    """
+
+    format: SinkFormat = SinkFormat.DIRECTORY
+    table: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": self.format.value, "table": self.table}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> SinkSpec:
+        if not data:
+            return cls()
+        return cls(SinkFormat(data.get("format", "directory")), data.get("table"))
+
+
 @dataclass(frozen=True)
 class PipelineSpec:
     """What a pipeline ingests and how it behaves at the edges of the log."""
@@ -71,12 +100,14 @@ class PipelineSpec:
     max_records_per_partition: int | None = None
     consumer_group: str | None = None
     decode: DecodeSpec | None = None
+    sink: SinkSpec = field(default_factory=SinkSpec)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "topics": list(self.topics),
             "output_root": self.output_root,
+            "sink": self.sink.to_json(),
             "starting_offsets": self.starting_offsets.value,
             "new_partition_offsets": self.new_partition_offsets.value,
             "on_data_loss": self.on_data_loss.value,
@@ -92,6 +123,7 @@ class PipelineSpec:
             name=data["name"],
             topics=tuple(data["topics"]),
             output_root=data["output_root"],
+            sink=SinkSpec.from_json(data.get("sink")),
             starting_offsets=StartPolicy(data.get("starting_offsets", "earliest")),
             new_partition_offsets=StartPolicy(data.get("new_partition_offsets", "earliest")),
             on_data_loss=DataLossPolicy(data.get("on_data_loss", "fail")),

@@ -10,13 +10,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_kafka_offsets.core.ddl import parse_ddl
-from airflow_kafka_offsets.core.model import DataLossPolicy, DecodeSpec, PipelineSpec, StartPolicy
+from airflow_kafka_offsets.core.model import (
+    DataLossPolicy,
+    DecodeSpec,
+    PipelineSpec,
+    SinkFormat,
+    SinkSpec,
+    StartPolicy,
+)
 from airflow_kafka_offsets.core.values import enum_value, optional_int
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
 PIPELINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # Kafka's own rule for topic names.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+# One namespace level and a table name, each a safe identifier (they end up in paths and catalog rows).
+TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}(\.[A-Za-z_][A-Za-z0-9_]{0,127})?")
 
 
 def validate_pipeline_name(name: str) -> str:
@@ -27,6 +36,36 @@ def validate_pipeline_name(name: str) -> str:
             "starting with a letter or digit"
         )
     return name
+
+
+def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -> SinkSpec:
+    """``sink`` as a format name, ``{"format": ..., "table": ...}``, or None for Parquet directories."""
+    if isinstance(sink, SinkSpec):
+        sink = sink.to_json()
+    if sink is None or (isinstance(sink, str) and not sink.strip()):
+        return SinkSpec()
+    options: dict[str, Any] = {"format": sink.strip()} if isinstance(sink, str) else dict(sink)
+    unknown = set(options) - {"format", "table"}
+    if unknown:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: unknown sink option(s) {', '.join(sorted(unknown))}; a sink takes format and table"
+        )
+    sink_format = enum_value(SinkFormat, options.get("format") or SinkFormat.DIRECTORY, "sink format")
+    table = (options.get("table") or "").strip() or None
+    if sink_format is SinkFormat.DIRECTORY:
+        if table is not None:
+            raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: the directory sink takes no table")
+        return SinkSpec()
+    if table is None or not TABLE_NAME.fullmatch(table):
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: the {sink_format.value} sink needs a table such as 'analytics.events' "
+            f"(an optional namespace and a name of letters, digits and '_'), got {table!r}"
+        )
+    if sink_format is SinkFormat.ICEBERG and "." not in table:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: an Iceberg table needs a namespace, as in 'analytics.{table}'"
+        )
+    return SinkSpec(sink_format, table)
 
 
 def build_spec(
@@ -42,6 +81,7 @@ def build_spec(
     consumer_group: str | None = None,
     json_schema: str | None = None,
     max_decode_errors: int | str | None = None,
+    sink: str | Mapping[str, Any] | SinkSpec | None = None,
 ) -> PipelineSpec:
     """Validate user input (often rendered templates) into a :class:`PipelineSpec`."""
     validate_pipeline_name(name)
@@ -74,6 +114,7 @@ def build_spec(
         max_records_per_partition=optional_int(max_records_per_partition, "max_records_per_partition", minimum=1),
         consumer_group=(consumer_group or "").strip() or None,
         decode=decode,
+        sink=build_sink(sink, name),
     )
 
 
@@ -93,4 +134,6 @@ def updated_spec(stored: PipelineSpec, changes: Mapping[str, Any]) -> PipelineSp
     if unknown:
         raise InvalidPipelineSpecError(f"unknown spec field(s): {', '.join(sorted(unknown))}")
     current.update({k: v for k, v in changes.items() if k != "topics"})
-    return build_spec(stored.name, changes.get("topics", stored.topics), stored.output_root, **current)
+    return build_spec(
+        stored.name, changes.get("topics", stored.topics), stored.output_root, sink=stored.sink, **current
+    )

@@ -95,6 +95,11 @@ def change_refusals(diff: SpecDiff, planned_batch: int | None) -> tuple[str, ...
             "output_root cannot change: committed batches live under the old root and replays rebuild them "
             "there; start a new pipeline (another name) to write elsewhere"
         )
+    if "sink" in diff.fields:
+        refusals.append(
+            "the sink cannot change: committed batches are in the old one; start a new pipeline (another name) "
+            "to write to another format or table"
+        )
     if planned_batch is not None:
         if diff.removed_topics:
             refusals.append(

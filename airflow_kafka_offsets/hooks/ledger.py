@@ -10,6 +10,12 @@ from airflow_kafka_offsets.ledger import Ledger
 _VERSION_CHECKED: set[tuple[str, str]] = set()
 
 
+def catalog_uri(postgres_uri: str) -> str:
+    """The ledger database as SQLAlchemy names it for psycopg2 (the Iceberg catalog's connection)."""
+    scheme, rest = postgres_uri.split("://", 1)
+    return f"postgresql+psycopg2://{rest}" if scheme in ("postgres", "postgresql") else postgres_uri
+
+
 class LedgerHook(BaseHook):
     """The ledger on the PostgreSQL connection, in ``schema``; migrates it on first use."""
 
@@ -27,7 +33,7 @@ class LedgerHook(BaseHook):
 
         get_connection(self.postgres_conn_id, "PostgreSQL")
         hook = PostgresHook(postgres_conn_id=self.postgres_conn_id)
-        ledger = Ledger(hook.get_conn, schema=self.schema)
+        ledger = Ledger(hook.get_conn, schema=self.schema, catalog_uri=catalog_uri(hook.get_uri()))
         checked = (self.postgres_conn_id, self.schema)
         if checked not in _VERSION_CHECKED:  # once per process: a task makes several ledgers
             ledger.check_version()

@@ -135,6 +135,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " CHECK (state IN ('running', 'succeeded', 'failed', 'dead'))",
         "CREATE INDEX attempts_running ON {s}.attempts (pipeline, batch_id) WHERE state = 'running'",
     ),
+    (
+        # A pipeline's identity in the tables it writes (Delta's txnAppId, Iceberg snapshot
+        # summaries): a ledger started over with the same pipeline name is another writer.
+        "ALTER TABLE {s}.pipelines ADD COLUMN uid uuid NOT NULL DEFAULT gen_random_uuid()",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

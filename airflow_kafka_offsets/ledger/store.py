@@ -369,6 +369,12 @@ class LedgerTransaction:
         self.audit(plan.pipeline, plan.batch_id, "committed", {"records": records}, actor)
         return records
 
+    def pipeline_uid(self, pipeline: str) -> str:
+        row = self.fetchone("SELECT uid FROM {s}.pipelines WHERE name = %s", (pipeline,))
+        if row is None:
+            raise PipelineNotFoundError(f"pipeline {pipeline!r} is not in the ledger")
+        return str(row[0])
+
     def pipeline_spec(self, pipeline: str) -> PipelineSpec:
         row = self.fetchone("SELECT spec FROM {s}.pipelines WHERE name = %s", (pipeline,))
         if row is None:
@@ -572,9 +578,17 @@ class LedgerTransaction:
 class Ledger:
     """Entry point: migrations and transactions on connections from ``connect``."""
 
-    def __init__(self, connect: Callable[[], Any], schema: str = "kafka_offsets", lock_timeout_s: float = 60.0):
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        schema: str = "kafka_offsets",
+        lock_timeout_s: float = 60.0,
+        catalog_uri: str | None = None,
+    ):
+        """``catalog_uri``: the same database as a SQLAlchemy URL, for the Iceberg catalog kept beside the ledger."""
         quote_schema(schema)
         self.schema = schema
+        self.catalog_uri = catalog_uri
         self._connect = connect
         self._lock_timeout_ms = int(lock_timeout_s * 1000)
         self._idle: Any = None  # one connection kept between transactions (a task runs about five)

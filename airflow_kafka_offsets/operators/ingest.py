@@ -25,7 +25,7 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.operations import pipeline_sink
-from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.sinks import Sink, open_sink
 
 
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,7 +134,7 @@ class KafkaOffsetsBaseOperator(BaseOperator):
     def ledger(self) -> Ledger:
         return LedgerHook(self.postgres_conn_id, ledger_schema(self.ledger_schema)).get_conn()
 
-    def sink_for(self, ledger: Ledger) -> LocalDirectorySink:
+    def sink_for(self, ledger: Ledger) -> Sink:
         return pipeline_sink(ledger, self.pipeline)
 
 
@@ -145,7 +145,9 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
     Kafka holds nothing new. Pass the task's ``output`` as ``batch_id`` of the read and commit steps.
 
     :param topics: the pipeline's topics (a list, or a comma-separated string; templated).
-    :param output_root: where batch N lands, as ``<root>/<pipeline>/batch=<N>/`` (templated).
+    :param output_root: where batch N lands, as ``<root>/<pipeline>/batch=<N>/`` with the directory sink;
+        the warehouse of new Iceberg tables; the parent of the Delta table (templated).
+    :param sink: ``directory`` (default), or a table: ``{"format": "iceberg" | "delta", "table": "ns.name"}``.
     :param starting_offsets: where a new pipeline starts: ``earliest`` | ``latest`` | ``error``.
     :param new_partition_offsets: where partitions added later start (same choices).
     :param on_data_loss: ``fail`` | ``skip`` when retention deleted records not yet read.
@@ -161,6 +163,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         *KafkaOffsetsBaseOperator.template_fields,
         "topics",
         "output_root",
+        "sink",
         "starting_offsets",
         "new_partition_offsets",
         "on_data_loss",
@@ -177,6 +180,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         *,
         topics: Sequence[str] | str,
         output_root: str,
+        sink: str | Mapping[str, Any] | None = None,
         starting_offsets: str = "earliest",
         new_partition_offsets: str = "earliest",
         on_data_loss: str = "fail",
@@ -191,6 +195,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         super().__init__(**kwargs)
         self.topics = topics
         self.output_root = output_root
+        self.sink = sink
         self.starting_offsets = starting_offsets
         self.new_partition_offsets = new_partition_offsets
         self.on_data_loss = on_data_loss
@@ -214,11 +219,13 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
             consumer_group=self.consumer_group,
             json_schema=self.json_schema,
             max_decode_errors=self.max_decode_errors,
+            sink=self.sink,
         )
-        sink = LocalDirectorySink(spec.output_root)
-        sink.check_writable()
+        ledger = self.ledger()
+        sink = open_sink(spec, ledger.catalog_uri, ledger.schema)
+        sink.check_writable(spec.decode)
         kafka = KafkaClusterHook(self.kafka_conn_id, timeout_s=self.kafka_timeout_s).get_conn()
-        outcome = plan_batch(self.ledger(), spec, kafka.offsets, sink, actor_from_context(context))
+        outcome = plan_batch(ledger, spec, kafka.offsets, sink, actor_from_context(context))
         plan = outcome.plan
         return {
             "pipeline": spec.name,
@@ -389,6 +396,7 @@ def kafka_ingest_task_group(
     pipeline: str,
     topics: Sequence[str] | str,
     output_root: str,
+    sink: str | Mapping[str, Any] | None = None,
     kafka_conn_id: str = "kafka_default",
     postgres_conn_id: str = "postgres_default",
     spark_conn_id: str = "spark_default",
@@ -410,7 +418,7 @@ def kafka_ingest_task_group(
     }
     with TaskGroup(group_id=group_id) as group:
         plan = KafkaBatchPlanOperator(
-            task_id="plan", topics=topics, output_root=output_root, **common, **(plan_kwargs or {})
+            task_id="plan", topics=topics, output_root=output_root, sink=sink, **common, **(plan_kwargs or {})
         )
         batch_id = plan.output  # the plan's result: read and commit take its batch_id
         read = KafkaBatchSparkOperator(

@@ -27,7 +27,7 @@ from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdEr
 from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction, describe_actor, raise_for_state
 from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
-from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.sinks import Publication, Sink
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import JOB_FORMAT
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def plan_batch(
     ledger: Ledger,
     spec: PipelineSpec,
     offsets_source: OffsetsSource,
-    sink: LocalDirectorySink,
+    sink: Sink,
     actor: Mapping[str, Any],
 ) -> PlanOutcome:
     """Return the pipeline's planned batch, or write the next plan ahead of any work (I2).
@@ -166,7 +166,7 @@ class StagedAttempt:
 
 
 def start_attempt(
-    tx: LedgerTransaction, sink: LocalDirectorySink, plan: BatchPlan, actor: Mapping[str, Any], lease_s: float
+    tx: LedgerTransaction, sink: Sink, plan: BatchPlan, actor: Mapping[str, Any], lease_s: float
 ) -> tuple[str, str]:
     """Record a new running attempt with its lease; returns (attempt id, staging URI)."""
     attempt_id = uuid.uuid4().hex
@@ -177,7 +177,7 @@ def start_attempt(
 
 def execute_attempt(
     ledger: Ledger,
-    sink: LocalDirectorySink,
+    sink: Sink,
     plan: BatchPlan,
     attempt_id: str,
     staging_uri: str,
@@ -231,16 +231,16 @@ def execute_attempt(
     return StagedAttempt(attempt_id, staging_uri, report, state)
 
 
-def _still_staged(sink: LocalDirectorySink, plan: BatchPlan, attempt: Attempt) -> bool:
+def _still_staged(sink: Sink, pipeline_uid: str, plan: BatchPlan, attempt: Attempt) -> bool:
     """The attempt's output is still there: in its staging, or published by a commit that crashed."""
     if sink.read_report(attempt.staging_uri) is not None:
         return True
-    return (sink.read_report(plan.output_uri) or {}).get("attempt_id") == attempt.attempt_id
+    return sink.published_attempt(pipeline_uid, plan) == attempt.attempt_id
 
 
 def run_batch(
     ledger: Ledger,
-    sink: LocalDirectorySink,
+    sink: Sink,
     plan: BatchPlan,
     submit: Callable[[dict[str, Any]], None],
     kafka_properties: Mapping[str, str],
@@ -285,7 +285,7 @@ def run_batch(
                     plan.batch_id,
                 )
             done = tx.latest_succeeded_attempt(plan.pipeline, plan.batch_id)
-            if done is not None and _still_staged(sink, plan, done):
+            if done is not None and _still_staged(sink, tx.pipeline_uid(plan.pipeline), plan, done):
                 log.info(
                     "pipeline %s: batch %s was already read by attempt %s of %s; using its report, no Spark run",
                     plan.pipeline,
@@ -334,7 +334,7 @@ def run_batch(
     return staged.report
 
 
-def discard_ended_attempts(ledger: Ledger, sink: LocalDirectorySink, pipeline: str, batch_id: int) -> list[str]:
+def discard_ended_attempts(ledger: Ledger, sink: Sink, pipeline: str, batch_id: int) -> list[str]:
     """After a batch is committed or aborted: remove the staging of its attempts that have ended.
 
     A live attempt is left alone; it removes its own staging when it ends (see execute_attempt).
@@ -349,7 +349,7 @@ def discard_ended_attempts(ledger: Ledger, sink: LocalDirectorySink, pipeline: s
 
 def commit_batch(
     ledger: Ledger,
-    sink: LocalDirectorySink,
+    sink: Sink,
     pipeline: str,
     batch_id: int,
     actor: Mapping[str, Any],
@@ -375,6 +375,8 @@ def commit_batch(
         if record.state is not BatchState.PLANNED:
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
         report = None
+        uid = tx.pipeline_uid(pipeline)
+        decode = tx.pipeline_spec(pipeline).decode
         if plan.readable_ranges:
             attempt = tx.latest_succeeded_attempt(pipeline, batch_id)
             if attempt is None or attempt.report is None:
@@ -383,19 +385,19 @@ def commit_batch(
                 )
             report = attempt.report
             check_report(plan, report)
-            published = sink.read_report(plan.output_uri) or {}
-            if published.get("attempt_id") == attempt.attempt_id:
+            published = sink.published_attempt(uid, plan)
+            if published is not None:
                 log.info(
                     "pipeline %s: batch %s attempt %s was published by an earlier try",
                     pipeline,
                     batch_id,
-                    attempt.attempt_id,
+                    published,
                 )
             else:
-                sink.publish(attempt.staging_uri, plan.output_uri)
+                sink.publish(tx, Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, report, decode))
             crash_point("after_publish")
-        else:  # every committed ingest batch has a readable output, an empty one here
-            sink.publish_empty(pipeline, batch_id, tx.pipeline_spec(pipeline).decode)
+        else:  # a directory sink gives every committed ingest batch a readable output, an empty one here
+            sink.publish(tx, Publication(uid, plan, None, None, None, decode))
         tx.advance_cursors(plan)
         records = tx.record_commit(plan, report, actor)
         crash_point("in_commit_transaction")

@@ -30,15 +30,16 @@ from airflow_kafka_offsets.service.batches import (
     start_attempt,
 )
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
-from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.sinks import LocalDirectorySink, Publication, Sink, open_sink
 
 log = logging.getLogger(__name__)
 
 
-def pipeline_sink(ledger: Ledger, pipeline: str) -> LocalDirectorySink:
-    """The sink of a pipeline, at the output root stored in its spec."""
+def pipeline_sink(ledger: Ledger, pipeline: str) -> Sink:
+    """The sink the pipeline's stored spec names."""
     with ledger.transaction() as tx:
-        return LocalDirectorySink(tx.output_root(pipeline))
+        spec = tx.pipeline_spec(pipeline)
+    return open_sink(spec, ledger.catalog_uri, ledger.schema)
 
 
 Submit = Callable[[dict[str, Any]], None]
@@ -85,6 +86,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
         "pipeline": pipeline,
         "topics": list(spec.topics),
         "output_root": spec.output_root,
+        "sink": open_sink(spec, ledger.catalog_uri, ledger.schema).describe(),
         "partitions": partitions,
         "lag_records_total": sum(p["lag_records"] or 0 for p in partitions),
         "in_flight": None
@@ -263,12 +265,20 @@ def replay_batch(
     with ledger.transaction() as tx:
         record = tx.batch(pipeline, batch_id)
         committed = tx.committed_counts(pipeline, batch_id)
-        root = target_root or tx.output_root(pipeline)
+        spec = tx.pipeline_spec(pipeline)
+        uid = tx.pipeline_uid(pipeline)
     if record.state is not BatchState.COMMITTED:
         raise BatchStateError(
             f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
         )
-    sink = LocalDirectorySink(root)
+    sink: Sink = open_sink(spec, ledger.catalog_uri, ledger.schema)
+    if target_root is not None:
+        if not isinstance(sink, LocalDirectorySink):
+            raise InvalidPipelineSpecError(
+                f"pipeline {pipeline!r} writes to a {spec.sink.format.value} table: a replay rewrites the batch in "
+                "the table, in place; replay_output_root applies to the directory sink only"
+            )
+        sink = LocalDirectorySink(target_root)
     plan = record.plan
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # ordered against a sweep of the batch's staging
@@ -282,10 +292,10 @@ def replay_batch(
             f"replay of batch {batch_id} of {pipeline!r} read {got} but the batch committed {expected} "
             "(records deleted by retention since?); nothing was published"
         )
-    destination = plan.output_uri if target_root is None else sink.output_uri(pipeline, batch_id)
+    destination = sink.output_uri(pipeline, batch_id)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
-        sink.publish(staging_uri, destination)
+        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report, spec.decode, replay=True))
         tx.audit(
             pipeline,
             batch_id,
@@ -380,8 +390,8 @@ def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Mappi
             raise BatchStateError(f"pipeline {pipeline!r} has no planned batch to abort")
         tx.abort_batch(pipeline, planned, reason, actor)
         plan = tx.batch(pipeline, planned).plan
-        sink = LocalDirectorySink(tx.output_root(pipeline))
-        withdrawn = sink.withdraw(plan.output_uri, lambda attempt_id: sink.staging_uri(pipeline, planned, attempt_id))
+        sink = open_sink(tx.pipeline_spec(pipeline), ledger.catalog_uri, ledger.schema)
+        withdrawn = sink.withdraw(tx, tx.pipeline_uid(pipeline), plan)
         if withdrawn:
             tx.audit(pipeline, planned, "withdrawn", {"output_uri": plan.output_uri}, actor)
     if withdrawn:
@@ -421,7 +431,7 @@ def catch_up(
         raise InvalidPipelineSpecError(f"max_batches must be at least 1, got {max_batches}")
     with ledger.transaction() as tx:
         spec = tx.pipeline_spec(pipeline)
-    sink = LocalDirectorySink(spec.output_root)
+    sink = open_sink(spec, ledger.catalog_uri, ledger.schema)
     done = records = 0
     while done < max_batches:
         outcome = plan_batch(ledger, spec, offsets_source, sink, actor)

@@ -16,7 +16,7 @@ from typing import Any
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.ledger import Attempt, Ledger
-from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.sinks import Sink
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class SweepOutcome:
 
 
 def _batch_items(
-    sink: LocalDirectorySink,
+    sink: Sink,
     batch_id: int,
     state: BatchState,
     output_uri: str,
@@ -67,14 +67,18 @@ def _batch_items(
     known = set()
     for attempt in attempts:
         known.add(attempt.staging_uri)
-        if attempt.live or not sink.exists(attempt.staging_uri):
+        if attempt.live or not sink.exists(attempt.staging_uri) or sink.in_use(attempt.staging_uri):
             continue
         if attempt.shown_state == "dead":
             items.append(SweepItem("dead_attempt", batch_id, attempt.attempt_id, attempt.staging_uri))
         elif settled:
             items.append(SweepItem("ended_attempt", batch_id, attempt.attempt_id, attempt.staging_uri))
     if settled and not any(a.live for a in attempts):
-        items += [SweepItem("unknown_staging", batch_id, None, uri) for uri in on_disk if uri not in known]
+        items += [
+            SweepItem("unknown_staging", batch_id, None, uri)
+            for uri in on_disk
+            if uri not in known and not sink.in_use(uri)
+        ]
     if state is BatchState.ABORTED and sink.exists(output_uri):
         items.append(SweepItem("aborted_output", batch_id, None, output_uri))
     return items
@@ -82,7 +86,7 @@ def _batch_items(
 
 def sweep(
     ledger: Ledger,
-    sink: LocalDirectorySink,
+    sink: Sink,
     pipeline: str,
     *,
     dry_run: bool = True,

@@ -1,6 +1,36 @@
-"""Where batch output goes and how a staged attempt is published."""
+"""Where batch output goes and how a staged attempt is published (the seam: ``base.Sink``)."""
 
+from __future__ import annotations
+
+from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat
+from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.sinks.base import Publication, Sink
 from airflow_kafka_offsets.sinks.local import LocalDirectorySink
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
-__all__ = ["LocalDirectorySink", "REPORT_NAME"]
+__all__ = ["LocalDirectorySink", "Publication", "REPORT_NAME", "Sink", "open_sink"]
+
+
+def open_sink(spec: PipelineSpec, catalog_uri: str | None, catalog_name: str) -> Sink:
+    """The sink a pipeline's spec names.
+
+    Iceberg tables are in the SQL catalog ``catalog_name`` (the ledger's schema name: one catalog
+    per ledger) in the ledger's database, ``catalog_uri`` (a SQLAlchemy URL).
+
+    The table sinks import their libraries only when a pipeline uses them.
+    """
+    if spec.sink.format is SinkFormat.DIRECTORY:
+        return LocalDirectorySink(spec.output_root)
+    try:
+        if spec.sink.format is SinkFormat.ICEBERG:
+            from airflow_kafka_offsets.sinks.iceberg import IcebergSink
+
+            return IcebergSink(spec.output_root, spec.sink.table or "", catalog_uri, catalog_name)
+        from airflow_kafka_offsets.sinks.delta import DeltaSink
+
+        return DeltaSink(spec.output_root, spec.sink.table or "")
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"pipeline {spec.name!r} writes {spec.sink.format.value} tables, which needs {exc.name}: "
+            f"pip install 'airflow-kafka-offsets[{spec.sink.format.value}]'"
+        ) from exc

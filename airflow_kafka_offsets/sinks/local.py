@@ -23,65 +23,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_kafka_offsets.core.ddl import DdlType, parse_ddl
-from airflow_kafka_offsets.core.model import DecodeSpec
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.errors import OutputLocationError
+from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.sinks.schema import output_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
 STAGING_DIR = "_staging"
 EMPTY_ATTEMPT = "empty"
-# The columns the Spark app writes (spark_apps/kafka_range_batch.py), as Arrow reads them back.
-RECORD_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-        ("headers", pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))),
-    ]
-)
-_ARROW_PRIMITIVES = {
-    "boolean": pa.bool_(),
-    "int8": pa.int8(),
-    "int16": pa.int16(),
-    "int32": pa.int32(),
-    "int64": pa.int64(),
-    "float32": pa.float32(),
-    "float64": pa.float64(),
-    "date": pa.date32(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
-
-
-def _arrow_type(kind: DdlType) -> pa.DataType:
-    """How Spark's Parquet output of a DDL type reads back in Arrow (lists' items are 'element')."""
-    if kind.kind == "array":
-        return pa.list_(pa.field("element", _arrow_type(kind.children[0].type)))
-    if kind.kind == "map":
-        return pa.map_(_arrow_type(kind.children[0].type), _arrow_type(kind.children[1].type))
-    if kind.kind == "struct":
-        return pa.struct([(f.name, _arrow_type(f.type)) for f in kind.children])
-    if kind.kind == "decimal":
-        return pa.decimal128(kind.precision, kind.scale)
-    return _ARROW_PRIMITIVES[kind.kind]
-
-
-def output_schema(decode: DecodeSpec | None) -> pa.Schema:
-    """The Arrow schema of a batch's output: the record columns, plus the decoded columns with decoding."""
-    if decode is None:
-        return RECORD_SCHEMA
-    decoded = pa.struct([(f.name, _arrow_type(f.type)) for f in parse_ddl(decode.schema)])
-    return RECORD_SCHEMA.append(pa.field("decode_error", pa.string())).append(pa.field("decoded", decoded))
 
 
 RENAME_EXCHANGE = 2
@@ -131,7 +83,10 @@ class LocalDirectorySink:
             raise OutputLocationError(f"path {path} escapes the output root {self.root}")
         return resolved
 
-    def check_writable(self) -> None:
+    def describe(self) -> dict[str, Any]:
+        return {"format": "directory", "location": _file_uri(self.root), "table": None}
+
+    def check_writable(self, decode: DecodeSpec | None = None) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             probe = self.root / f".write-probe-{uuid.uuid4().hex}"
@@ -155,7 +110,19 @@ class LocalDirectorySink:
         report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         return report
 
-    def publish(self, staging_uri: str, output_uri: str) -> None:
+    def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        attempt_id = (self.read_report(self.output_uri(plan.pipeline, plan.batch_id)) or {}).get("attempt_id")
+        return str(attempt_id) if attempt_id else None
+
+    def publish(self, tx: Any, publication: Publication) -> None:
+        """Rename the attempt's directory to the batch's directory under this sink's root."""
+        plan = publication.plan
+        if publication.staging_uri is None:
+            self.publish_empty(plan.pipeline, plan.batch_id, publication.decode)
+        else:
+            self.publish_directory(publication.staging_uri, self.output_uri(plan.pipeline, plan.batch_id))
+
+    def publish_directory(self, staging_uri: str, output_uri: str) -> None:
         """Make the staged attempt the batch's output, replacing whatever an earlier attempt left.
 
         Called while the batch's ledger row is locked, so no two runs publish at once.
@@ -195,15 +162,21 @@ class LocalDirectorySink:
         (staged / "_SUCCESS").touch()
         report = {"format": 1, "pipeline": pipeline, "batch_id": batch_id, "attempt_id": None, "partitions": []}
         (staged / REPORT_NAME).write_text(json.dumps(report), encoding="utf-8")
-        self.publish(_file_uri(staged), self.output_uri(pipeline, batch_id))
+        self.publish_directory(_file_uri(staged), self.output_uri(pipeline, batch_id))
 
-    def withdraw(self, output_uri: str, staging_uri_of: Callable[[str], str]) -> str | None:
+    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Take a published (never committed) output back out of readers' sight, into staging.
 
         Called while the batch's ledger row is locked, before its abort is committed: if that
         transaction fails, the batch is still planned and its attempt is staged again where
-        ``staging_uri_of(attempt_id)`` puts it. Returns where the output went, or None.
+        it was. Returns where the output went, or None.
         """
+        return self._move_back(
+            self.output_uri(plan.pipeline, plan.batch_id),
+            lambda attempt_id: self.staging_uri(plan.pipeline, plan.batch_id, attempt_id),
+        )
+
+    def _move_back(self, output_uri: str, staging_uri_of: Callable[[str], str]) -> str | None:
         final = self._inside(_local_path(output_uri))
         if not final.exists():
             return None
@@ -222,6 +195,9 @@ class LocalDirectorySink:
             return False
         shutil.rmtree(final)
         return True
+
+    def in_use(self, staging_uri: str) -> bool:
+        return False  # a published attempt moved out of staging
 
     def discard_attempt(self, staging_uri: str) -> None:
         """Remove one attempt's staging, and the batch's staging directory once it is empty."""

@@ -68,6 +68,15 @@ class StackInfo:
         }
         return " ".join(f"{k}={_libpq_quote(str(v))}" for k, v in parts.items())
 
+    def pg_url(self, dbname: str | None = None) -> str:
+        """The database as a SQLAlchemy URL (the Iceberg catalog's connection); secret: never log it."""
+        from urllib.parse import quote
+
+        return (
+            f"postgresql+psycopg2://{quote(self.pg_user, safe='')}:{quote(self.pg_password, safe='')}"
+            f"@{self.pg_host}:{self.pg_port}/{dbname or self.pg_database}"
+        )
+
     def airflow_env(self) -> dict[str, str]:
         """Airflow connections + provider settings for this stack, as env vars."""
         env = {

@@ -58,7 +58,7 @@ def schema() -> str:
 
 @pytest.fixture()
 def ledger(stack: devstack.StackInfo, schema: str) -> Ledger:
-    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema, catalog_uri=stack.pg_url())
     ledger.migrate()
     return ledger
 

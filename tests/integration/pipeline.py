@@ -7,7 +7,7 @@ from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, Spar
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
-from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.sinks import Sink, open_sink
 
 ACTOR = {"dag_id": "tests", "run_id": "manual"}
 
@@ -16,15 +16,21 @@ def submitter(stack, conn_id: str = "spark_default") -> SparkBatchSubmitter:
     return SparkBatchSubmitter(SparkSettings(conn_id=conn_id, jars=stack.connector_jars))
 
 
+def sink_of(ledger: Ledger, spec: PipelineSpec) -> Sink:
+    return open_sink(spec, ledger.catalog_uri, ledger.schema)
+
+
 def plan(ledger: Ledger, spec: PipelineSpec, stack) -> PlanOutcome:
     kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
-    return plan_batch(ledger, spec, kafka.offsets, LocalDirectorySink(spec.output_root), ACTOR)
+    sink = sink_of(ledger, spec)
+    sink.check_writable(spec.decode)
+    return plan_batch(ledger, spec, kafka.offsets, sink, ACTOR)
 
 
 def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_id: str = "spark_default"):
     return run_batch(
         ledger,
-        LocalDirectorySink(spec.output_root),
+        sink_of(ledger, spec),
         outcome.plan,
         submitter(stack, conn_id),
         {"bootstrap.servers": stack.bootstrap_servers},
@@ -33,7 +39,7 @@ def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_i
 
 
 def commit(ledger: Ledger, spec: PipelineSpec, batch_id: int) -> CommitOutcome:
-    return commit_batch(ledger, LocalDirectorySink(spec.output_root), spec.name, batch_id, ACTOR)
+    return commit_batch(ledger, sink_of(ledger, spec), spec.name, batch_id, ACTOR)
 
 
 def run_once(ledger: Ledger, spec: PipelineSpec, stack, conn_id: str = "spark_default") -> CommitOutcome | None:

@@ -317,9 +317,9 @@ def test_paths_cannot_escape_the_output_root(baseline, tmp_path):
     with refused(OutputLocationError, match="escapes the output root"):
         sink.read_report(f"file://{outside}")
     with refused(OutputLocationError, match="escapes the output root"):
-        sink.publish(f"file://{outside}", sink.output_uri(baseline.pipeline, 99))
+        sink.publish_directory(f"file://{outside}", sink.output_uri(baseline.pipeline, 99))
     with refused(OutputLocationError, match="escapes the output root"):
-        sink.publish(sink.staging_uri(baseline.pipeline, 2, "a1"), f"file://{baseline.root}/../elsewhere")
+        sink.publish_directory(sink.staging_uri(baseline.pipeline, 2, "a1"), f"file://{baseline.root}/../elsewhere")
     for name in HOSTILE_PIPELINES:
         with refused(InvalidPipelineSpecError, match="invalid pipeline name"):
             sink.output_uri(name, 1)

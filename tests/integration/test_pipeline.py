@@ -183,7 +183,7 @@ def test_crash_after_spark_before_commit_replays_the_same_batch(stack, ledger, m
     sink = LocalDirectorySink(str(tmp_path))
     with ledger.transaction() as tx:
         staged = tx.latest_succeeded_attempt("crash", first.plan.batch_id).staging_uri
-    sink.publish(staged, first.plan.output_uri)
+    sink.publish_directory(staged, first.plan.output_uri)
     assert ledger.batch("crash", 1).state is BatchState.PLANNED
     produced_later = produce(stack.bootstrap_servers, topic, 30, partitions=3)
     # the retry (or the next run) replays the same plan, not a new one covering the newer records

@@ -13,7 +13,8 @@ from airflow_kafka_offsets.core.model import DecodeSpec
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.sinks.local import RECORD_SCHEMA, REPORT_NAME, output_schema
+from airflow_kafka_offsets.sinks.local import REPORT_NAME
+from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA, output_schema
 
 
 def test_parse_ddl_types_nesting_quoting_and_modifiers():

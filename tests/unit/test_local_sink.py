@@ -30,12 +30,12 @@ def test_locations_are_a_function_of_pipeline_and_batch(tmp_path):
 def test_publish_moves_and_replaces_whole(tmp_path):
     sink = LocalDirectorySink(str(tmp_path))
     final = _local_path(sink.output_uri("p", 7))
-    sink.publish(stage(sink, "a1", "first"), sink.output_uri("p", 7))
+    sink.publish_directory(stage(sink, "a1", "first"), sink.output_uri("p", 7))
     assert (final / "part-0.parquet").read_text() == "first"
     # a later attempt of the same (uncommitted) batch replaces the earlier output entirely
     uri2 = stage(sink, "a2", "second")
     (final / "stray.parquet").write_text("left by attempt 1")
-    sink.publish(uri2, sink.output_uri("p", 7))
+    sink.publish_directory(uri2, sink.output_uri("p", 7))
     assert sorted(p.name for p in final.iterdir()) == [REPORT_NAME, "part-0.parquet"]
     assert (final / "part-0.parquet").read_text() == "second"
     assert not _local_path(uri2).exists()
@@ -47,7 +47,7 @@ def test_incomplete_staging_is_not_published(tmp_path):
     uri = stage(sink, "a1", "x")
     (_local_path(uri) / REPORT_NAME).unlink()
     with pytest.raises(OutputLocationError, match="incomplete"):
-        sink.publish(uri, sink.output_uri("p", 7))
+        sink.publish_directory(uri, sink.output_uri("p", 7))
     assert not _local_path(sink.output_uri("p", 7)).exists()
 
 
@@ -56,7 +56,7 @@ def test_paths_cannot_escape_the_root(tmp_path):
     with pytest.raises(InvalidPipelineSpecError):
         sink.output_uri("../evil", 1)
     with pytest.raises(OutputLocationError, match="escapes"):
-        sink.publish((tmp_path / "elsewhere").as_uri(), sink.output_uri("p", 1))
+        sink.publish_directory((tmp_path / "elsewhere").as_uri(), sink.output_uri("p", 1))
 
 
 @pytest.mark.parametrize("root", ["relative/dir", "s3://bucket/x", "hdfs:///x"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from airflow_kafka_offsets.core.model import BatchPlan
 from airflow_kafka_offsets.sinks import REPORT_NAME, LocalDirectorySink
 from airflow_kafka_offsets.sinks.local import _local_path
 
@@ -20,15 +21,15 @@ def stage(sink: LocalDirectorySink, attempt: str) -> str:
 def test_withdraw_moves_a_published_output_back_to_its_attempts_staging(tmp_path):
     sink = LocalDirectorySink(str(tmp_path))
     output = sink.output_uri("p", 7)
-    sink.publish(stage(sink, "a1"), output)
-    back = sink.withdraw(output, lambda attempt: sink.staging_uri("p", 7, attempt))
+    sink.publish_directory(stage(sink, "a1"), output)
+    back = sink.withdraw(None, "uid", BatchPlan("p", 7, 0, (), output))
     assert back == sink.staging_uri("p", 7, "a1")
     assert not _local_path(output).exists()
     assert (_local_path(back) / "part-0.parquet").read_text() == "a1"
     # published again from there, as a commit after a failed abort would
-    sink.publish(back, output)
+    sink.publish_directory(back, output)
     assert sink.read_report(output) == {"attempt_id": "a1"}
-    assert sink.withdraw(sink.output_uri("p", 8), lambda attempt: sink.staging_uri("p", 8, attempt)) is None
+    assert sink.withdraw(None, "uid", BatchPlan("p", 8, 0, (), sink.output_uri("p", 8))) is None
 
 
 def test_discard_attempt_keeps_other_attempts_and_removes_the_empty_batch_dir(tmp_path):
@@ -46,7 +47,7 @@ def test_discard_attempt_keeps_other_attempts_and_removes_the_empty_batch_dir(tm
 def test_remove_output(tmp_path):
     sink = LocalDirectorySink(str(tmp_path))
     output = sink.output_uri("p", 7)
-    sink.publish(stage(sink, "a1"), output)
+    sink.publish_directory(stage(sink, "a1"), output)
     assert sink.remove_output(output) is True
     assert not _local_path(output).exists()
     assert sink.remove_output(output) is False

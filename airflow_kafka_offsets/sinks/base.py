@@ -1,0 +1,113 @@
+"""The seam between the batch steps and where batches land.
+
+Plan, read and commit (service/batches.py), the manual operations and the sweep talk to a sink
+only through :class:`Sink`. One implementation per file: ``local.py`` (Parquet directories,
+published by rename), ``iceberg.py`` and ``delta.py`` (tables, published by a table commit).
+
+The contract every sink keeps, with the ledger's batch row locked by the caller:
+
+- ``publish`` makes exactly one attempt's records the batch's records, and nothing else;
+  publishing the same batch again replaces what the batch had (a replay), never adds to it.
+- ``published_attempt`` tells which attempt a crash left published but not committed, so the
+  next commit takes it as it is (no second Spark run, no duplicate).
+- ``withdraw`` takes a published but never committed batch back out of readers' sight.
+- ``discard_attempt`` never removes files the output still uses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, DecodeSpec
+
+
+@dataclass(frozen=True)
+class Publication:
+    """One batch's attempt to make visible, and what a table records about it in its commit.
+
+    ``attempt_id`` / ``staging_uri`` are None for a batch that reads no records.
+    """
+
+    pipeline_uid: str
+    plan: BatchPlan
+    attempt_id: str | None
+    staging_uri: str | None
+    report: BatchReport | None
+    decode: DecodeSpec | None
+    replay: bool = False
+
+    def commit_properties(self) -> dict[str, str]:
+        """Where a table's commit says which batch it holds (string values: Iceberg summaries need them)."""
+        ranges = [
+            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in self.plan.ranges
+        ]
+        return {
+            "kafka-offsets.pipeline": self.plan.pipeline,
+            "kafka-offsets.pipeline-uid": self.pipeline_uid,
+            "kafka-offsets.batch": str(self.plan.batch_id),
+            "kafka-offsets.epoch": str(self.plan.epoch),
+            "kafka-offsets.attempt": self.attempt_id or "",
+            "kafka-offsets.records": str(self.report.records if self.report else 0),
+            "kafka-offsets.operation": "replay" if self.replay else "commit",
+            "kafka-offsets.ranges": _compact_json(ranges),
+        }
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class Sink(Protocol):
+    """Where a pipeline's batches land (see the module docstring for the contract)."""
+
+    def describe(self) -> dict[str, Any]:
+        """The output for status and lineage: format, location, table."""
+        ...
+
+    def check_writable(self, decode: DecodeSpec | None) -> None:
+        """Refuse an output that cannot take this pipeline's batches, before anything is planned."""
+        ...
+
+    def output_uri(self, pipeline: str, batch_id: int) -> str:
+        """Where readers find batch ``batch_id`` (a directory, or the table's location)."""
+        ...
+
+    def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
+        """Where one Spark attempt writes its files and its report."""
+        ...
+
+    def read_report(self, staging_uri: str) -> dict[str, Any] | None:
+        """The report a finished attempt wrote, or None if it did not finish."""
+        ...
+
+    def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        """The attempt whose records the output holds for this batch now, if any."""
+        ...
+
+    def publish(self, tx: Any, publication: Publication) -> None:
+        """Make the attempt the batch's records; ``tx`` is the open ledger transaction."""
+        ...
+
+    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        """Take back a published, never committed batch (abort); returns staging left to discard."""
+        ...
+
+    def in_use(self, staging_uri: str) -> bool:
+        """The output (a table's history included) references this attempt's files."""
+        ...
+
+    def discard_attempt(self, staging_uri: str) -> None:
+        """Remove an attempt's files, unless the output uses them."""
+        ...
+
+    def staged_attempts(self, pipeline: str) -> dict[int, list[str]]:
+        """Attempt locations found in storage, per batch id (for the sweep)."""
+        ...
+
+    def remove_output(self, output_uri: str) -> bool:
+        """Remove the leftover output of an aborted batch; True if there was one."""
+        ...
+
+    def exists(self, uri: str) -> bool: ...

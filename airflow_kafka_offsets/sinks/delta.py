@@ -1,0 +1,199 @@
+"""Delta Lake tables, committed with Delta's idempotent transaction identifiers.
+
+Spark writes plain Parquet files into the table's directory (no Delta jars on the cluster, so
+any Spark 4 works); the commit step adds them to the Delta log with delta-rs, in one Delta commit
+carrying ``txnAppId`` = the pipeline's unique id and ``txnVersion`` = the batch number, plus the
+pipeline, batch, epoch, attempt and offset ranges in the commit's metadata.
+
+The Delta commit runs while the ledger's transaction holds the batch's row, just before the
+ledger commits. A crash between the two leaves the batch in the table and planned in the ledger;
+the next commit finds the batch's app transaction in the table and commits the ledger alone (no
+second Spark run, no second Delta commit), and an abort removes the batch's files from the table
+in a new Delta commit. Only one run commits a pipeline's batch at a time (the ledger's row lock),
+so the log's put-if-absent is needed only against other writers of the same table.
+
+Layout: ``<output_root>/<table>/batch=<N>/<attempt>/part-*.parquet`` beside ``_delta_log/``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import AddAction, RemoveAction
+
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
+from airflow_kafka_offsets.errors import SchemaEvolutionError
+from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.sinks.schema import output_schema
+
+PIPELINE_UID = "kafka-offsets.pipeline-uid"
+BATCH = "kafka-offsets.batch"
+ATTEMPT = "kafka-offsets.attempt"
+OPERATION = "kafka-offsets.operation"
+
+
+def app_id(pipeline_uid: str) -> str:
+    """Delta's ``txnAppId`` of a pipeline: its ledger identity, so a ledger started over is a new writer."""
+    return f"airflow-kafka-offsets-{pipeline_uid}"
+
+
+class DeltaSink:
+    """Batches as Delta commits of the table at ``<output_root>/<table>``."""
+
+    def __init__(self, output_root: str, table: str) -> None:
+        self.location = files.join(files.location_uri(output_root), table)
+        self.table_name = table
+
+    def table(self) -> DeltaTable:
+        return DeltaTable(self.location)
+
+    def describe(self) -> dict[str, Any]:
+        return {"format": "delta", "location": self.location, "table": self.table_name}
+
+    def check_writable(self, decode: DecodeSpec | None) -> None:
+        """Create the table, or add the fields ``decode`` adds; refuse any other difference."""
+        wanted = output_schema(decode)
+        try:
+            table = self.table()
+        except TableNotFoundError:
+            DeltaTable.create(self.location, schema=wanted, mode="ignore", name=self.table_name)
+            return
+        current = pa.schema(table.schema())
+        missing = [f.name for f in current if f.name not in wanted.names]
+        changed = [f.name for f in current if f.name in wanted.names and not _compatible(f, wanted.field(f.name))]
+        if missing or changed:
+            raise SchemaEvolutionError(
+                f"Delta table {self.location}: this pipeline's output schema is not the table's plus new columns "
+                f"(dropped: {missing or 'none'}; changed: {changed or 'none'}); only adding columns evolves a "
+                "table. Nothing was planned"
+            )
+        if any(not f.type.equals(current.field(f.name).type) for f in wanted if f.name in current.names) or (
+            set(wanted.names) - set(current.names)
+        ):  # new columns or new fields: a commit of no rows whose schema Delta merges into the table's
+            write_deltalake(self.location, wanted.empty_table(), mode="append", schema_mode="merge")
+
+    def output_uri(self, pipeline: str, batch_id: int) -> str:
+        return self.location
+
+    def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
+        return files.join(self.location, f"batch={batch_id:012d}", attempt_id)
+
+    def read_report(self, staging_uri: str) -> dict[str, Any] | None:
+        return files.read_report(staging_uri)
+
+    def _commits(self, table: DeltaTable, pipeline_uid: str) -> list[dict[str, Any]]:
+        """This pipeline's commits in the table's history, oldest first."""
+        return [c for c in reversed(table.history()) if c.get(PIPELINE_UID) == pipeline_uid]
+
+    def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        table = self.table()
+        version = table.transaction_version(app_id(pipeline_uid))
+        if version is None or version < plan.batch_id:
+            return None
+        current = {_attempt_of(path) for path in self._batch_files(table, plan.batch_id)}
+        for commit in reversed(self._commits(table, pipeline_uid)):
+            if commit.get(BATCH) == str(plan.batch_id) and commit.get(ATTEMPT) in current:
+                return str(commit[ATTEMPT])
+        return None
+
+    def _batch_files(self, table: DeltaTable, batch_id: int) -> list[str]:
+        prefix = f"batch={batch_id:012d}/"
+        paths = table.get_add_actions(flatten=True).column("path").to_pylist()
+        return [p for p in paths if p.startswith(prefix)]
+
+    def publish(self, tx: Any, publication: Publication) -> None:
+        """One Delta commit: the attempt's files in (a replay also takes the batch's current files out)."""
+        plan = publication.plan
+        if publication.staging_uri is None:
+            return  # a batch without records changes nothing a reader could see
+        table = self.table()
+        now_ms = int(time.time() * 1000)
+        actions: list[AddAction | RemoveAction] = [
+            AddAction(
+                _relative(self.location, f.uri), f.size, {}, f.modified_ms, True, json.dumps({"numRecords": f.records})
+            )
+            for f in files.parquet_files(publication.staging_uri)
+        ]
+        transactions = None
+        if publication.replay:
+            actions += [RemoveAction(path, True, now_ms) for path in self._batch_files(table, plan.batch_id)]
+        else:
+            transactions = [Transaction(app_id(publication.pipeline_uid), plan.batch_id)]
+        table.create_write_transaction(
+            actions,
+            mode="append",
+            schema=table.schema(),
+            commit_properties=CommitProperties(
+                custom_metadata=publication.commit_properties(), app_transactions=transactions
+            ),
+        )
+
+    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        """Remove a batch that a crash left in the table but not in the ledger, in a new Delta commit."""
+        table = self.table()
+        paths = self._batch_files(table, plan.batch_id)
+        if paths:
+            now_ms = int(time.time() * 1000)
+            table.create_write_transaction(
+                [RemoveAction(path, True, now_ms) for path in paths],
+                mode="append",
+                schema=table.schema(),
+                commit_properties=CommitProperties(
+                    custom_metadata={
+                        PIPELINE_UID: pipeline_uid,
+                        BATCH: str(plan.batch_id),
+                        OPERATION: "abort",
+                        ATTEMPT: "",
+                    }
+                ),
+            )
+            return files.join(self.location, *paths[0].split("/")[:2])
+        return None
+
+    def in_use(self, staging_uri: str) -> bool:
+        attempt_id = staging_uri.rstrip("/").rsplit("/", 1)[-1]
+        return any(c.get(ATTEMPT) == attempt_id for c in self.table().history())
+
+    def discard_attempt(self, staging_uri: str) -> None:
+        """Files the table's log references go with Delta's VACUUM (after its retention), not here."""
+        if files.exists(staging_uri) and not self.in_use(staging_uri):
+            files.remove_tree(staging_uri)
+
+    def staged_attempts(self, pipeline: str) -> dict[int, list[str]]:
+        found: dict[int, list[str]] = {}
+        for batch_dir in files.subdirectories(self.location):
+            name = batch_dir.rsplit("/", 1)[-1]
+            if name.startswith("batch="):
+                try:
+                    found[int(name.removeprefix("batch="))] = files.subdirectories(batch_dir)
+                except ValueError:
+                    continue
+        return found
+
+    def remove_output(self, output_uri: str) -> bool:
+        return False  # an aborted batch's files leave the table by withdraw
+
+    def exists(self, uri: str) -> bool:
+        return files.exists(uri)
+
+
+def _relative(root: str, uri: str) -> str:
+    return uri[len(root.rstrip("/")) + 1 :]
+
+
+def _attempt_of(path: str) -> str:
+    return path.split("/")[1] if path.count("/") >= 2 else ""
+
+
+def _compatible(current: pa.Field, wanted: pa.Field) -> bool:
+    """Same type, or a struct the wanted one only adds fields to."""
+    if pa.types.is_struct(current.type) and pa.types.is_struct(wanted.type):
+        names = [f.name for f in wanted.type]
+        return all(f.name in names and _compatible(f, wanted.type.field(f.name)) for f in current.type)
+    return bool(current.type.equals(wanted.type))

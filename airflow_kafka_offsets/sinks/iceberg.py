@@ -1,0 +1,263 @@
+"""Apache Iceberg tables whose catalog lives in the ledger's database, committed in the ledger's transaction.
+
+The catalog is the SQL (JDBC) catalog layout that PyIceberg's SqlCatalog, Spark's JdbcCatalog
+and Trino share: one row per table in ``iceberg_tables`` holds the current metadata location,
+and a commit is a compare-and-set of that row. Because the row is in the ledger's database, the
+commit step locks it, writes the new metadata file and swaps the pointer with the same
+PostgreSQL transaction that advances the pipeline's cursor: the batch is in the table if and only
+if the ledger says it is committed, for every reader, with nothing to recover after a crash.
+
+Spark writes plain Parquet files (no Iceberg runtime on the cluster, so any Spark 4 works); the
+commit adds them with PyIceberg (``add_files``, which reads their footers for statistics). Every
+snapshot's summary names the pipeline, batch, epoch, attempt and offset ranges.
+
+Layout: ``<table location>/data/batch=<N>/<attempt>/part-*.parquet``; readers follow the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table import CommitTableResponse, Table, _parquet_files_to_data_files
+from pyiceberg.table.update import TableRequirement, TableUpdate
+
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
+from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
+from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.sinks.schema import output_schema
+
+PIPELINE_UID = "kafka-offsets.pipeline-uid"
+BATCH = "kafka-offsets.batch"
+ATTEMPT = "kafka-offsets.attempt"
+
+
+class LedgerCatalog(SqlCatalog):
+    """A SqlCatalog whose commits, while bound to an open ledger transaction, run inside it."""
+
+    _bound: Any = None
+
+    @contextmanager
+    def bound(self, tx: Any) -> Iterator[None]:
+        self._bound = tx
+        try:
+            yield
+        finally:
+            self._bound = None
+
+    def load_locked(self, identifier: tuple[str, ...]) -> Table:
+        """The table as of its locked catalog row: no other writer commits until the ledger's transaction ends."""
+        namespace, name = Catalog.namespace_to_string(identifier[:-1]), identifier[-1]
+        row = self._bound.fetchone(
+            "SELECT metadata_location FROM iceberg_tables"
+            " WHERE catalog_name = %s AND table_namespace = %s AND table_name = %s FOR UPDATE",
+            (self.name, namespace, name),
+        )
+        if row is None:
+            raise OutputLocationError(f"Iceberg table {'.'.join(identifier)} is not in catalog {self.name!r}")
+        metadata_location = str(row[0])
+        io = self._load_file_io(location=metadata_location)
+        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        return Table(identifier, metadata, metadata_location, self._load_file_io(metadata.properties), self)
+
+    def commit_table(
+        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        if self._bound is None:
+            return super().commit_table(table, requirements, updates)
+        identifier = table.name()
+        current = self.load_locked(identifier)
+        staged = self._update_and_stage_table(current, identifier, requirements, updates)
+        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        swapped = self._bound.execute(
+            "UPDATE iceberg_tables SET metadata_location = %s, previous_metadata_location = %s"
+            " WHERE catalog_name = %s AND table_namespace = %s AND table_name = %s AND metadata_location = %s",
+            (
+                staged.metadata_location,
+                current.metadata_location,
+                self.name,
+                Catalog.namespace_to_string(identifier[:-1]),
+                identifier[-1],
+                current.metadata_location,
+            ),
+        ).rowcount
+        if swapped != 1:  # the row is locked, so only a broken catalog gets here
+            raise CommitFailedException(f"Iceberg table {'.'.join(identifier)} moved during the ledger's commit")
+        return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)  # type: ignore[call-arg]
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    """Iceberg reads strings, binaries and lists back as Arrow's large types: compare them as the plain ones."""
+    if pa.types.is_large_string(kind):
+        return pa.string()
+    if pa.types.is_large_binary(kind):
+        return pa.binary()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(pa.field("element", _plain(kind.value_type)))
+    if pa.types.is_map(kind):
+        return pa.map_(_plain(kind.key_type), _plain(kind.item_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, _plain(f.type)) for f in kind])
+    return kind
+
+
+def _evolution_problems(current: pa.Schema, wanted: pa.Schema, path: str = "") -> list[str]:
+    """What in ``current`` the wanted schema changes other than by adding fields."""
+    problems = []
+    for current_field in current:
+        name = f"{path}{current_field.name}"
+        if current_field.name not in wanted.names:
+            problems.append(f"{name} would be dropped")
+            continue
+        wanted_field = wanted.field(current_field.name)
+        if pa.types.is_struct(current_field.type) and pa.types.is_struct(wanted_field.type):
+            problems += _evolution_problems(
+                pa.schema(list(current_field.type)), pa.schema(list(wanted_field.type)), f"{name}."
+            )
+        elif not _plain(current_field.type).equals(_plain(wanted_field.type)):
+            problems.append(f"{name} would change from {current_field.type} to {wanted_field.type}")
+    return problems
+
+
+class IcebergSink:
+    """Batches as Iceberg snapshots of ``table`` (``namespace.name``) in catalog ``catalog_name``;
+    new tables get their location under ``warehouse``."""
+
+    def __init__(self, warehouse: str, table: str, catalog_uri: str | None, catalog_name: str) -> None:
+        if not catalog_uri:
+            raise OutputLocationError(
+                "the Iceberg sink keeps its catalog in the ledger's database, but this ledger has no catalog URI "
+                "(open the ledger through LedgerHook, or pass Ledger(catalog_uri=...))"
+            )
+        self.warehouse = files.location_uri(warehouse)
+        self.identifier = tuple(table.split("."))
+        self.table_name = table
+        self._catalog_uri = catalog_uri
+        self.catalog_name = catalog_name
+        self._catalog: LedgerCatalog | None = None
+        self._location: str | None = None
+
+    def catalog(self) -> LedgerCatalog:
+        if self._catalog is None:
+            self._catalog = LedgerCatalog(self.catalog_name, uri=self._catalog_uri, warehouse=self.warehouse)
+        return self._catalog
+
+    def table(self) -> Table:
+        return self.catalog().load_table(self.identifier)
+
+    @property
+    def location(self) -> str:
+        if self._location is None:
+            self._location = files.location_uri(self.table().location())
+        return self._location
+
+    def describe(self) -> dict[str, Any]:
+        return {"format": "iceberg", "location": self.location, "table": f"{self.catalog_name}.{self.table_name}"}
+
+    def check_writable(self, decode: DecodeSpec | None) -> None:
+        """Create the table, or evolve it by the fields ``decode`` adds; refuse any other difference."""
+        catalog = self.catalog()
+        wanted = output_schema(decode)
+        try:
+            catalog.create_namespace(self.identifier[:-1])
+        except NamespaceAlreadyExistsError:
+            pass
+        if not catalog.table_exists(self.identifier):
+            catalog.create_table_if_not_exists(self.identifier, schema=wanted)
+            return
+        table = self.table()
+        current = table.schema().as_arrow()
+        problems = _evolution_problems(current, wanted)
+        if problems:
+            raise SchemaEvolutionError(
+                f"Iceberg table {self.table_name}: this pipeline's output schema is not the table's plus new fields "
+                f"({'; '.join(problems)}); only adding fields evolves a table. Nothing was planned"
+            )
+        if current.names != wanted.names or _evolution_problems(wanted, current):  # fields to add
+            with table.update_schema() as update:
+                update.union_by_name(wanted)
+
+    def output_uri(self, pipeline: str, batch_id: int) -> str:
+        return self.location
+
+    def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
+        return files.join(self.location, "data", f"batch={batch_id:012d}", attempt_id)
+
+    def read_report(self, staging_uri: str) -> dict[str, Any] | None:
+        return files.read_report(staging_uri)
+
+    def _snapshot_attempts(self, table: Table, pipeline_uid: str, batch_id: int | None = None) -> list[str]:
+        """Attempts of this pipeline that snapshots in the table's history added, oldest first."""
+        found = []
+        for snapshot in table.snapshots():
+            summary = snapshot.summary
+            if summary is None or summary[PIPELINE_UID] != pipeline_uid:
+                continue
+            if batch_id is None or summary[BATCH] == str(batch_id):
+                found.append(summary[ATTEMPT] or "")
+        return [a for a in found if a]
+
+    def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        attempts = self._snapshot_attempts(self.table(), pipeline_uid, plan.batch_id)
+        return attempts[-1] if attempts else None
+
+    def publish(self, tx: Any, publication: Publication) -> None:
+        """Add the attempt's files (a replay also removes the batch's current ones) in one snapshot."""
+        if publication.staging_uri is None:
+            return  # a batch without records changes nothing a reader could see
+        catalog = self.catalog()
+        data = files.parquet_files(publication.staging_uri)
+        with catalog.bound(tx):
+            table = catalog.load_locked(self.identifier)
+            properties = publication.commit_properties()
+            transaction = table.transaction()
+            if publication.replay:
+                prefix = files.join(self.location, "data", f"batch={publication.plan.batch_id:012d}") + "/"
+                old = [task.file for task in table.scan().plan_files() if task.file.file_path.startswith(prefix)]
+                new = _parquet_files_to_data_files(transaction.table_metadata, [f.uri for f in data], table.io)
+                with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+                    for data_file in old:
+                        overwrite.delete_data_file(data_file)
+                    for data_file in new:
+                        overwrite.append_data_file(data_file)
+            else:
+                transaction.add_files(
+                    [f.uri for f in data], snapshot_properties=properties, check_duplicate_files=False
+                )
+            transaction.commit_transaction()
+
+    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        return None  # a snapshot only lands with the ledger's commit: an uncommitted batch was never visible
+
+    def in_use(self, staging_uri: str) -> bool:
+        attempt_id = staging_uri.rstrip("/").rsplit("/", 1)[-1]
+        return any(s.summary is not None and s.summary[ATTEMPT] == attempt_id for s in self.table().snapshots())
+
+    def discard_attempt(self, staging_uri: str) -> None:
+        """Files the table's history holds go with Iceberg's snapshot expiry, not here."""
+        if files.exists(staging_uri) and not self.in_use(staging_uri):
+            files.remove_tree(staging_uri)
+
+    def staged_attempts(self, pipeline: str) -> dict[int, list[str]]:
+        found: dict[int, list[str]] = {}
+        for batch_dir in files.subdirectories(files.join(self.location, "data")):
+            name = batch_dir.rsplit("/", 1)[-1]
+            if name.startswith("batch="):
+                try:
+                    found[int(name.removeprefix("batch="))] = files.subdirectories(batch_dir)
+                except ValueError:
+                    continue
+        return found
+
+    def remove_output(self, output_uri: str) -> bool:
+        return False  # aborted batches never reach the table
+
+    def exists(self, uri: str) -> bool:
+        return files.exists(uri)

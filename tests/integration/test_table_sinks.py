@@ -1,0 +1,193 @@
+"""Iceberg and Delta sinks on the real stack: Spark writes, the ledger commits, readers we did not write read.
+
+Readers: PyIceberg's SqlCatalog (the catalog rows in the ledger's database) for Iceberg, delta-rs
+for Delta. Each test checks every produced id exactly once, at its exact partition and offset,
+and the table's commit history (pipeline, batch, attempt) against the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pyiceberg.catalog.sql import SqlCatalog
+
+from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service import faults
+from airflow_kafka_offsets.service.operations import abort_planned_batch, replay_batch
+from airflow_kafka_offsets.service.sweep import sweep
+from airflow_kafka_offsets.sinks import files
+
+from .helpers import assert_exactly_once, produce, refused
+from .pipeline import ACTOR, commit, plan, read, run_once, sink_of, submitter
+
+FORMATS = ["iceberg", "delta"]
+
+
+def table_spec(name: str, topic: str, root: str, sink_format: str, **options: Any) -> PipelineSpec:
+    table = f"lake.{name}" if sink_format == "iceberg" else name
+    return build_spec(name, [topic], root, sink={"format": sink_format, "table": table}, **options)
+
+
+def read_table(stack, ledger: Ledger, spec: PipelineSpec) -> pa.Table:
+    """The table as an engine without the ledger reads it (the Iceberg catalog is named after the ledger's schema)."""
+    if spec.sink.format.value == "iceberg":
+        catalog = SqlCatalog(ledger.schema, uri=stack.pg_url())
+        return catalog.load_table(spec.sink.table).scan().to_arrow()
+    return DeltaTable(files.join(files.location_uri(spec.output_root), spec.sink.table)).to_pyarrow_table()
+
+
+def table_commits(stack, ledger: Ledger, spec: PipelineSpec) -> list[dict[str, str]]:
+    """(operation, batch, attempt) of the pipeline's commits in the table's history, oldest first."""
+    keys = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.attempt")
+    if spec.sink.format.value == "iceberg":
+        table = SqlCatalog(ledger.schema, uri=stack.pg_url()).load_table(spec.sink.table)
+        summaries = [s.summary for s in table.snapshots() if s.summary is not None]
+        return [{k: summary[k] for k in keys} for summary in summaries if summary[keys[1]] is not None]
+    history = DeltaTable(files.join(files.location_uri(spec.output_root), spec.sink.table)).history()
+    return [{k: c[k] for k in keys} for c in reversed(history) if keys[1] in c]
+
+
+def die_at(point: str) -> Callable[[str], None]:
+    """A crash point observer that ends the worker there (its ledger transaction rolls back)."""
+
+    def observer(name: str) -> None:
+        if name == point:
+            raise SystemExit(f"worker killed at {point}")
+
+    return observer
+
+
+def rows_of(table: pa.Table) -> list[dict]:
+    return table.select(["key", "partition", "offset"]).to_pylist()
+
+
+def committed_attempt(ledger: Ledger, pipeline: str, batch_id: int) -> str:
+    with ledger.transaction() as tx:
+        attempt = tx.latest_succeeded_attempt(pipeline, batch_id)
+    assert attempt is not None
+    return attempt.attempt_id
+
+
+@pytest.mark.parametrize("sink_format", FORMATS)
+def test_batches_land_once_replay_rewrites_in_place_abort_takes_back_sweep_keeps_the_table(
+    stack, ledger, make_topic, tmp_path, sink_format
+):
+    topic = make_topic(partitions=2)
+    spec = table_spec(f"tbl_{sink_format}", topic, str(tmp_path / "lake"), sink_format)
+    first = produce(stack.bootstrap_servers, topic, 300, 2)
+    assert run_once(ledger, spec, stack).records == 300
+    second = produce(stack.bootstrap_servers, topic, 200, 2)
+    assert run_once(ledger, spec, stack).records == 200
+    assert run_once(ledger, spec, stack) is None  # nothing new: no batch, no table commit
+
+    table = read_table(stack, ledger, spec)
+    assert table.num_rows == 500
+    assert table.schema.names == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
+    assert_exactly_once(rows_of(table), first + second)
+    assert table_commits(stack, ledger, spec) == [
+        {
+            "kafka-offsets.operation": "commit",
+            "kafka-offsets.batch": str(b),
+            "kafka-offsets.attempt": committed_attempt(ledger, spec.name, b),
+        }
+        for b in (1, 2)
+    ]
+    assert sink_of(ledger, spec).describe()["format"] == sink_format
+
+    # replay: the batch's rows are rewritten in one table commit, the same records
+    replay_batch(ledger, spec.name, 1, submitter(stack), {"bootstrap.servers": stack.bootstrap_servers}, ACTOR)
+    assert_exactly_once(rows_of(read_table(stack, ledger, spec)), first + second)
+    operations = [(c["kafka-offsets.operation"], c["kafka-offsets.batch"]) for c in table_commits(stack, ledger, spec)]
+    assert operations == [("commit", "1"), ("commit", "2"), ("replay", "1")]
+    with refused(InvalidPipelineSpecError, "replay_output_root applies to the directory sink only"):
+        replay_batch(
+            ledger, spec.name, 1, submitter(stack), {"bootstrap.servers": stack.bootstrap_servers}, ACTOR, str(tmp_path)
+        )
+
+    # abort: a batch read (and, for Delta, committed to the table by a worker that died before the
+    # ledger's commit) leaves the table as it was
+    produce(stack.bootstrap_servers, topic, 40, 2)
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+    if sink_format == "delta":
+        faults._observers.append(die_at("after_publish"))
+        try:
+            with pytest.raises(SystemExit):
+                commit(ledger, spec, outcome.plan.batch_id)
+        finally:
+            faults._observers.pop()
+        assert read_table(stack, ledger, spec).num_rows == 540
+    abort_planned_batch(ledger, spec.name, "test", ACTOR)
+    assert_exactly_once(rows_of(read_table(stack, ledger, spec)), first + second)
+
+    # batch 1's first attempt is no longer in the current snapshot but still in the table's history:
+    # the sweep keeps it, like every file the table references (expiry/VACUUM are the table's own)
+    sink = sink_of(ledger, spec)
+    on_disk = sink.staged_attempts(spec.name)
+    assert sorted(on_disk) == ([1, 2, 3] if sink_format == "delta" else [1, 2])
+    assert len(on_disk[1]) == 2
+    swept = sweep(ledger, sink, spec.name, dry_run=False, actor=ACTOR)
+    assert swept.items == ()
+    assert sink.staged_attempts(spec.name) == on_disk
+    assert_exactly_once(rows_of(read_table(stack, ledger, spec)), first + second)
+
+
+@pytest.mark.parametrize("sink_format", FORMATS)
+def test_a_crash_inside_the_commit_leaves_nothing_visible_and_the_retry_commits_once(
+    stack, ledger, make_topic, tmp_path, sink_format
+):
+    topic = make_topic(partitions=2)
+    spec = table_spec(f"crash_{sink_format}", topic, str(tmp_path / "lake"), sink_format)
+    produced = produce(stack.bootstrap_servers, topic, 120, 2)
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+
+    for point in ("in_commit_transaction", "after_publish"):
+        faults._observers.append(die_at(point))
+        try:
+            with pytest.raises(SystemExit):
+                commit(ledger, spec, outcome.plan.batch_id)
+        finally:
+            faults._observers.pop()
+        assert ledger.batch(spec.name, outcome.plan.batch_id).state is BatchState.PLANNED
+        # Iceberg's pointer moves in the ledger's transaction: nothing. Delta commits just before the
+        # ledger: the batch is in the table, and the retry must not add it again.
+        assert read_table(stack, ledger, spec).num_rows == (0 if sink_format == "iceberg" else 120)
+
+    done = commit(ledger, spec, outcome.plan.batch_id)
+    assert done.committed_now and done.records == 120
+    assert_exactly_once(rows_of(read_table(stack, ledger, spec)), produced)
+    assert [c["kafka-offsets.batch"] for c in table_commits(stack, ledger, spec)] == ["1"]
+
+
+def test_an_additive_json_schema_change_evolves_the_table_and_anything_else_is_refused(
+    stack, ledger, make_topic, tmp_path
+):
+    topic = make_topic(partitions=1)
+    root = str(tmp_path / "lake")
+    for sink_format in FORMATS:
+        spec = table_spec(f"evolve_{sink_format}", topic, root, sink_format, json_schema="id STRING")
+        sink_of(ledger, spec).check_writable(spec.decode)
+        wider = table_spec(f"evolve_{sink_format}", topic, root, sink_format, json_schema="id STRING, n BIGINT")
+        sink_of(ledger, wider).check_writable(wider.decode)
+        decoded = read_table(stack, ledger, wider).schema.field("decoded").type
+        assert [f.name for f in decoded] == ["id", "n"]
+        narrower = table_spec(f"evolve_{sink_format}", topic, root, sink_format, json_schema="id BIGINT")
+        with refused(SchemaEvolutionError, "only adding"):
+            sink_of(ledger, narrower).check_writable(narrower.decode)
