@@ -15,6 +15,9 @@ JOB_FORMAT = 1
 REPORT_FORMAT = 1
 REPORT_NAME = "_kafka_batch_report.json"
 ERRORS_DIR = "_errors"  # records the JSON decode step could not parse, with their offsets
+# The day (UTC) of the record timestamp, as a date column the output is partitioned by when a
+# table sink asks for it (job field "partition_by": "day").
+DAY_COLUMN = "timestamp_date"
 CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
 
 

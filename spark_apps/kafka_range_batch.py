@@ -11,6 +11,7 @@ the Kafka client settings, so secrets never reach the command line)::
     {"format": 1, "pipeline": str, "batch_id": int, "attempt_id": str,
      "staging_uri": str, "min_partitions": int | null,
      "decode": {"format": "json", "schema": "<Spark DDL>"} | null,
+     "partition_by": "day" | null,   # optional: one directory per UTC day of the timestamp
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
      "kafka": {"bootstrap.servers": ..., ...}}       # Java client properties
 
@@ -40,7 +41,15 @@ import os
 import sys
 
 # Shipped beside this file (spark-submit --py-files); the package imports the same module.
-from kafka_batch_contract import CONNECTOR_JAR, ERRORS_DIR, JOB_FORMAT, REPORT_FORMAT, REPORT_NAME, range_problems
+from kafka_batch_contract import (
+    CONNECTOR_JAR,
+    DAY_COLUMN,
+    ERRORS_DIR,
+    JOB_FORMAT,
+    REPORT_FORMAT,
+    REPORT_NAME,
+    range_problems,
+)
 from pyspark import SparkFiles
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -237,7 +246,15 @@ def run(job: dict, spark: SparkSession) -> dict:
     records = read_ranges(spark, job)
     if decode:
         records = with_decoded(records, decode["schema"])
-    records.write.mode("overwrite").parquet(staging)
+    writer = records.write.mode("overwrite")
+    if job.get("partition_by") == "day":
+        # The UTC day whatever the session time zone: Iceberg's day() transform and Delta's
+        # partition values are computed the same way.
+        records = records.withColumn(
+            DAY_COLUMN, F.expr("date_from_unix_date(CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
+        )
+        writer = records.write.mode("overwrite").partitionBy(DAY_COLUMN)
+    writer.parquet(staging)
     # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
     written = spark.read.schema(records.schema).parquet(staging)
     partitions = summarize(written, decoding=bool(decode))

@@ -71,19 +71,21 @@ class SinkSpec:
 
     Iceberg: ``namespace.table`` in the SQL catalog kept in the ledger's database, with its
     data under ``output_root`` (the warehouse). Delta: the table lives at ``<output_root>/<table>``.
+    ``partition_by="day"`` partitions a table by the UTC day of the record timestamp.
     """
 
     format: SinkFormat = SinkFormat.DIRECTORY
     table: str | None = None
+    partition_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": self.format.value, "table": self.table}
+        return {"format": self.format.value, "table": self.table, "partition_by": self.partition_by}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> SinkSpec:
         if not data:
             return cls()
-        return cls(SinkFormat(data.get("format", "directory")), data.get("table"))
+        return cls(SinkFormat(data.get("format", "directory")), data.get("table"), data.get("partition_by"))
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ def validate_pipeline_name(name: str) -> str:
     return name
 
 
+PARTITIONINGS = (None, "day")  # none, or the UTC day of the record timestamp
+
+
 def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -> SinkSpec:
     """``sink`` as a format name, ``{"format": ..., "table": ...}``, or None for Parquet directories."""
     if isinstance(sink, SinkSpec):
@@ -45,17 +48,27 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -
     if sink is None or (isinstance(sink, str) and not sink.strip()):
         return SinkSpec()
     options: dict[str, Any] = {"format": sink.strip()} if isinstance(sink, str) else dict(sink)
-    unknown = set(options) - {"format", "table"}
+    unknown = set(options) - {"format", "table", "partition_by"}
     if unknown:
         raise InvalidPipelineSpecError(
-            f"pipeline {pipeline!r}: unknown sink option(s) {', '.join(sorted(unknown))}; a sink takes format and table"
+            f"pipeline {pipeline!r}: unknown sink option(s) {', '.join(sorted(unknown))}; "
+            "a sink takes format, table and partition_by"
         )
     sink_format = enum_value(SinkFormat, options.get("format") or SinkFormat.DIRECTORY, "sink format")
     table = (options.get("table") or "").strip() or None
+    partition_by = (options.get("partition_by") or "").strip() or None
     if sink_format is SinkFormat.DIRECTORY:
-        if table is not None:
-            raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: the directory sink takes no table")
+        if table is not None or partition_by is not None:
+            raise InvalidPipelineSpecError(
+                f"pipeline {pipeline!r}: the directory sink takes no table and no partition_by (batches are its "
+                "partitions)"
+            )
         return SinkSpec()
+    if partition_by not in PARTITIONINGS:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: partition_by must be one of {', '.join(map(str, PARTITIONINGS))}, "
+            f"got {partition_by!r}"
+        )
     if table is None or not TABLE_NAME.fullmatch(table):
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: the {sink_format.value} sink needs a table such as 'analytics.events' "
@@ -65,7 +78,7 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: an Iceberg table needs a namespace, as in 'analytics.{table}'"
         )
-    return SinkSpec(sink_format, table)
+    return SinkSpec(sink_format, table, partition_by)
 
 
 def build_spec(

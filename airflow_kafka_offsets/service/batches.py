@@ -126,6 +126,7 @@ def build_job(
     kafka_properties: Mapping[str, str],
     min_partitions: int | None = None,
     decode: DecodeSpec | None = None,
+    partition_by: str | None = None,
 ) -> dict[str, Any]:
     """The job file handed to the Spark app (see spark_apps/kafka_range_batch.py for the format)."""
     return {
@@ -140,6 +141,7 @@ def build_job(
         ],
         "kafka": dict(kafka_properties),
         "decode": decode.to_json() if decode else None,
+        "partition_by": partition_by,
     }
 
 
@@ -193,10 +195,15 @@ def execute_attempt(
     committed. An attempt declared dead while Spark ran may have lost its staging: refused.
     """
     with ledger.transaction() as tx:
-        decode = tx.pipeline_spec(plan.pipeline).decode
+        spec = tx.pipeline_spec(plan.pipeline)
+    decode = spec.decode
     try:
         with LeaseKeeper(ledger, attempt_id, lease_s):
-            submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode))
+            submit(
+                build_job(
+                    plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode, spec.sink.partition_by
+                )
+            )
         raw = sink.read_report(staging_uri)
         if raw is None:
             raise SparkJobError(f"Spark finished but wrote no report to {staging_uri}")

@@ -25,10 +25,12 @@ def open_sink(spec: PipelineSpec, catalog_uri: str | None, catalog_name: str) ->
         if spec.sink.format is SinkFormat.ICEBERG:
             from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 
-            return IcebergSink(spec.output_root, spec.sink.table or "", catalog_uri, catalog_name)
+            return IcebergSink(
+                spec.output_root, spec.sink.table or "", catalog_uri, catalog_name, spec.sink.partition_by
+            )
         from airflow_kafka_offsets.sinks.delta import DeltaSink
 
-        return DeltaSink(spec.output_root, spec.sink.table or "")
+        return DeltaSink(spec.output_root, spec.sink.table or "", spec.sink.partition_by)
     except ImportError as exc:
         raise ConfigurationError(
             f"pipeline {spec.name!r} writes {spec.sink.format.value} tables, which needs {exc.name}: "

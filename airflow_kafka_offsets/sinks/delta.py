@@ -31,6 +31,7 @@ from airflow_kafka_offsets.errors import SchemaEvolutionError
 from airflow_kafka_offsets.sinks import files
 from airflow_kafka_offsets.sinks.base import Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DAY_COLUMN
 
 PIPELINE_UID = "kafka-offsets.pipeline-uid"
 BATCH = "kafka-offsets.batch"
@@ -46,9 +47,14 @@ def app_id(pipeline_uid: str) -> str:
 class DeltaSink:
     """Batches as Delta commits of the table at ``<output_root>/<table>``."""
 
-    def __init__(self, output_root: str, table: str) -> None:
+    def __init__(self, output_root: str, table: str, partition_by: str | None = None) -> None:
         self.location = files.join(files.location_uri(output_root), table)
         self.table_name = table
+        self.partition_columns = [DAY_COLUMN] if partition_by == "day" else []
+
+    def _schema(self, decode: DecodeSpec | None) -> pa.Schema:
+        schema = output_schema(decode)
+        return schema.append(pa.field(DAY_COLUMN, pa.date32())) if self.partition_columns else schema
 
     def table(self) -> DeltaTable:
         return DeltaTable(self.location)
@@ -58,12 +64,23 @@ class DeltaSink:
 
     def check_writable(self, decode: DecodeSpec | None) -> None:
         """Create the table, or add the fields ``decode`` adds; refuse any other difference."""
-        wanted = output_schema(decode)
+        wanted = self._schema(decode)
         try:
             table = self.table()
         except TableNotFoundError:
-            DeltaTable.create(self.location, schema=wanted, mode="ignore", name=self.table_name)
+            DeltaTable.create(
+                self.location,
+                schema=wanted,
+                mode="ignore",
+                name=self.table_name,
+                partition_by=self.partition_columns or None,
+            )
             return
+        if table.metadata().partition_columns != self.partition_columns:
+            raise SchemaEvolutionError(
+                f"Delta table {self.location} is partitioned by {table.metadata().partition_columns or 'nothing'}, "
+                f"this pipeline by {self.partition_columns or 'nothing'}. Nothing was planned"
+            )
         current = pa.schema(table.schema())
         missing = [f.name for f in current if f.name not in wanted.names]
         changed = [f.name for f in current if f.name in wanted.names and not _compatible(f, wanted.field(f.name))]
@@ -76,7 +93,13 @@ class DeltaSink:
         if any(not f.type.equals(current.field(f.name).type) for f in wanted if f.name in current.names) or (
             set(wanted.names) - set(current.names)
         ):  # new columns or new fields: a commit of no rows whose schema Delta merges into the table's
-            write_deltalake(self.location, wanted.empty_table(), mode="append", schema_mode="merge")
+            write_deltalake(
+                self.location,
+                wanted.empty_table(),
+                mode="append",
+                schema_mode="merge",
+                partition_by=self.partition_columns or None,
+            )
 
     def output_uri(self, pipeline: str, batch_id: int) -> str:
         return self.location
@@ -116,7 +139,12 @@ class DeltaSink:
         now_ms = int(time.time() * 1000)
         actions: list[AddAction | RemoveAction] = [
             AddAction(
-                _relative(self.location, f.uri), f.size, {}, f.modified_ms, True, json.dumps({"numRecords": f.records})
+                _relative(self.location, f.uri),
+                f.size,
+                _partition_values(_relative(self.location, f.uri)) if self.partition_columns else {},
+                f.modified_ms,
+                True,
+                json.dumps({"numRecords": f.records}),
             )
             for f in files.parquet_files(publication.staging_uri)
         ]
@@ -129,6 +157,7 @@ class DeltaSink:
             actions,
             mode="append",
             schema=table.schema(),
+            partition_by=self.partition_columns or None,
             commit_properties=CommitProperties(
                 custom_metadata=publication.commit_properties(), app_transactions=transactions
             ),
@@ -144,6 +173,7 @@ class DeltaSink:
                 [RemoveAction(path, True, now_ms) for path in paths],
                 mode="append",
                 schema=table.schema(),
+                partition_by=self.partition_columns or None,
                 commit_properties=CommitProperties(
                     custom_metadata={
                         PIPELINE_UID: pipeline_uid,
@@ -185,6 +215,15 @@ class DeltaSink:
 
 def _relative(root: str, uri: str) -> str:
     return uri[len(root.rstrip("/")) + 1 :]
+
+
+def _partition_values(relative: str) -> dict[str, str | None]:
+    """Spark's ``column=value`` directories between the attempt and the file."""
+    values: dict[str, str | None] = {}
+    for segment in relative.split("/")[2:-1]:
+        key, _, value = segment.partition("=")
+        values[key] = value
+    return values
 
 
 def _attempt_of(path: str) -> str:

@@ -98,6 +98,10 @@ def exists(uri: str) -> bool:
 
 
 def remove_tree(uri: str) -> None:
+    """Remove a directory, and its parent once that is empty (an attempt, then its batch's directory)."""
     fs, path = _fs(uri)
     if fs.get_file_info(path).type == pafs.FileType.Directory:
         fs.delete_dir(path)
+    parent = posixpath.dirname(path.rstrip("/"))
+    if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
+        fs.delete_dir(parent)

@@ -27,6 +27,7 @@ from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsEr
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table, _parquet_files_to_data_files
 from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.transforms import DayTransform
 
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
@@ -130,7 +131,9 @@ class IcebergSink:
     """Batches as Iceberg snapshots of ``table`` (``namespace.name``) in catalog ``catalog_name``;
     new tables get their location under ``warehouse``."""
 
-    def __init__(self, warehouse: str, table: str, catalog_uri: str | None, catalog_name: str) -> None:
+    def __init__(
+        self, warehouse: str, table: str, catalog_uri: str | None, catalog_name: str, partition_by: str | None = None
+    ) -> None:
         if not catalog_uri:
             raise OutputLocationError(
                 "the Iceberg sink keeps its catalog in the ledger's database, but this ledger has no catalog URI "
@@ -141,6 +144,7 @@ class IcebergSink:
         self.table_name = table
         self._catalog_uri = catalog_uri
         self.catalog_name = catalog_name
+        self.partition_by = partition_by
         self._catalog: LedgerCatalog | None = None
         self._location: str | None = None
 
@@ -170,9 +174,18 @@ class IcebergSink:
         except NamespaceAlreadyExistsError:
             pass
         if not catalog.table_exists(self.identifier):
-            catalog.create_table_if_not_exists(self.identifier, schema=wanted)
+            table = catalog.create_table_if_not_exists(self.identifier, schema=wanted)
+            if self.partition_by == "day" and table.spec().is_unpartitioned():
+                with table.update_spec() as spec:  # hidden partitioning: no extra column
+                    spec.add_field("timestamp", DayTransform(), "timestamp_day")
             return
         table = self.table()
+        partitioned = not table.spec().is_unpartitioned()
+        if partitioned != (self.partition_by == "day"):
+            raise SchemaEvolutionError(
+                f"Iceberg table {self.table_name} is partitioned by {table.spec() if partitioned else 'nothing'}, "
+                f"this pipeline by {self.partition_by or 'nothing'}. Nothing was planned"
+            )
         current = table.schema().as_arrow()
         problems = _evolution_problems(current, wanted)
         if problems:

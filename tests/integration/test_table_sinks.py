@@ -7,11 +7,14 @@ and the table's commit history (pipeline, batch, attempt) against the ledger.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -30,9 +33,12 @@ from .pipeline import ACTOR, commit, plan, read, run_once, sink_of, submitter
 FORMATS = ["iceberg", "delta"]
 
 
-def table_spec(name: str, topic: str, root: str, sink_format: str, **options: Any) -> PipelineSpec:
+def table_spec(
+    name: str, topic: str, root: str, sink_format: str, partition_by: str | None = None, **options: Any
+) -> PipelineSpec:
     table = f"lake.{name}" if sink_format == "iceberg" else name
-    return build_spec(name, [topic], root, sink={"format": sink_format, "table": table}, **options)
+    sink = {"format": sink_format, "table": table, "partition_by": partition_by}
+    return build_spec(name, [topic], root, sink=sink, **options)
 
 
 def read_table(stack, ledger: Ledger, spec: PipelineSpec) -> pa.Table:
@@ -148,13 +154,53 @@ def test_batches_land_once_replay_rewrites_in_place_abort_takes_back_sweep_keeps
     assert_exactly_once(rows_of(read_table(stack, ledger, spec)), first + second)
 
 
+def produce_on_days(bootstrap: str, topic: str, days: list[str], per_day: int) -> list[dict]:
+    """Records whose Kafka timestamps fall on the given UTC days (a producer may set CreateTime)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    acked: list[dict] = []
+
+    def on_delivery(err, msg):
+        assert err is None, err
+        acked.append({"id": msg.key().decode(), "partition": msg.partition(), "offset": msg.offset()})
+
+    for day in days:
+        midnight = datetime.fromisoformat(f"{day}T00:00:00+00:00")
+        for i in range(per_day):
+            rid = f"{day}-{uuid.uuid4().hex}"
+            at_ms = int((midnight + timedelta(minutes=10 * i)).timestamp() * 1000)
+            producer.produce(
+                topic, key=rid.encode(), value=rid.encode(), partition=i % 2, timestamp=at_ms, on_delivery=on_delivery
+            )
+    assert producer.flush(30) == 0
+    return acked
+
+
+def partitions_of(stack, ledger: Ledger, spec: PipelineSpec) -> dict[str, int]:
+    """Records per table partition, as the table's own metadata lists its data files."""
+    counts: dict[str, int] = {}
+    if spec.sink.format.value == "iceberg":
+        table = SqlCatalog(ledger.schema, uri=stack.pg_url()).load_table(spec.sink.table)
+        for task in table.scan().plan_files():
+            day = (date(1970, 1, 1) + timedelta(days=task.file.partition[0])).isoformat()
+            counts[day] = counts.get(day, 0) + task.file.record_count
+        return counts
+    actions = DeltaTable(files.join(files.location_uri(spec.output_root), spec.sink.table)).get_add_actions(
+        flatten=True
+    )
+    for day, records in zip(
+        actions.column("partition.timestamp_date").to_pylist(), actions.column("num_records").to_pylist(), strict=True
+    ):
+        counts[str(day)] = counts.get(str(day), 0) + records
+    return counts
+
+
 @pytest.mark.parametrize("sink_format", FORMATS)
-def test_a_crash_inside_the_commit_leaves_nothing_visible_and_the_retry_commits_once(
+def test_a_crash_inside_the_commit_then_the_retry_commits_once_into_day_partitions(
     stack, ledger, make_topic, tmp_path, sink_format
 ):
     topic = make_topic(partitions=2)
-    spec = table_spec(f"crash_{sink_format}", topic, str(tmp_path / "lake"), sink_format)
-    produced = produce(stack.bootstrap_servers, topic, 120, 2)
+    spec = table_spec(f"crash_{sink_format}", topic, str(tmp_path / "lake"), sink_format, partition_by="day")
+    produced = produce_on_days(stack.bootstrap_servers, topic, ["2026-11-20", "2026-11-21"], 60)
     outcome = plan(ledger, spec, stack)
     read(ledger, spec, stack, outcome)
 
@@ -174,6 +220,7 @@ def test_a_crash_inside_the_commit_leaves_nothing_visible_and_the_retry_commits_
     assert done.committed_now and done.records == 120
     assert_exactly_once(rows_of(read_table(stack, ledger, spec)), produced)
     assert [c["kafka-offsets.batch"] for c in table_commits(stack, ledger, spec)] == ["1"]
+    assert partitions_of(stack, ledger, spec) == {"2026-11-20": 60, "2026-11-21": 60}
 
 
 def test_an_additive_json_schema_change_evolves_the_table_and_anything_else_is_refused(

@@ -91,7 +91,9 @@ def test_plan_operator_returns_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp
         return PlanOutcome(PLAN, replayed=True)
 
     monkeypatch.setattr(ingest, "plan_batch", fake_plan)
-    monkeypatch.setattr(KafkaBatchPlanOperator, "ledger", lambda self: SimpleNamespace(catalog_uri=None))
+    monkeypatch.setattr(
+        KafkaBatchPlanOperator, "ledger", lambda self: SimpleNamespace(catalog_uri=None, schema="kafka_offsets")
+    )
     op = KafkaBatchPlanOperator(
         task_id="plan",
         pipeline="orders",
@@ -113,7 +115,9 @@ def test_errors_a_retry_cannot_fix_fail_the_task_at_once(monkeypatch: pytest.Mon
         raise DataLossError("orders-0: offsets [10, 20) were deleted by retention")
 
     monkeypatch.setattr(ingest, "plan_batch", lost)
-    monkeypatch.setattr(KafkaBatchPlanOperator, "ledger", lambda self: SimpleNamespace(catalog_uri=None))
+    monkeypatch.setattr(
+        KafkaBatchPlanOperator, "ledger", lambda self: SimpleNamespace(catalog_uri=None, schema="kafka_offsets")
+    )
     op = KafkaBatchPlanOperator(task_id="plan", pipeline="orders", topics="orders", output_root=str(tmp_path))
     with pytest.raises(AirflowFailException, match=r"DataLossError: orders-0: offsets \[10, 20\) were deleted"):
         op.execute(context())

@@ -1,0 +1,86 @@
+"""The sink part of a pipeline spec: what users type, what is refused, what the ledger stores."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange, PipelineSpec, SinkFormat, SinkSpec
+from airflow_kafka_offsets.core.spec import build_sink, build_spec, updated_spec
+from airflow_kafka_offsets.core.spec_diff import change_refusals, diff_specs
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError
+from airflow_kafka_offsets.sinks.base import Publication
+
+
+@pytest.mark.parametrize("given", [None, "", "  ", "directory", {"format": "directory"}, SinkSpec()])
+def test_no_sink_or_directory_means_parquet_directories(given):
+    assert build_sink(given, "p") == SinkSpec(SinkFormat.DIRECTORY, None, None)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"format": "iceberg", "table": "lake.orders"}, SinkSpec(SinkFormat.ICEBERG, "lake.orders")),
+        ({"format": "delta", "table": "orders"}, SinkSpec(SinkFormat.DELTA, "orders")),
+        ({"format": "delta", "table": " lake.orders "}, SinkSpec(SinkFormat.DELTA, "lake.orders")),
+        ({"format": "iceberg", "table": "a.b", "partition_by": "day"}, SinkSpec(SinkFormat.ICEBERG, "a.b", "day")),
+        ({"format": "delta", "table": "b", "partition_by": ""}, SinkSpec(SinkFormat.DELTA, "b", None)),
+    ],
+)
+def test_table_sinks(given, expected):
+    assert build_sink(given, "p") == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"format": "parquet"}, "sink format must be one of directory, iceberg, delta; got 'parquet'"),
+        ({"format": "iceberg"}, "the iceberg sink needs a table such as 'analytics.events'"),
+        ({"format": "iceberg", "table": "orders"}, "an Iceberg table needs a namespace, as in 'analytics.orders'"),
+        ({"format": "delta", "table": "../etc"}, "needs a table such as"),
+        ({"format": "delta", "table": "a.b.c"}, "needs a table such as"),
+        ({"format": "delta", "table": "1abc"}, "needs a table such as"),
+        ({"format": "delta", "table": "t", "partition_by": "hour"}, "partition_by must be one of None, day"),
+        ({"format": "directory", "table": "t"}, "the directory sink takes no table and no partition_by"),
+        ({"format": "directory", "partition_by": "day"}, "the directory sink takes no table and no partition_by"),
+        ({"format": "delta", "table": "t", "path": "/x"}, "unknown sink option(s) path"),
+    ],
+)
+def test_bad_sinks_are_refused_naming_what_is_wrong(given, message):
+    with pytest.raises(InvalidPipelineSpecError) as info:
+        build_sink(given, "p")
+    assert message in str(info.value)
+
+
+def test_the_sink_round_trips_through_the_ledger_and_old_specs_read_as_directory():
+    spec = build_spec("p", ["t"], "/lake", sink={"format": "iceberg", "table": "a.b", "partition_by": "day"})
+    assert PipelineSpec.from_json(spec.to_json()) == spec
+    old = spec.to_json()
+    del old["sink"]
+    assert PipelineSpec.from_json(old).sink == SinkSpec()
+
+
+def test_the_sink_never_changes_and_spec_changes_keep_it():
+    stored = build_spec("p", ["t"], "/lake", sink={"format": "delta", "table": "b"})
+    assert updated_spec(stored, {"max_records_per_batch": 5}).sink == stored.sink
+    other = build_spec("p", ["t"], "/lake", sink={"format": "iceberg", "table": "a.b"})
+    refusals = change_refusals(diff_specs(stored, other), planned_batch=None)
+    assert refusals == (
+        "the sink cannot change: committed batches are in the old one; start a new pipeline (another name) "
+        "to write to another format or table",
+    )
+
+
+def test_a_table_commit_names_the_batch_its_attempt_and_its_ranges():
+    plan = BatchPlan("p", 7, 2, (PartitionRange("t", 0, 10, 20, 10), PartitionRange("t", 1, 5, 5, 5)), "file:///x")
+    properties = Publication("uid-1", plan, "a1", "file:///x/a1", None, None, replay=True).commit_properties()
+    assert properties == {
+        "kafka-offsets.pipeline": "p",
+        "kafka-offsets.pipeline-uid": "uid-1",
+        "kafka-offsets.batch": "7",
+        "kafka-offsets.epoch": "2",
+        "kafka-offsets.attempt": "a1",
+        "kafka-offsets.records": "0",
+        "kafka-offsets.operation": "replay",
+        "kafka-offsets.ranges": '[{"end":20,"partition":0,"start":10,"topic":"t"},'
+        '{"end":5,"partition":1,"start":5,"topic":"t"}]',
+    }
