@@ -66,6 +66,33 @@ def check_connector_jars(jars: Sequence[str], spark_version: str) -> None:
         )
 
 
+# Spark's own readers of the tables the sinks write, per Spark line (Maven Central, Nov 2026). The
+# sinks need none of them: Spark writes plain Parquet and the commits run in Python.
+TABLE_READER_PACKAGES: dict[str, dict[str, str]] = {
+    "iceberg": {
+        "4.0": "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.0",
+        "4.1": "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0",
+    },
+    "delta": {
+        "4.1": "io.delta:delta-spark_4.1_2.13:4.4.0",
+        "4.2": "io.delta:delta-spark_4.2_2.13:4.4.0",
+    },
+}
+
+
+def table_reader_package(table_format: str, spark_version: str) -> str:
+    """The ``spark.jars.packages`` entry that lets this Spark read the sink's tables; refused when none exists."""
+    line = ".".join(spark_version.split(".")[:2])
+    by_line = TABLE_READER_PACKAGES.get(table_format, {})
+    if line not in by_line:
+        raise ConfigurationError(
+            f"no {table_format} runtime for Spark {line} is released (known: "
+            f"{', '.join(f'Spark {v}' for v in by_line) or 'none'}): read the table with Spark "
+            f"{' or '.join(by_line) or '-'}, or another engine (PyIceberg, delta-rs, Trino, DuckDB)"
+        )
+    return by_line[line]
+
+
 def main() -> int:
     try:
         version = local_pyspark_version()
