@@ -12,7 +12,8 @@ the Kafka client settings, so secrets never reach the command line)::
      "staging_uri": str, "min_partitions": int | null,
      "decode": {"format": "json", "schema": "<Spark DDL>"} | null,
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
-     "kafka": {"bootstrap.servers": ..., ...}}       # Java client properties
+     "kafka": {"bootstrap.servers": ..., ...},       # Java client properties
+     "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...}}   # set on the Hadoop configuration
 
 report (``<staging_uri>/_kafka_batch_report.json``, written last)::
 
@@ -40,7 +41,15 @@ import os
 import sys
 
 # Shipped beside this file (spark-submit --py-files); the package imports the same module.
-from kafka_batch_contract import CONNECTOR_JAR, ERRORS_DIR, JOB_FORMAT, REPORT_FORMAT, REPORT_NAME, range_problems
+from kafka_batch_contract import (
+    CONNECTOR_JAR,
+    ERRORS_DIR,
+    JOB_FORMAT,
+    REPORT_FORMAT,
+    REPORT_NAME,
+    apply_private_conf,
+    range_problems,
+)
 from pyspark import SparkFiles
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -270,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = SparkSession.builder.getOrCreate()
     try:
         job = load_job(args.job_file)
+        apply_private_conf(job, spark.sparkContext._jsc.hadoopConfiguration())
         report = run(job, spark)
         records = sum(p["records"] for p in report["partitions"])
         print(f"kafka_range_batch: {job['pipeline']} batch {job['batch_id']}: {records} records staged", flush=True)
