@@ -147,3 +147,20 @@ def test_spark_writes_parquet_to_s3a_with_the_connections_key_and_pyarrow_reads_
     assert table.column("id").to_pylist() == list(range(2500))
     assert table.column("name").to_pylist() == [f"id-{i}" for i in range(2500)]
     assert table.column("id").type == pa.int64()
+
+
+def test_a_crashed_s3_server_comes_back_with_its_objects_key_and_endpoint(stack: devstack.StackInfo) -> None:
+    """`devstack.restart_s3(hard=True)` SIGKILLs SeaweedFS and starts it on the same ports and data."""
+    creds = stack.s3_credentials()
+    key = f"/{stack.s3_bucket}/restart/{uuid.uuid4().hex}.bin"
+    payload = os.urandom(256 * 1024)
+    assert request(creds, "PUT", key, body=payload).status == 200
+    old_pid = devstack.status()["services"]["s3"]["pid"]
+
+    devstack.restart_s3(hard=True)
+
+    after = devstack.current()
+    assert devstack.status()["services"]["s3"]["pid"] != old_pid
+    assert after.s3_credentials() == creds
+    got = request(after.s3_credentials(), "GET", key)
+    assert (got.status, got.body == payload) == (200, True)
