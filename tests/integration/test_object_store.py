@@ -47,6 +47,10 @@ def test_the_stack_s3_server_has_its_bucket_and_accepts_only_its_key(stack: devs
     credentials_file = Path(status["connect"]["s3_credentials_file"])
     assert stat.S_IMODE(credentials_file.stat().st_mode) == 0o600
     assert stack.s3_secret_key and stack.s3_secret_key in credentials_file.read_text()
+    # the server's logs and data never hold the secret: only its identities file does
+    secret = stack.s3_secret_key.encode()
+    holders = [p for p in credentials_file.parent.rglob("*") if p.is_file() and secret in p.read_bytes()]
+    assert holders == [credentials_file]
 
     fs = s3fs(stack)
     assert fs.get_file_info(stack.s3_bucket).type == pafs.FileType.Directory
