@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 JOB_FORMAT = 1
 REPORT_FORMAT = 1
@@ -19,6 +19,27 @@ ERRORS_DIR = "_errors"  # records the JSON decode step could not parse, with the
 # table sink asks for it (job field "partition_by": "day").
 DAY_COLUMN = "timestamp_date"
 CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
+# The job file's settings that hold secrets (S3 keys): spark.hadoop.* only, applied by the app.
+PRIVATE_CONF = "private_conf"
+HADOOP_PREFIX = "spark.hadoop."
+
+
+class HadoopConfiguration(Protocol):
+    """What the app uses of the JVM's ``org.apache.hadoop.conf.Configuration``."""
+
+    def set(self, key: str, value: str) -> None: ...
+
+
+def apply_private_conf(job: Mapping[str, Any], hadoop_conf: HadoopConfiguration) -> None:
+    """Set the job's private ``spark.hadoop.*`` settings on the session's Hadoop configuration.
+
+    Done at run time rather than with ``--conf`` so that the secrets stay off the command line;
+    every later DataFrame read and write copies this configuration to its tasks.
+    """
+    for key, value in job.get(PRIVATE_CONF, {}).items():
+        if not key.startswith(HADOOP_PREFIX):
+            raise ValueError(f"private setting {key} is not {HADOOP_PREFIX}*")
+        hadoop_conf.set(key[len(HADOOP_PREFIX) :], str(value))
 
 
 def range_problems(ranges: Iterable[Mapping[str, Any]], partitions: Iterable[Mapping[str, Any]]) -> list[str]:

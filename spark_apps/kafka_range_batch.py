@@ -13,7 +13,8 @@ the Kafka client settings, so secrets never reach the command line)::
      "decode": {"format": "json", "schema": "<Spark DDL>"} | null,
      "partition_by": "day" | null,   # optional: one directory per UTC day of the timestamp
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
-     "kafka": {"bootstrap.servers": ..., ...}}       # Java client properties
+     "kafka": {"bootstrap.servers": ..., ...},       # Java client properties
+     "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...}}   # set on the Hadoop configuration
 
 report (``<staging_uri>/_kafka_batch_report.json``, written last)::
 
@@ -48,6 +49,7 @@ from kafka_batch_contract import (
     JOB_FORMAT,
     REPORT_FORMAT,
     REPORT_NAME,
+    apply_private_conf,
     range_problems,
 )
 from pyspark import SparkFiles
@@ -287,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = SparkSession.builder.getOrCreate()
     try:
         job = load_job(args.job_file)
+        apply_private_conf(job, spark.sparkContext._jsc.hadoopConfiguration())
         report = run(job, spark)
         records = sum(p["records"] for p in report["partitions"])
         print(f"kafka_range_batch: {job['pipeline']} batch {job['batch_id']}: {records} records staged", flush=True)

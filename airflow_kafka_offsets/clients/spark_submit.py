@@ -1,8 +1,9 @@
 """Build and run the spark-submit of one batch attempt through the Spark provider's hook.
 
 The Spark connection decides where it runs (local, standalone, YARN,
-Kubernetes). Kafka settings, secrets included, travel in a private job file
-shipped with ``--files``: never on the command line, never in the log.
+Kubernetes). Kafka settings and ``private_conf`` (e.g. S3 credentials), secrets
+included, travel in a private job file shipped with ``--files``: never on the
+command line, never in the log.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from airflow_kafka_offsets.errors import (
     SparkJobError,
     SparkOutOfMemoryError,
 )
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX, PRIVATE_CONF
 
 APP_MODULE = "airflow_kafka_offsets.spark_apps"
 APP_FILE = "kafka_range_batch.py"
@@ -73,6 +75,9 @@ class SparkSettings:
     jars: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
     conf: Mapping[str, str] = field(default_factory=dict)
+    # Settings that hold secrets (only spark.hadoop.*, e.g. object_store.s3a_spark_conf): in the job
+    # file, applied by the app to its Hadoop configuration before any I/O; never on the command line.
+    private_conf: Mapping[str, str] = field(default_factory=dict, repr=False)
     executor_cores: int | None = None
     executor_memory: str | None = None
     driver_memory: str | None = None
@@ -142,6 +147,12 @@ class SparkBatchSubmitter:
         """Refuse a configuration spark-submit cannot run (before any ledger write); returns (jars, packages)."""
         settings = self.settings
         check_spark_connection(settings.conn_id)
+        not_hadoop = sorted(k for k in settings.private_conf if not k.startswith(HADOOP_PREFIX))
+        if not_hadoop:
+            raise ConfigurationError(
+                f"private Spark settings must be {HADOOP_PREFIX}* (the app applies them to its Hadoop "
+                f"configuration); pass these as conf instead: {', '.join(not_hadoop)}"
+            )
         if shutil.which(settings.spark_binary) is None:
             raise ConfigurationError(
                 f"{settings.spark_binary} is not on PATH; install Spark (or pyspark) and put its bin directory on PATH"
@@ -153,7 +164,7 @@ class SparkBatchSubmitter:
         jars, packages = self.check()
         with tempfile.TemporaryDirectory(prefix="kafka-batch-") as private_dir:  # mode 0700
             job_file = Path(private_dir) / f"kafka-batch-{job['attempt_id']}.json"
-            _write_private(job_file, job)
+            _write_private(job_file, {**job, PRIVATE_CONF: dict(settings.private_conf)})
             # Spark copies --files into its local directories (spark-*/userFiles-*): keep the local
             # processes' ones in this private directory too, so a killed worker leaves no copy elsewhere.
             local_dirs = Path(private_dir) / "spark-local"

@@ -1,5 +1,5 @@
 """Local development stack for airflow-kafka-offsets: PostgreSQL 15, a Kafka KRaft
-broker and (optionally) a Spark standalone cluster, all on 127.0.0.1.
+broker, an S3 server (SeaweedFS) and (optionally) a Spark standalone cluster, all on 127.0.0.1.
 
 CLI: ``scripts/stack up|down|status|env|jars`` (= ``python -m devstack`` with
 PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
@@ -8,7 +8,8 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     info = devstack.up()              # idempotent; reuses a running stack
     info.bootstrap_servers, info.pg_dsn(), info.airflow_env()
     info.sasl_bootstrap_servers, info.sasl_client_config()   # SASL_PLAINTEXT/PLAIN listener
-    devstack.restart_kafka(); devstack.restart_postgres()
+    info.s3_credentials(), info.s3_connection()   # the S3 server's key; its Airflow `aws` connection
+    devstack.restart_kafka(); devstack.restart_postgres(); devstack.restart_s3()
     devstack.start_airflow()          # api-server + scheduler + dag-processor on the project's dags/
     devstack.stop_airflow()
     devstack.down()
@@ -17,6 +18,10 @@ The broker has a second client listener, SASL_PLAINTEXT with mechanism PLAIN, fo
 (``ako``) whose password is generated once per stack (``<state>/kafka-sasl-password``, 0600).
 A stack started before that listener existed gets it on the next ``up`` (one broker restart,
 same ports and data). The PLAINTEXT listener and ``airflow_env()`` are unchanged.
+
+The S3 server accepts one key (``<state>/s3/identities.json``, 0600), has one bucket
+(``kafka-offsets``) and is exported as the ``aws`` connection ``kafka_offsets_s3``; Spark reaches
+it through the S3A jars (``info.s3a_jars``, also in ``AIRFLOW__KAFKA_OFFSETS__SPARK_JARS``).
 
 Stdlib only, plus psycopg2 for creating the ``ledger`` database.
 """
@@ -30,6 +35,7 @@ from .stack import (
     down,
     restart_kafka,
     restart_postgres,
+    restart_s3,
     start_airflow,
     start_spark_cluster,
     status,
@@ -45,6 +51,7 @@ __all__ = [
     "down",
     "restart_kafka",
     "restart_postgres",
+    "restart_s3",
     "start_airflow",
     "start_spark_cluster",
     "status",

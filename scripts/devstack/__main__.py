@@ -6,6 +6,7 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 
 from . import jars, stack
 from .errors import StackError
@@ -34,6 +35,15 @@ def _print_status(st: dict) -> None:
         print(f"  postgres DSN       {c['pg_dsn']}  (password in {c['pg_password_file']})")
         if c["spark_master_url"]:
             print(f"  spark master       {c['spark_master_url']}")
+        if c.get("s3_endpoint"):
+            print(
+                f"  S3 endpoint        {c['s3_endpoint']}  (bucket {c['s3_bucket']}, region {c['s3_region']}, "
+                f"path-style; key and secret in {c['s3_credentials_file']})"
+            )
+            print(f"  S3 connection      {c['s3_connection_id']} (conn_type aws; in `scripts/stack env`)")
+            print(f"  s3a jars           {len(c['s3a_jars'])} jars in {Path(c['s3a_jars'][0]).parent}")
+        else:
+            print("  S3 endpoint        not configured on this stack: `scripts/stack up` adds it")
         print(f"  connector jars     {','.join(c['connector_jars'])}")
         print(f"  kafka tools        java -cp '{c['kafka_libs_dir']}/*' org.apache.kafka.tools.ConsumerPerformance ...")
         print(f'  airflow env        eval "$(scripts/stack env)"  -> {" ".join(c["airflow_env_vars"])}')
@@ -42,18 +52,18 @@ def _print_status(st: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stack", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka [+ Spark cluster]")
+    up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka + S3 [+ Spark cluster]")
     up.add_argument("--spark-cluster", action="store_true", help="also start a Spark standalone master + worker")
     down = sub.add_parser("down", help="stop everything `up` started; delete the state dir")
     down.add_argument("--keep", action="store_true", help="keep the data for the next `up`")
     stat = sub.add_parser("status", help="what runs where and how to connect")
     stat.add_argument("--json", action="store_true")
     sub.add_parser("env", help="print `export` lines (Airflow connections etc.) for a shell")
-    jp = sub.add_parser("jars", help="fetch the Kafka and Spark connector jars, print their paths")
+    jp = sub.add_parser("jars", help="fetch the Kafka, Spark connector and S3A jars, print their paths")
     jp.add_argument("--spark-version", help="connector version (default: installed pyspark's)")
     rs = sub.add_parser("restart", help="restart one service on the same ports and data")
-    rs.add_argument("service", choices=["kafka", "postgres"])
-    rs.add_argument("--hard", action="store_true", help="crash it: SIGKILL kafka / pg_ctl stop -m immediate")
+    rs.add_argument("service", choices=["kafka", "postgres", "s3"])
+    rs.add_argument("--hard", action="store_true", help="crash it: SIGKILL kafka or s3 / pg_ctl stop -m immediate")
     sp = sub.add_parser("spark", help="start or stop only the Spark standalone cluster")
     sp.add_argument("action", choices=["start", "stop"])
     args = p.parse_args(argv)
@@ -75,9 +85,12 @@ def main(argv: list[str] | None = None) -> int:
             libs, connector = jars.fetch_all(args.spark_version)
             print(f"kafka libs:     {libs}  ({len(list(libs.glob('*.jar')))} jars)")
             print("connector jars: " + ",".join(str(j) for j in connector))
+            print("s3a jars:       " + ",".join(str(j) for j in jars.fetch_s3a()))
         elif args.cmd == "restart":
             if args.service == "kafka":
                 stack.restart_kafka(hard=args.hard)
+            elif args.service == "s3":
+                stack.restart_s3(hard=args.hard)
             else:
                 stack.restart_postgres(mode="immediate" if args.hard else "fast")
             _print_status(stack.status())

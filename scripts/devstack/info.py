@@ -7,8 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import state
+from . import seaweedfs, state
 from .errors import StackError
+from .s3_request import S3Credentials
+
+S3_CONN_ID = "kafka_offsets_s3"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,14 @@ class StackInfo:
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: str | None = None
+    # The S3 server (SeaweedFS), its bucket and key; None on a stack started before it existed
+    # (`devstack.up()` adds it). s3a_jars: hadoop-aws and the AWS SDK modules for Spark's s3a://.
+    s3_endpoint: str | None = None
+    s3_bucket: str | None = None
+    s3_region: str | None = None
+    s3_access_key: str | None = None
+    s3_secret_key: str | None = None
+    s3a_jars: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # keep the passwords out of logs and tracebacks
         return (
@@ -36,8 +47,29 @@ class StackInfo:
             f"sasl_bootstrap_servers={self.sasl_bootstrap_servers!r}, "
             f"sasl_username={self.sasl_username!r}, "
             f"pg={self.pg_user}@{self.pg_host}:{self.pg_port}/{self.pg_database}, "
-            f"spark_master_url={self.spark_master_url!r}, state_dir={self.state_dir!r})"
+            f"spark_master_url={self.spark_master_url!r}, s3_endpoint={self.s3_endpoint!r}, "
+            f"s3_bucket={self.s3_bucket!r}, state_dir={self.state_dir!r})"
         )
+
+    def s3_credentials(self) -> S3Credentials:
+        """The S3 server's endpoint and the stack's key (includes the secret)."""
+        if not (self.s3_endpoint and self.s3_access_key and self.s3_secret_key):
+            raise StackError("this stack has no S3 server; run `scripts/stack up` (it adds one)")
+        return S3Credentials(self.s3_endpoint, self.s3_access_key, self.s3_secret_key, self.s3_region or "us-east-1")
+
+    def s3_connection(self) -> dict[str, object]:
+        """The S3 server as an Airflow connection of the Amazon provider's ``aws`` type."""
+        creds = self.s3_credentials()
+        return {
+            "conn_type": "aws",
+            "login": creds.access_key,
+            "password": creds.secret_key,
+            "extra": {
+                "endpoint_url": creds.endpoint,
+                "region_name": creds.region,
+                "config_kwargs": {"s3": {"addressing_style": "path"}},
+            },
+        }
 
     def sasl_client_config(self, password: str | None = None) -> dict[str, str]:
         """confluent-kafka config for the SASL_PLAINTEXT listener (includes the password).
@@ -94,7 +126,7 @@ class StackInfo:
                 }
             ),
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "AIRFLOW__KAFKA_OFFSETS__SPARK_JARS": ",".join(self.connector_jars),
+            "AIRFLOW__KAFKA_OFFSETS__SPARK_JARS": ",".join((*self.connector_jars, *self.s3a_jars)),
             "SPARK_LOCAL_IP": state.LOOPBACK,
         }
         if self.spark_master_url:
@@ -102,6 +134,8 @@ class StackInfo:
             env["AIRFLOW_CONN_SPARK_CLUSTER"] = json.dumps(
                 {"conn_type": "spark", "host": scheme_host, "port": int(port)}
             )
+        if self.s3_endpoint:
+            env[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"] = json.dumps(self.s3_connection())
         return env
 
 
@@ -125,8 +159,23 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
         kafka_libs_dir=kafka["libs_dir"],
         spark_master_url=spark.get("master_url"),
         state_dir=stack["state_dir"],
+        s3a_jars=tuple(stack.get("s3a_jars", ())),
         **_sasl(kafka),
+        **_s3(stack.get("s3")),
     )
+
+
+def _s3(s3: dict[str, Any] | None) -> dict[str, Any]:
+    if not s3:
+        return {}
+    creds = seaweedfs.credentials(s3)
+    return {
+        "s3_endpoint": creds.endpoint,
+        "s3_bucket": s3["bucket"],
+        "s3_region": creds.region,
+        "s3_access_key": creds.access_key,
+        "s3_secret_key": creds.secret_key,
+    }
 
 
 def _sasl(kafka: dict[str, Any]) -> dict[str, Any]:

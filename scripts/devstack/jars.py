@@ -1,6 +1,7 @@
-"""Fetch the Kafka broker jars and the Spark Kafka connector jars from Maven Central.
+"""Fetch the Kafka broker jars, the Spark Kafka connector jars and Spark's S3A jars from Maven Central.
 
-Both sets go to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
+Maven checks every download against its published checksum (``--strict-checksums``). All sets go
+to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
 ``.complete`` marker written after a successful copy makes later calls a no-op.
 """
 
@@ -26,6 +27,12 @@ MARKER = ".complete"
 POM_DIR = Path(__file__).resolve().parent.parent / "jars"
 KAFKA_POM = POM_DIR / "kafka-broker.xml"
 CONNECTOR_POM = POM_DIR / "spark-connector.xml"
+S3A_POM = POM_DIR / "spark-s3a.xml"
+# The AWS SDK v2 version hadoop-aws declares (its `bundle` dependency), per Hadoop release:
+# the S3A jars take the SDK's individual modules at that version instead of the 500 MB bundle.
+AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
+AWS_SDK_ENV = "AKO_AWS_SDK_VERSION"
+_HADOOP_API_RE = re.compile(r"^hadoop-client-api-(?P<version>\d+(?:\.\d+)+)\.jar$")
 TOKEN_PROVIDER = "spark-token-provider-kafka-0-10"
 TOKEN_PROVIDER_ENV = "AKO_TOKEN_PROVIDER_VERSION"
 # Newest spark-token-provider-kafka release per Spark major version known to be in
@@ -108,6 +115,39 @@ def fetch_connector(spark_version: str | None = None, quiet: bool = False) -> li
     return [dest / name for name in meta["jars"]]
 
 
+def hadoop_version() -> str:
+    """The Hadoop version inside pyspark (its ``jars/hadoop-client-api-<version>.jar``)."""
+    home = pyspark_home()
+    jars = (home / "jars").glob("*.jar") if home else ()
+    found = [m.group("version") for p in jars if (m := _HADOOP_API_RE.match(p.name))]
+    if len(found) != 1:
+        raise StackError(f"cannot tell the Hadoop version inside pyspark (hadoop-client-api jars found: {found})")
+    return found[0]
+
+
+def s3a_dir(hadoop: str) -> Path:
+    return state.cache_dir() / f"spark-s3a-{hadoop}"
+
+
+def fetch_s3a(quiet: bool = False) -> list[Path]:
+    """Ensure hadoop-aws (at pyspark's Hadoop version) and the AWS SDK modules it uses are cached."""
+    hadoop = hadoop_version()
+    sdk = os.environ.get(AWS_SDK_ENV) or AWS_SDK_FOR_HADOOP.get(hadoop)
+    if not sdk:
+        raise StackError(
+            f"no AWS SDK version known for Hadoop {hadoop}: set {AWS_SDK_ENV} to the version of "
+            f"software.amazon.awssdk:bundle that org.apache.hadoop:hadoop-aws:{hadoop} depends on"
+        )
+    dest = s3a_dir(hadoop)
+    if not _complete(dest):
+        _log(f"fetching hadoop-aws {hadoop} and AWS SDK {sdk} modules into {dest} ...", quiet)
+        props = {"hadoop.version": hadoop, "aws.sdk.version": sdk}
+        jars = _drop_pyspark_duplicates(dest, _mvn_copy(S3A_POM, dest, props))
+        _write_marker(dest, {"hadoop.version": hadoop, "properties": props, "jars": jars})
+    meta = json.loads((dest / MARKER).read_text())
+    return [dest / name for name in meta["jars"]]
+
+
 def fetch_all(spark_version: str | None = None, quiet: bool = False) -> tuple[Path, list[Path]]:
     """Both jar sets: (kafka libs dir, connector jar paths)."""
     return fetch_kafka(quiet=quiet), fetch_connector(spark_version, quiet=quiet)
@@ -140,6 +180,7 @@ def _mvn_copy(pom: Path, dest: Path, props: dict[str, str]) -> list[str]:
             mvn,
             "-q",
             "-B",
+            "--strict-checksums",
             "-f",
             str(pom),
             "dependency:copy-dependencies",

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, info, jars, kafka, postgres, procs, state
+from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, state
 from . import spark_cluster as spark
 from .errors import StackError
 from .info import StackInfo
@@ -20,16 +20,19 @@ def _say(msg: str) -> None:
 
 
 def up(spark_cluster: bool = False) -> StackInfo:
-    """Start (or reuse) PostgreSQL + Kafka, and a Spark cluster if asked; return StackInfo."""
+    """Start (or reuse) PostgreSQL + Kafka + the S3 server, and a Spark cluster if asked; return StackInfo."""
     with state.lock():
         sd = state.ensure_state_dir()
         stack = state.load() or {"version": STACK_VERSION, "state_dir": str(sd)}
         libs_dir, connector = jars.fetch_all()
         stack["cache_dir"] = str(state.cache_dir())
         stack["connector_jars"] = [str(p) for p in connector]
+        stack["s3a_jars"] = [str(p) for p in jars.fetch_s3a()]
         stack["postgres"] = _ensure_postgres(sd, stack.get("postgres"))
         state.save(stack)
         stack["kafka"] = _ensure_kafka(sd, stack.get("kafka"), libs_dir)
+        state.save(stack)
+        stack["s3"] = _ensure_s3(sd, stack.get("s3"))
         state.save(stack)
         if spark_cluster or stack.get("spark"):
             stack["spark"] = _ensure_spark(sd, stack.get("spark"))
@@ -81,6 +84,23 @@ def _ensure_kafka(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[s
         )
     kc["pid"] = kafka.start(kc)
     return kc
+
+
+def _ensure_s3(sd: Path, s3: dict[str, Any] | None) -> dict[str, Any]:
+    if s3 and seaweedfs.is_running(s3):
+        if seaweedfs.probe(s3):
+            seaweedfs.ensure_bucket(s3)
+            _say(f"S3 server already running (pid {s3['pid']}, {seaweedfs.endpoint(s3)})")
+            return s3
+        _say(f"S3 server pid {s3['pid']} does not answer; restarting it")
+        seaweedfs.stop(s3)
+    if s3 and Path(s3["credentials_file"]).is_file():
+        _say(f"starting existing S3 server on {seaweedfs.endpoint(s3)}")
+    else:
+        s3 = seaweedfs.configure(sd, procs.free_ports(len(seaweedfs.PORT_NAMES)))
+        _say(f"starting new S3 server (SeaweedFS) on {seaweedfs.endpoint(s3)}, bucket {s3['bucket']}")
+    s3["pid"] = seaweedfs.start(s3)
+    return s3
 
 
 def _ensure_spark(sd: Path, sc: dict[str, Any] | None) -> dict[str, Any]:
@@ -159,6 +179,10 @@ def down(keep_data: bool = False) -> None:
         if stack.get("spark"):
             _say("stopping Spark worker + master")
             spark.stop(stack["spark"])
+        if stack.get("s3"):
+            _say("stopping the S3 server")
+            # its data is deleted next unless kept: skip the filer's ~17 s graceful drain then
+            seaweedfs.stop(stack["s3"], hard=not keep_data)
         if stack.get("kafka"):
             _say("stopping Kafka")
             kafka.stop(stack["kafka"])
@@ -192,6 +216,18 @@ def restart_postgres(mode: str = "fast") -> None:
         pg = stack["postgres"]
         postgres.stop(pg, mode=mode)
         pg["pid"] = postgres.start(pg)
+        state.save(stack)
+
+
+def restart_s3(hard: bool = False) -> None:
+    """Stop (``hard``: SIGKILL) and start the S3 server on the same ports, data and credentials."""
+    with state.lock():
+        stack = _require_stack()
+        s3 = stack.get("s3")
+        if not s3:
+            raise StackError("this stack has no S3 server; run `scripts/stack up` (it adds one)")
+        seaweedfs.stop(s3, hard=hard)
+        s3["pid"] = seaweedfs.start(s3)
         state.save(stack)
 
 
@@ -253,6 +289,17 @@ def status() -> dict[str, Any]:
             "alive_workers": spark.alive_workers(sc),
             "log": sc["worker_log"],
         }
+    s3 = stack.get("s3")
+    if s3:
+        alive = seaweedfs.is_running(s3)
+        services["s3"] = {
+            "pid": s3.get("pid"),
+            "alive": alive,
+            "answers": alive and seaweedfs.probe(s3),
+            "address": seaweedfs.endpoint(s3),
+            "data_dir": s3["data_dir"],
+            "log": s3["stdout"],
+        }
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:
@@ -278,4 +325,15 @@ def status() -> dict[str, Any]:
             "kafka_libs_dir": si.kafka_libs_dir,
             "airflow_env_vars": sorted(si.airflow_env()),
         }
+        if s3:
+            out["connect"].update(
+                {
+                    "s3_endpoint": si.s3_endpoint,
+                    "s3_bucket": si.s3_bucket,
+                    "s3_region": si.s3_region,
+                    "s3_credentials_file": s3["credentials_file"],
+                    "s3_connection_id": info.S3_CONN_ID,
+                    "s3a_jars": list(si.s3a_jars),
+                }
+            )
     return out

@@ -1,0 +1,103 @@
+"""S3 access from an Airflow ``aws`` connection, as Spark's S3A settings (``spark.hadoop.fs.s3a.*``).
+
+The connection has the Amazon provider's ``aws`` shape, so users of that provider define it once:
+login = access key id, password = secret access key (or ``aws_access_key_id`` /
+``aws_secret_access_key`` in the extra), and in the extra ``aws_session_token``, ``region_name``,
+``endpoint_url`` (or ``service_config: {"s3": {"endpoint_url": ...}}``) and
+``config_kwargs: {"s3": {"addressing_style": "path" | "virtual" | "auto"}}``. The settings hold the
+secret: hand them to :class:`~airflow_kafka_offsets.clients.spark_submit.SparkSettings` as
+``private_conf``, which ships them in the private job file, never on the command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX
+
+SIMPLE_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+TEMPORARY_PROVIDER = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+# S3A needs a region to sign with; S3-compatible servers on a custom endpoint rarely care which.
+DEFAULT_ENDPOINT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """Who to be and where S3 is; no key means S3A's own credential chain (environment, instance role)."""
+
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    endpoint_url: str | None = None
+    region: str | None = None
+    path_style: bool = False
+
+
+def _nested(extra: Mapping[str, Any], *keys: str) -> Any:
+    value: Any = extra
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def s3_access(conn_id: str, login: str | None, password: str | None, extra: Mapping[str, Any]) -> S3Access:
+    """Read an ``aws`` connection's fields; refuses a half-given key or an endpoint that is not http(s)."""
+    access_key = login or extra.get("aws_access_key_id") or None
+    secret_key = password or extra.get("aws_secret_access_key") or None
+    if bool(access_key) != bool(secret_key):
+        missing = "secret access key (password)" if access_key else "access key id (login)"
+        raise ConfigurationError(f"S3 connection {conn_id!r} has no {missing}: give both or neither")
+    session_token = extra.get("aws_session_token") or None
+    if session_token and not access_key:
+        raise ConfigurationError(f"S3 connection {conn_id!r} has aws_session_token but no access key id and secret")
+    endpoint = _nested(extra, "service_config", "s3", "endpoint_url") or extra.get("endpoint_url") or None
+    if endpoint is not None:
+        parts = urlsplit(str(endpoint))
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigurationError(
+                f"S3 connection {conn_id!r} has endpoint_url {endpoint!r}: give http(s)://host[:port]"
+            )
+    style = _nested(extra, "config_kwargs", "s3", "addressing_style") or "auto"
+    if style not in ("path", "virtual", "auto"):
+        raise ConfigurationError(
+            f"S3 connection {conn_id!r} has addressing_style {style!r}: use 'path', 'virtual' or 'auto'"
+        )
+    return S3Access(
+        access_key=access_key,
+        secret_key=secret_key,
+        session_token=session_token,
+        endpoint_url=str(endpoint) if endpoint else None,
+        region=extra.get("region_name") or (DEFAULT_ENDPOINT_REGION if endpoint else None),
+        # 'auto' on a custom endpoint means path style: host:port servers have no per-bucket host names
+        path_style=style == "path" or (style == "auto" and endpoint is not None),
+    )
+
+
+def s3a_spark_conf(access: S3Access) -> dict[str, str]:
+    """Spark settings (``spark.hadoop.fs.s3a.*``) for S3A; they include the secret when there is one."""
+    conf: dict[str, str] = {"fs.s3a.path.style.access": str(access.path_style).lower()}
+    if access.access_key and access.secret_key:
+        conf["fs.s3a.access.key"] = access.access_key
+        conf["fs.s3a.secret.key"] = access.secret_key
+        conf["fs.s3a.aws.credentials.provider"] = SIMPLE_PROVIDER
+        if access.session_token:
+            conf["fs.s3a.session.token"] = access.session_token
+            conf["fs.s3a.aws.credentials.provider"] = TEMPORARY_PROVIDER
+    if access.endpoint_url:
+        conf["fs.s3a.endpoint"] = access.endpoint_url
+        conf["fs.s3a.connection.ssl.enabled"] = str(urlsplit(access.endpoint_url).scheme == "https").lower()
+    if access.region:
+        conf["fs.s3a.endpoint.region"] = access.region
+    return {HADOOP_PREFIX + key: value for key, value in conf.items()}
+
+
+def s3a_spark_conf_for_connection(conn_id: str) -> dict[str, str]:
+    """The S3A settings of an Airflow ``aws`` connection (for ``SparkSettings.private_conf``)."""
+    from airflow_kafka_offsets.hooks.connections import get_connection
+
+    conn = get_connection(conn_id, "S3")
+    return s3a_spark_conf(s3_access(conn_id, conn.login, conn.password, conn.extra_dejson))
