@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 
+from airflow_kafka_offsets.clients.versions import table_reader_package
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
@@ -70,6 +72,31 @@ def die_at(point: str) -> Callable[[str], None]:
     return observer
 
 
+def spark_delta_rows(spec: PipelineSpec) -> list[dict]:
+    """The Delta table as Spark's own Delta reader sees it (delta-spark for the installed Spark line)."""
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    location = files.join(files.location_uri(spec.output_root), spec.sink.table)
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("delta-reader")
+        .config("spark.jars.packages", table_reader_package("delta", pyspark.__version__))
+        .config("spark.jars.ivy", str(Path.home() / ".cache" / "airflow-kafka-offsets" / "ivy"))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    try:
+        return [
+            r.asDict() for r in spark.read.format("delta").load(location).select("key", "partition", "offset").collect()
+        ]
+    finally:
+        spark.stop()
+
+
 def rows_of(table: pa.Table) -> list[dict]:
     return table.select(["key", "partition", "offset"]).to_pylist()
 
@@ -115,6 +142,8 @@ def test_batches_land_once_replay_rewrites_in_place_abort_takes_back_sweep_keeps
         for b in (1, 2)
     ]
     assert sink_of(ledger, spec).describe()["format"] == sink_format
+    if sink_format == "delta":
+        assert_exactly_once(spark_delta_rows(spec), first + second)
 
     # replay: the batch's rows are rewritten in one table commit, the same records
     replay_batch(ledger, spec.name, 1, submitter(stack), {"bootstrap.servers": stack.bootstrap_servers}, ACTOR)
