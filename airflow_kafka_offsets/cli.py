@@ -94,7 +94,9 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     kafka_hook = KafkaClusterHook(args.kafka_conn_id)
     submit, properties = None, {}
     if operation(request.operation).uses_spark:
-        submit = SparkBatchSubmitter(spark_settings(args.spark_conn_id, jars=args.spark_jars))
+        with ledger.transaction() as tx:
+            output_root = tx.output_root(request.pipeline)
+        submit = SparkBatchSubmitter(spark_settings(args.spark_conn_id, jars=args.spark_jars, output_root=output_root))
         properties = kafka_hook.spark_properties()
     ctx = OperationContext(ledger, kafka_hook.get_conn(), _actor(args.command), submit, properties)
     result = run_operation(request, ctx)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from airflow_kafka_offsets.clients.object_store import S3Access, is_object_store, s3_access, s3a_spark_conf
 from airflow_kafka_offsets.clients.spark_submit import SparkSettings, split_list
 
 CONFIG_SECTION = "kafka_offsets"
@@ -25,6 +26,18 @@ def ledger_schema(explicit: str | None = None) -> str:
     return explicit or config_value("ledger_schema", DEFAULT_LEDGER_SCHEMA)
 
 
+def object_storage(location: str) -> S3Access | None:
+    """How to reach ``location``: None for local paths; for ``s3://`` the ``aws`` connection named by
+    ``[kafka_offsets] object_storage_conn_id`` (default ``aws_default``)."""
+    if not is_object_store(location):
+        return None
+    from airflow_kafka_offsets.hooks.connections import get_connection
+
+    conn_id = config_value("object_storage_conn_id", "aws_default")
+    conn = get_connection(conn_id, f"S3 (for {location})")
+    return s3_access(conn_id, conn.login, conn.password, conn.extra_dejson)
+
+
 def spark_settings(
     conn_id: str,
     *,
@@ -37,8 +50,13 @@ def spark_settings(
     driver_memory: str | None = None,
     num_executors: int | None = None,
     total_executor_cores: int | None = None,
+    output_root: str | None = None,
 ) -> SparkSettings:
-    """Spark settings with the connector jars or packages of the config section as defaults."""
+    """Spark settings with the connector jars or packages of the config section as defaults; S3A
+    settings for an ``s3://`` ``output_root`` go in the private conf (the job file, never argv)."""
+    storage = object_storage(output_root) if output_root else None
+    if storage is not None:
+        private_conf = {**s3a_spark_conf(storage), **(private_conf or {})}
     return SparkSettings(
         conn_id=conn_id,
         jars=split_list(jars) or split_list(config_value("spark_jars", "")),

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX
 
+S3_SCHEMES = ("s3", "s3a")
 SIMPLE_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 TEMPORARY_PROVIDER = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
 # S3A needs a region to sign with; S3-compatible servers on a custom endpoint rarely care which.
@@ -35,6 +36,11 @@ class S3Access:
     endpoint_url: str | None = None
     region: str | None = None
     path_style: bool = False
+
+
+def is_object_store(location: str) -> bool:
+    """``s3://`` or ``s3a://`` (both are read by S3A in Spark, see :func:`s3a_spark_conf`)."""
+    return urlsplit(location).scheme in S3_SCHEMES
 
 
 def _nested(extra: Mapping[str, Any], *keys: str) -> Any:
@@ -79,7 +85,11 @@ def s3_access(conn_id: str, login: str | None, password: str | None, extra: Mapp
 
 def s3a_spark_conf(access: S3Access) -> dict[str, str]:
     """Spark settings (``spark.hadoop.fs.s3a.*``) for S3A; they include the secret when there is one."""
-    conf: dict[str, str] = {"fs.s3a.path.style.access": str(access.path_style).lower()}
+    conf: dict[str, str] = {
+        "fs.s3a.path.style.access": str(access.path_style).lower(),
+        # s3:// URIs too (the form PyIceberg, delta-rs and Arrow use): one location, every reader.
+        "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    }
     if access.access_key and access.secret_key:
         conf["fs.s3a.access.key"] = access.access_key
         conf["fs.s3a.secret.key"] = access.secret_key

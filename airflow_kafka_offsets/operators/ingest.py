@@ -24,8 +24,8 @@ from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
-from airflow_kafka_offsets.service.operations import pipeline_sink
-from airflow_kafka_offsets.sinks import Sink, open_sink
+from airflow_kafka_offsets.service.operations import pipeline_sink, sink_for_spec
+from airflow_kafka_offsets.sinks import Sink
 
 
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
@@ -222,7 +222,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
             sink=self.sink,
         )
         ledger = self.ledger()
-        sink = open_sink(spec, ledger.catalog_uri, ledger.schema)
+        sink = sink_for_spec(ledger, spec)
         sink.check_writable(spec.decode)
         kafka = KafkaClusterHook(self.kafka_conn_id, timeout_s=self.kafka_timeout_s).get_conn()
         outcome = plan_batch(ledger, spec, kafka.offsets, sink, actor_from_context(context))
@@ -300,7 +300,8 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
         self.total_executor_cores = total_executor_cores
         self._submitter: SparkBatchSubmitter | None = None
 
-    def settings(self) -> SparkSettings:
+    def settings(self, output_uri: str | None = None) -> SparkSettings:
+        """``output_uri``: where the batch lands (S3 credentials go to Spark privately when it is on S3)."""
         return spark_settings(
             self.spark_conn_id,
             jars=self.spark_jars,
@@ -311,6 +312,7 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
             driver_memory=self.driver_memory,
             num_executors=self.num_executors,
             total_executor_cores=self.total_executor_cores,
+            output_root=output_uri,
         )
 
     def run(self, context: Context) -> dict[str, Any] | None:
@@ -320,7 +322,7 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
         if plan is None:
             self.log.info("pipeline %s: no batch to read", self.pipeline)
             return None
-        self._submitter = submitter = SparkBatchSubmitter(self.settings())
+        self._submitter = submitter = SparkBatchSubmitter(self.settings(plan.output_uri))
         if plan.readable_ranges:
             submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
         report = run_batch(

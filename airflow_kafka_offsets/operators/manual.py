@@ -84,7 +84,10 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
         request = parse_request({**(self.options or {}), "operation": self.operation, "pipeline": self.pipeline})
         kafka_hook = KafkaClusterHook(self.kafka_conn_id)
         submit, properties = None, {}
+        ledger = self.ledger()
         if operation(request.operation).uses_spark:
+            with ledger.transaction() as tx:
+                output_root = tx.output_root(request.pipeline)
             submit = SparkBatchSubmitter(
                 spark_settings(
                     self.spark_conn_id,
@@ -96,11 +99,12 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
                     driver_memory=self.driver_memory,
                     num_executors=self.num_executors,
                     total_executor_cores=self.total_executor_cores,
+                    output_root=output_root,
                 )
             )
             properties = kafka_hook.spark_properties()
         actor = {**actor_from_context(context), "operation": request.operation}
-        ctx = OperationContext(self.ledger(), kafka_hook.get_conn(), actor, submit, properties)
+        ctx = OperationContext(ledger, kafka_hook.get_conn(), actor, submit, properties)
         result = run_operation(request, ctx)
         self.log.info("%s of %s:\n%s", request.operation, request.pipeline, result.text)
         return result.data

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, TopicPartition
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
@@ -35,11 +36,16 @@ from airflow_kafka_offsets.sinks import LocalDirectorySink, Publication, Sink, o
 log = logging.getLogger(__name__)
 
 
+def sink_for_spec(ledger: Ledger, spec: PipelineSpec) -> Sink:
+    """The sink a spec names, with the ledger's Iceberg catalog and the object storage of its location."""
+    return open_sink(spec, ledger.catalog_uri, ledger.schema, object_storage(spec.output_root))
+
+
 def pipeline_sink(ledger: Ledger, pipeline: str) -> Sink:
     """The sink the pipeline's stored spec names."""
     with ledger.transaction() as tx:
         spec = tx.pipeline_spec(pipeline)
-    return open_sink(spec, ledger.catalog_uri, ledger.schema)
+    return sink_for_spec(ledger, spec)
 
 
 Submit = Callable[[dict[str, Any]], None]
@@ -86,7 +92,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
         "pipeline": pipeline,
         "topics": list(spec.topics),
         "output_root": spec.output_root,
-        "sink": open_sink(spec, ledger.catalog_uri, ledger.schema).describe(),
+        "sink": sink_for_spec(ledger, spec).describe(),
         "partitions": partitions,
         "lag_records_total": sum(p["lag_records"] or 0 for p in partitions),
         "in_flight": None
@@ -271,7 +277,7 @@ def replay_batch(
         raise BatchStateError(
             f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
         )
-    sink: Sink = open_sink(spec, ledger.catalog_uri, ledger.schema)
+    sink: Sink = sink_for_spec(ledger, spec)
     if target_root is not None:
         if not isinstance(sink, LocalDirectorySink):
             raise InvalidPipelineSpecError(
@@ -390,7 +396,7 @@ def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Mappi
             raise BatchStateError(f"pipeline {pipeline!r} has no planned batch to abort")
         tx.abort_batch(pipeline, planned, reason, actor)
         plan = tx.batch(pipeline, planned).plan
-        sink = open_sink(tx.pipeline_spec(pipeline), ledger.catalog_uri, ledger.schema)
+        sink = sink_for_spec(ledger, tx.pipeline_spec(pipeline))
         withdrawn = sink.withdraw(tx, tx.pipeline_uid(pipeline), plan)
         if withdrawn:
             tx.audit(pipeline, planned, "withdrawn", {"output_uri": plan.output_uri}, actor)
@@ -431,7 +437,7 @@ def catch_up(
         raise InvalidPipelineSpecError(f"max_batches must be at least 1, got {max_batches}")
     with ledger.transaction() as tx:
         spec = tx.pipeline_spec(pipeline)
-    sink = open_sink(spec, ledger.catalog_uri, ledger.schema)
+    sink = sink_for_spec(ledger, spec)
     done = records = 0
     while done < max_batches:
         outcome = plan_batch(ledger, spec, offsets_source, sink, actor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from airflow_kafka_offsets.clients.object_store import S3Access
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.sinks.base import Publication, Sink
@@ -11,26 +12,30 @@ from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 __all__ = ["LocalDirectorySink", "Publication", "REPORT_NAME", "Sink", "open_sink"]
 
 
-def open_sink(spec: PipelineSpec, catalog_uri: str | None, catalog_name: str) -> Sink:
+def open_sink(spec: PipelineSpec, catalog_uri: str | None, catalog_name: str, s3: S3Access | None = None) -> Sink:
     """The sink a pipeline's spec names.
 
     Iceberg tables are in the SQL catalog ``catalog_name`` (the ledger's schema name: one catalog
-    per ledger) in the ledger's database, ``catalog_uri`` (a SQLAlchemy URL).
+    per ledger) in the ledger's database, ``catalog_uri`` (a SQLAlchemy URL). ``s3``: how to reach
+    an ``s3://`` output root (tables only).
 
     The table sinks import their libraries only when a pipeline uses them.
     """
     if spec.sink.format is SinkFormat.DIRECTORY:
         return LocalDirectorySink(spec.output_root)
     try:
+        from airflow_kafka_offsets.sinks.files import Storage
+
+        storage = Storage(s3)
         if spec.sink.format is SinkFormat.ICEBERG:
             from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 
             return IcebergSink(
-                spec.output_root, spec.sink.table or "", catalog_uri, catalog_name, spec.sink.partition_by
+                spec.output_root, spec.sink.table or "", catalog_uri, catalog_name, spec.sink.partition_by, storage
             )
         from airflow_kafka_offsets.sinks.delta import DeltaSink
 
-        return DeltaSink(spec.output_root, spec.sink.table or "", spec.sink.partition_by)
+        return DeltaSink(spec.output_root, spec.sink.table or "", spec.sink.partition_by, storage)
     except ImportError as exc:
         raise ConfigurationError(
             f"pipeline {spec.name!r} writes {spec.sink.format.value} tables, which needs {exc.name}: "

@@ -47,17 +47,21 @@ def app_id(pipeline_uid: str) -> str:
 class DeltaSink:
     """Batches as Delta commits of the table at ``<output_root>/<table>``."""
 
-    def __init__(self, output_root: str, table: str, partition_by: str | None = None) -> None:
+    def __init__(
+        self, output_root: str, table: str, partition_by: str | None = None, storage: files.Storage | None = None
+    ) -> None:
         self.location = files.join(files.location_uri(output_root), table)
         self.table_name = table
         self.partition_columns = [DAY_COLUMN] if partition_by == "day" else []
+        self.storage = storage or files.Storage()
+        self._options = self.storage.delta_storage_options()
 
     def _schema(self, decode: DecodeSpec | None) -> pa.Schema:
         schema = output_schema(decode)
         return schema.append(pa.field(DAY_COLUMN, pa.date32())) if self.partition_columns else schema
 
     def table(self) -> DeltaTable:
-        return DeltaTable(self.location)
+        return DeltaTable(self.location, storage_options=self._options)
 
     def describe(self) -> dict[str, Any]:
         return {"format": "delta", "location": self.location, "table": self.table_name}
@@ -73,6 +77,7 @@ class DeltaSink:
                 schema=wanted,
                 mode="ignore",
                 name=self.table_name,
+                storage_options=self._options,
                 partition_by=self.partition_columns or None,
             )
             return
@@ -99,6 +104,7 @@ class DeltaSink:
                 mode="append",
                 schema_mode="merge",
                 partition_by=self.partition_columns or None,
+                storage_options=self._options,
             )
 
     def output_uri(self, pipeline: str, batch_id: int) -> str:
@@ -108,7 +114,7 @@ class DeltaSink:
         return files.join(self.location, f"batch={batch_id:012d}", attempt_id)
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
-        return files.read_report(staging_uri)
+        return self.storage.read_report(staging_uri)
 
     def _commits(self, table: DeltaTable, pipeline_uid: str) -> list[dict[str, Any]]:
         """This pipeline's commits in the table's history, oldest first."""
@@ -146,7 +152,7 @@ class DeltaSink:
                 True,
                 json.dumps({"numRecords": f.records}),
             )
-            for f in files.parquet_files(publication.staging_uri)
+            for f in self.storage.parquet_files(publication.staging_uri)
         ]
         transactions = None
         if publication.replay:
@@ -192,16 +198,16 @@ class DeltaSink:
 
     def discard_attempt(self, staging_uri: str) -> None:
         """Files the table's log references go with Delta's VACUUM (after its retention), not here."""
-        if files.exists(staging_uri) and not self.in_use(staging_uri):
-            files.remove_tree(staging_uri)
+        if self.storage.exists(staging_uri) and not self.in_use(staging_uri):
+            self.storage.remove_tree(staging_uri)
 
     def staged_attempts(self, pipeline: str) -> dict[int, list[str]]:
         found: dict[int, list[str]] = {}
-        for batch_dir in files.subdirectories(self.location):
+        for batch_dir in self.storage.subdirectories(self.location):
             name = batch_dir.rsplit("/", 1)[-1]
             if name.startswith("batch="):
                 try:
-                    found[int(name.removeprefix("batch="))] = files.subdirectories(batch_dir)
+                    found[int(name.removeprefix("batch="))] = self.storage.subdirectories(batch_dir)
                 except ValueError:
                     continue
         return found
@@ -210,7 +216,7 @@ class DeltaSink:
         return False  # an aborted batch's files leave the table by withdraw
 
     def exists(self, uri: str) -> bool:
-        return files.exists(uri)
+        return self.storage.exists(uri)
 
 
 def _relative(root: str, uri: str) -> str:

@@ -1,7 +1,10 @@
-"""Files of Spark attempts for the table sinks, through Arrow's filesystems (local, or object stores).
+"""Files of Spark attempts for the table sinks, through Arrow's filesystems (local disk or S3).
 
 Only what a table sink needs: the attempt's report, the Parquet files it wrote (not its
-``_errors/`` side output, not ``_SUCCESS`` or checksum files), and removing an attempt.
+``_errors/`` side output, not ``_SUCCESS`` or checksum files), and removing an attempt. One URI
+form everywhere: ``s3a://`` locations are kept as ``s3://`` (Spark reads those through S3A too,
+see :func:`airflow_kafka_offsets.clients.object_store.s3a_spark_conf`), which PyIceberg,
+delta-rs and Arrow all take.
 """
 
 from __future__ import annotations
@@ -11,11 +14,12 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from airflow_kafka_offsets.clients.object_store import S3_SCHEMES, S3Access
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
@@ -30,7 +34,13 @@ def location_uri(location: str) -> str:
         return f"file://{path.resolve()}"
     if parsed.scheme == "file":
         return f"file://{Path(parsed.path).resolve()}"
-    return location.rstrip("/")
+    if parsed.scheme in S3_SCHEMES:
+        if not parsed.netloc:
+            raise OutputLocationError(f"output location {location!r} names no bucket: use s3://bucket/path")
+        return "s3://" + location.split("://", 1)[1].rstrip("/")
+    raise OutputLocationError(
+        f"output location {location!r}: scheme {parsed.scheme!r} is not supported (use a path, file:// or s3://)"
+    )
 
 
 def join(uri: str, *parts: str) -> str:
@@ -47,61 +57,111 @@ class DataFile:
     modified_ms: int
 
 
-def _fs(uri: str) -> tuple[pafs.FileSystem, str]:
-    try:
-        fs, path = pafs.FileSystem.from_uri(uri)
-    except Exception as exc:  # noqa: BLE001 - Arrow raises ArrowInvalid / OSError variants
-        raise OutputLocationError(f"cannot open {uri!r}: {exc}") from exc
-    return fs, str(path)
+class Storage:
+    """Where a table sink's files are: local disk, or S3 reached with ``s3`` (None: local only)."""
 
+    def __init__(self, s3: S3Access | None = None) -> None:
+        self.s3 = s3
 
-def _uri_of(base_uri: str, base_path: str, path: str) -> str:
-    return join(base_uri, posixpath.relpath(path, base_path))
+    def _fs(self, uri: str) -> tuple[pafs.FileSystem, str]:
+        parsed = urlsplit(uri)
+        if parsed.scheme in S3_SCHEMES:
+            return self._s3_filesystem(uri), f"{parsed.netloc}{parsed.path}"
+        try:
+            fs, path = pafs.FileSystem.from_uri(uri)
+        except Exception as exc:  # noqa: BLE001 - Arrow raises ArrowInvalid / OSError variants
+            raise OutputLocationError(f"cannot open {uri!r}: {exc}") from exc
+        return fs, str(path)
 
+    def _s3_filesystem(self, uri: str) -> pafs.FileSystem:
+        if self.s3 is None:
+            raise OutputLocationError(
+                f"{uri} is on S3 but no S3 connection is configured: set [kafka_offsets] object_storage_conn_id "
+                "to an Airflow connection of type aws"
+            )
+        endpoint = urlsplit(self.s3.endpoint_url) if self.s3.endpoint_url else None
+        return pafs.S3FileSystem(
+            access_key=self.s3.access_key,
+            secret_key=self.s3.secret_key,
+            session_token=self.s3.session_token,
+            region=self.s3.region,
+            endpoint_override=endpoint.netloc if endpoint else None,
+            scheme=endpoint.scheme if endpoint else "https",
+            force_virtual_addressing=not self.s3.path_style,
+        )
 
-def read_report(staging_uri: str) -> dict[str, Any] | None:
-    fs, path = _fs(join(staging_uri, REPORT_NAME))
-    try:
-        with fs.open_input_stream(path) as stream:
-            report: dict[str, Any] = json.loads(stream.read().decode("utf-8"))
-    except FileNotFoundError:
-        return None
-    return report
+    def pyiceberg_properties(self) -> dict[str, str]:
+        """PyIceberg's FileIO settings for this storage (secrets included: never log them)."""
+        if self.s3 is None:
+            return {}
+        props = {"s3.force-virtual-addressing": str(not self.s3.path_style).lower()}
+        optional = {
+            "s3.endpoint": self.s3.endpoint_url,
+            "s3.access-key-id": self.s3.access_key,
+            "s3.secret-access-key": self.s3.secret_key,
+            "s3.session-token": self.s3.session_token,
+            "s3.region": self.s3.region,
+        }
+        return props | {k: v for k, v in optional.items() if v}
 
+    def delta_storage_options(self) -> dict[str, str] | None:
+        """delta-rs (object_store) settings; commits to the log use S3's conditional put (If-None-Match)."""
+        if self.s3 is None:
+            return None
+        options = {
+            "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": str(not self.s3.path_style).lower(),
+            "AWS_CONDITIONAL_PUT": "etag",
+        }
+        optional = {
+            "AWS_ENDPOINT_URL": self.s3.endpoint_url,
+            "AWS_ACCESS_KEY_ID": self.s3.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.s3.secret_key,
+            "AWS_SESSION_TOKEN": self.s3.session_token,
+            "AWS_REGION": self.s3.region,
+        }
+        if self.s3.endpoint_url and self.s3.endpoint_url.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+        return options | {k: v for k, v in optional.items() if v}
 
-def parquet_files(staging_uri: str) -> list[DataFile]:
-    """The data files of an attempt, sorted; hidden and side outputs (``_*``, ``.*``) are left out."""
-    fs, base = _fs(staging_uri)
-    found = []
-    for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
-        relative = posixpath.relpath(info.path, base)
-        if info.type != pafs.FileType.File or not relative.endswith(".parquet"):
-            continue
-        if any(part.startswith(("_", ".")) for part in relative.split("/")):
-            continue
-        with fs.open_input_file(info.path) as handle:
-            records = pq.ParquetFile(handle).metadata.num_rows
-        modified = int(info.mtime.timestamp() * 1000) if info.mtime else 0
-        found.append(DataFile(_uri_of(staging_uri, base, info.path), int(info.size or 0), records, modified))
-    return sorted(found, key=lambda f: f.uri)
+    def read_report(self, staging_uri: str) -> dict[str, Any] | None:
+        fs, path = self._fs(join(staging_uri, REPORT_NAME))
+        try:
+            with fs.open_input_stream(path) as stream:
+                report: dict[str, Any] = json.loads(stream.read().decode("utf-8"))
+        except FileNotFoundError:
+            return None
+        return report
 
+    def parquet_files(self, staging_uri: str) -> list[DataFile]:
+        """The data files of an attempt, sorted; hidden and side outputs (``_*``, ``.*``) are left out."""
+        fs, base = self._fs(staging_uri)
+        found = []
+        for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
+            relative = posixpath.relpath(info.path, base)
+            if info.type != pafs.FileType.File or not relative.endswith(".parquet"):
+                continue
+            if any(part.startswith(("_", ".")) for part in relative.split("/")):
+                continue
+            with fs.open_input_file(info.path) as handle:
+                records = pq.ParquetFile(handle).metadata.num_rows
+            modified = int(info.mtime.timestamp() * 1000) if info.mtime else 0
+            found.append(DataFile(join(staging_uri, relative), int(info.size or 0), records, modified))
+        return sorted(found, key=lambda f: f.uri)
 
-def subdirectories(uri: str) -> list[str]:
-    fs, base = _fs(uri)
-    infos = fs.get_file_info(pafs.FileSelector(base, recursive=False, allow_not_found=True))
-    return sorted(_uri_of(uri, base, i.path) for i in infos if i.type == pafs.FileType.Directory)
+    def subdirectories(self, uri: str) -> list[str]:
+        fs, base = self._fs(uri)
+        infos = fs.get_file_info(pafs.FileSelector(base, recursive=False, allow_not_found=True))
+        return sorted(join(uri, posixpath.basename(i.path)) for i in infos if i.type == pafs.FileType.Directory)
 
+    def exists(self, uri: str) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
-def exists(uri: str) -> bool:
-    fs, path = _fs(uri)
-    return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
-
-
-def remove_tree(uri: str) -> None:
-    """Remove a directory, and its parent once that is empty (an attempt, then its batch's directory)."""
-    fs, path = _fs(uri)
-    if fs.get_file_info(path).type == pafs.FileType.Directory:
-        fs.delete_dir(path)
-    parent = posixpath.dirname(path.rstrip("/"))
-    if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
-        fs.delete_dir(parent)
+    def remove_tree(self, uri: str) -> None:
+        """Remove a directory, and its parent once that is empty (an attempt, then its batch's directory)."""
+        fs, path = self._fs(uri)
+        if fs.get_file_info(path).type == pafs.FileType.Directory:
+            fs.delete_dir(path)
+        parent = posixpath.dirname(path.rstrip("/"))
+        if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
+            fs.delete_dir(parent)

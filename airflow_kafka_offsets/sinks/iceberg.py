@@ -132,7 +132,13 @@ class IcebergSink:
     new tables get their location under ``warehouse``."""
 
     def __init__(
-        self, warehouse: str, table: str, catalog_uri: str | None, catalog_name: str, partition_by: str | None = None
+        self,
+        warehouse: str,
+        table: str,
+        catalog_uri: str | None,
+        catalog_name: str,
+        partition_by: str | None = None,
+        storage: files.Storage | None = None,
     ) -> None:
         if not catalog_uri:
             raise OutputLocationError(
@@ -145,12 +151,18 @@ class IcebergSink:
         self._catalog_uri = catalog_uri
         self.catalog_name = catalog_name
         self.partition_by = partition_by
+        self.storage = storage or files.Storage()
         self._catalog: LedgerCatalog | None = None
         self._location: str | None = None
 
     def catalog(self) -> LedgerCatalog:
         if self._catalog is None:
-            self._catalog = LedgerCatalog(self.catalog_name, uri=self._catalog_uri, warehouse=self.warehouse)
+            self._catalog = LedgerCatalog(
+                self.catalog_name,
+                uri=self._catalog_uri,
+                warehouse=self.warehouse,
+                **self.storage.pyiceberg_properties(),
+            )
         return self._catalog
 
     def table(self) -> Table:
@@ -204,7 +216,7 @@ class IcebergSink:
         return files.join(self.location, "data", f"batch={batch_id:012d}", attempt_id)
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
-        return files.read_report(staging_uri)
+        return self.storage.read_report(staging_uri)
 
     def _snapshot_attempts(self, table: Table, pipeline_uid: str, batch_id: int | None = None) -> list[str]:
         """Attempts of this pipeline that snapshots in the table's history added, oldest first."""
@@ -226,7 +238,7 @@ class IcebergSink:
         if publication.staging_uri is None:
             return  # a batch without records changes nothing a reader could see
         catalog = self.catalog()
-        data = files.parquet_files(publication.staging_uri)
+        data = self.storage.parquet_files(publication.staging_uri)
         with catalog.bound(tx):
             table = catalog.load_locked(self.identifier)
             properties = publication.commit_properties()
@@ -255,16 +267,16 @@ class IcebergSink:
 
     def discard_attempt(self, staging_uri: str) -> None:
         """Files the table's history holds go with Iceberg's snapshot expiry, not here."""
-        if files.exists(staging_uri) and not self.in_use(staging_uri):
-            files.remove_tree(staging_uri)
+        if self.storage.exists(staging_uri) and not self.in_use(staging_uri):
+            self.storage.remove_tree(staging_uri)
 
     def staged_attempts(self, pipeline: str) -> dict[int, list[str]]:
         found: dict[int, list[str]] = {}
-        for batch_dir in files.subdirectories(files.join(self.location, "data")):
+        for batch_dir in self.storage.subdirectories(files.join(self.location, "data")):
             name = batch_dir.rsplit("/", 1)[-1]
             if name.startswith("batch="):
                 try:
-                    found[int(name.removeprefix("batch="))] = files.subdirectories(batch_dir)
+                    found[int(name.removeprefix("batch="))] = self.storage.subdirectories(batch_dir)
                 except ValueError:
                     continue
         return found
@@ -273,4 +285,4 @@ class IcebergSink:
         return False  # aborted batches never reach the table
 
     def exists(self, uri: str) -> bool:
-        return files.exists(uri)
+        return self.storage.exists(uri)

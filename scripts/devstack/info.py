@@ -136,6 +136,7 @@ class StackInfo:
             )
         if self.s3_endpoint:
             env[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"] = json.dumps(self.s3_connection())
+            env["AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID"] = S3_CONN_ID
         return env
 
 

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.clients.object_store import s3a_spark_conf
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
-from airflow_kafka_offsets.sinks import Sink, open_sink
+from airflow_kafka_offsets.service.operations import sink_for_spec
+from airflow_kafka_offsets.sinks import Sink
 
 ACTOR = {"dag_id": "tests", "run_id": "manual"}
 
 
-def submitter(stack, conn_id: str = "spark_default") -> SparkBatchSubmitter:
-    return SparkBatchSubmitter(SparkSettings(conn_id=conn_id, jars=stack.connector_jars))
+def submitter(stack, conn_id: str = "spark_default", output_root: str | None = None) -> SparkBatchSubmitter:
+    """The stack's Spark with the Kafka connector (and S3A, with its settings for an s3:// output)."""
+    storage = object_storage(output_root) if output_root else None
+    return SparkBatchSubmitter(
+        SparkSettings(
+            conn_id=conn_id,
+            jars=(*stack.connector_jars, *stack.s3a_jars),
+            private_conf=s3a_spark_conf(storage) if storage else {},
+        )
+    )
 
 
 def sink_of(ledger: Ledger, spec: PipelineSpec) -> Sink:
-    return open_sink(spec, ledger.catalog_uri, ledger.schema)
+    return sink_for_spec(ledger, spec)
 
 
 def plan(ledger: Ledger, spec: PipelineSpec, stack) -> PlanOutcome:
@@ -32,7 +43,7 @@ def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_i
         ledger,
         sink_of(ledger, spec),
         outcome.plan,
-        submitter(stack, conn_id),
+        submitter(stack, conn_id, spec.output_root),
         {"bootstrap.servers": stack.bootstrap_servers},
         ACTOR,
     )

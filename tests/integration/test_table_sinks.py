@@ -20,6 +20,7 @@ from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_kafka_offsets.clients.versions import table_reader_package
+from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
@@ -45,20 +46,26 @@ def table_spec(
 
 def read_table(stack, ledger: Ledger, spec: PipelineSpec) -> pa.Table:
     """The table as an engine without the ledger reads it (the Iceberg catalog is named after the ledger's schema)."""
+    storage = files.Storage(object_storage(spec.output_root))
     if spec.sink.format.value == "iceberg":
-        catalog = SqlCatalog(ledger.schema, uri=stack.pg_url())
+        catalog = SqlCatalog(ledger.schema, uri=stack.pg_url(), **storage.pyiceberg_properties())
         return catalog.load_table(spec.sink.table).scan().to_arrow()
-    return DeltaTable(files.join(files.location_uri(spec.output_root), spec.sink.table)).to_pyarrow_table()
+    location = files.join(files.location_uri(spec.output_root), spec.sink.table)
+    return DeltaTable(location, storage_options=storage.delta_storage_options()).to_pyarrow_table()
 
 
 def table_commits(stack, ledger: Ledger, spec: PipelineSpec) -> list[dict[str, str]]:
     """(operation, batch, attempt) of the pipeline's commits in the table's history, oldest first."""
     keys = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.attempt")
+    storage = files.Storage(object_storage(spec.output_root))
     if spec.sink.format.value == "iceberg":
-        table = SqlCatalog(ledger.schema, uri=stack.pg_url()).load_table(spec.sink.table)
+        table = SqlCatalog(ledger.schema, uri=stack.pg_url(), **storage.pyiceberg_properties()).load_table(
+            spec.sink.table
+        )
         summaries = [s.summary for s in table.snapshots() if s.summary is not None]
         return [{k: summary[k] for k in keys} for summary in summaries if summary[keys[1]] is not None]
-    history = DeltaTable(files.join(files.location_uri(spec.output_root), spec.sink.table)).history()
+    location = files.join(files.location_uri(spec.output_root), spec.sink.table)
+    history = DeltaTable(location, storage_options=storage.delta_storage_options()).history()
     return [{k: c[k] for k in keys} for c in reversed(history) if keys[1] in c]
 
 
@@ -207,15 +214,17 @@ def produce_on_days(bootstrap: str, topic: str, days: list[str], per_day: int) -
 def partitions_of(stack, ledger: Ledger, spec: PipelineSpec) -> dict[str, int]:
     """Records per table partition, as the table's own metadata lists its data files."""
     counts: dict[str, int] = {}
+    storage = files.Storage(object_storage(spec.output_root))
     if spec.sink.format.value == "iceberg":
-        table = SqlCatalog(ledger.schema, uri=stack.pg_url()).load_table(spec.sink.table)
+        table = SqlCatalog(ledger.schema, uri=stack.pg_url(), **storage.pyiceberg_properties()).load_table(
+            spec.sink.table
+        )
         for task in table.scan().plan_files():
             day = (date(1970, 1, 1) + timedelta(days=task.file.partition[0])).isoformat()
             counts[day] = counts.get(day, 0) + task.file.record_count
         return counts
-    actions = DeltaTable(files.join(files.location_uri(spec.output_root), spec.sink.table)).get_add_actions(
-        flatten=True
-    )
+    location = files.join(files.location_uri(spec.output_root), spec.sink.table)
+    actions = DeltaTable(location, storage_options=storage.delta_storage_options()).get_add_actions(flatten=True)
     for day, records in zip(
         actions.column("partition.timestamp_date").to_pylist(), actions.column("num_records").to_pylist(), strict=True
     ):
@@ -223,12 +232,14 @@ def partitions_of(stack, ledger: Ledger, spec: PipelineSpec) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
 @pytest.mark.parametrize("sink_format", FORMATS)
 def test_a_crash_inside_the_commit_then_the_retry_commits_once_into_day_partitions(
-    stack, ledger, make_topic, tmp_path, sink_format
+    stack, ledger, make_topic, tmp_path, sink_format, where
 ):
     topic = make_topic(partitions=2)
-    spec = table_spec(f"crash_{sink_format}", topic, str(tmp_path / "lake"), sink_format, partition_by="day")
+    root = str(tmp_path / "lake") if where == "local" else f"s3://{stack.s3_bucket}/{uuid.uuid4().hex}/lake"
+    spec = table_spec(f"crash_{sink_format}", topic, root, sink_format, partition_by="day")
     produced = produce_on_days(stack.bootstrap_servers, topic, ["2026-11-20", "2026-11-21"], 60)
     outcome = plan(ledger, spec, stack)
     read(ledger, spec, stack, outcome)

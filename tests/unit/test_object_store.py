@@ -31,6 +31,7 @@ STACK_EXTRA = {
 def test_the_stacks_connection_maps_to_exact_s3a_settings() -> None:
     assert s3a_spark_conf(s3_access("s3", "AKOKEY", SECRET, STACK_EXTRA)) == {
         "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.hadoop.fs.s3a.access.key": "AKOKEY",
         "spark.hadoop.fs.s3a.secret.key": SECRET,
         "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
@@ -52,10 +53,14 @@ def test_session_token_uses_temporary_credentials_and_keys_may_sit_in_the_extra(
 
 def test_aws_without_endpoint_uses_the_default_chain_and_virtual_hosts() -> None:
     assert s3_access("s3", None, None, {}) == S3Access()
-    assert s3a_spark_conf(S3Access()) == {"spark.hadoop.fs.s3a.path.style.access": "false"}
+    assert s3a_spark_conf(S3Access()) == {
+        "spark.hadoop.fs.s3a.path.style.access": "false",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    }
     conf = s3a_spark_conf(s3_access("s3", None, None, {"region_name": "eu-west-1"}))
     assert conf == {
         "spark.hadoop.fs.s3a.path.style.access": "false",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
     }
 
