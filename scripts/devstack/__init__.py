@@ -9,7 +9,7 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     info.bootstrap_servers, info.pg_dsn(), info.airflow_env()
     info.sasl_bootstrap_servers, info.sasl_client_config()   # SASL_PLAINTEXT/PLAIN listener
     devstack.restart_kafka(); devstack.restart_postgres()
-    devstack.start_airflow()          # api-server + scheduler + dag-processor on the project's dags/
+    devstack.start_airflow()          # api-server, scheduler, dag-processor, triggerer on dags/
     devstack.stop_airflow()
     devstack.down()
 
