@@ -145,7 +145,10 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
     batches = []
     for line in detail.batches:
         b = line.batch
-        ranges = ", ".join(f"{r.topic}-{r.partition} [{r.start}, {r.end})" for r in line.ranges)
+        ranges = ", ".join(
+            f"{r.topic}-{r.partition} [{r.start}, {r.end})" + (f" skipping [{r.cursor}, {r.start})" if r.lost else "")
+            for r in line.ranges
+        )
         more = line.ranges_total - len(line.ranges)
         batches.append(
             f'<tr data-batch="{b["batch_id"]}">'
@@ -180,7 +183,8 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
         f"unread record, looked up for the {PARTITIONS_PER_PAGE} partitions of this page only.</p>"
         + _table(["topic", "partition", "cursor", "log end", "lag (records)", "lag (time)"], partitions, "partitions")
         + _pager(detail.page, detail.pages, "?")
-        + f'<h2>Recent batches</h2><p class="note">The last {RECENT_BATCHES}; ranges are [start, end).</p>'
+        + f'<h2>Recent batches</h2><p class="note">The last {RECENT_BATCHES}; ranges are [start, end). A reset '
+        "records the cursor it set as an empty range, after the span it skipped.</p>"
         + _table(["batch", "kind", "state", "planned", "committed", "at", "ranges"], batches, "batches")
         + "<h2>Spark attempts of these batches</h2>"
         + _table(["attempt", "batch", "state", "run", "started", "ended / lease until", "error"], attempts, "attempts")
