@@ -163,11 +163,7 @@ def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     login(browser, airflow_ui)
     browser.get(f"{airflow_ui['url']}/")
-    browser.find_element(By.CSS_SELECTOR, 'button[aria-label="Plugins"], a[title="Plugins"]').click()
-    wait_until(
-        lambda: next((e for e in browser.find_elements(By.LINK_TEXT, "Kafka pipelines") if e.is_displayed()), None),
-        "the Kafka pipelines entry in the navigation",
-    ).click()
+    browser.find_element(By.CSS_SELECTOR, 'a[aria-label="Kafka pipelines"]').click()  # in the side navigation
     wait_until(lambda: "/plugin/kafka-pipelines" in browser.current_url, "the plugin page")
     browser.switch_to.frame(wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0])
     try:
