@@ -235,12 +235,14 @@ class LedgerTransaction:
         """The ``first`` ranges of each given batch in partition order, and how many it has."""
         ranges: dict[int, tuple[list[PartitionRange], int]] = {int(b): ([], 0) for b in batch_ids}
         for b, t, p, c, s, e, n in self.fetchall(
-            "SELECT batch_id, topic, partition, cursor_offset, start_offset, end_offset, n FROM ("
-            "  SELECT *, row_number() OVER w AS i, count(*) OVER (PARTITION BY batch_id) AS n"
-            "  FROM {s}.batch_ranges WHERE pipeline = %s AND batch_id = ANY(%s::bigint[])"
-            "  WINDOW w AS (PARTITION BY batch_id ORDER BY topic, partition)) r"
-            " WHERE i <= %s ORDER BY batch_id, topic, partition",
-            (pipeline, list(batch_ids), first),
+            # Per batch, along the primary key: the first ranges, and a count (an index-only scan).
+            "SELECT b.id, r.topic, r.partition, r.cursor_offset, r.start_offset, r.end_offset, c.n"
+            " FROM unnest(%s::bigint[]) AS b(id)"
+            " CROSS JOIN LATERAL (SELECT count(*) AS n FROM {s}.batch_ranges WHERE pipeline = %s AND batch_id = b.id) c"
+            " CROSS JOIN LATERAL ("
+            "  SELECT topic, partition, cursor_offset, start_offset, end_offset FROM {s}.batch_ranges"
+            "  WHERE pipeline = %s AND batch_id = b.id ORDER BY topic, partition LIMIT %s) r",
+            (list(batch_ids), pipeline, pipeline, first),
         ):
             shown, _ = ranges[int(b)]
             shown.append(PartitionRange(t, int(p), start=int(s), end=int(e), cursor=int(c)))
