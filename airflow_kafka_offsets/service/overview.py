@@ -15,7 +15,7 @@ from typing import Any
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, TopicPartition
 from airflow_kafka_offsets.core.planner import partition_lag
-from airflow_kafka_offsets.errors import KafkaOffsetsError, PipelineNotFoundError
+from airflow_kafka_offsets.errors import KafkaOffsetsError, KafkaUnavailableError, PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.operations import attempt_status, batch_status
 
@@ -110,11 +110,20 @@ def _read(tx: LedgerTransaction, pipeline: str) -> _LedgerView:
     )
 
 
-def _kafka_offsets(kafka: KafkaOffsetsClient, topics: tuple[str, ...]) -> tuple[dict[TopicPartition, Any], str | None]:
+@dataclass(frozen=True)
+class _KafkaAnswer:
+    offsets: dict[TopicPartition, PartitionOffsets]
+    error: str | None = None
+    unavailable: bool = False  # Kafka itself did not answer (not just one pipeline's topic)
+
+
+def _kafka_offsets(kafka: KafkaOffsetsClient, topics: tuple[str, ...]) -> _KafkaAnswer:
     try:
-        return kafka.offsets(list(topics)), None
-    except KafkaOffsetsError as exc:  # the page still shows the ledger's side
-        return {}, str(exc)
+        return _KafkaAnswer(kafka.offsets(list(topics)))
+    except KafkaUnavailableError as exc:
+        return _KafkaAnswer({}, str(exc), unavailable=True)
+    except KafkaOffsetsError as exc:  # e.g. a topic gone: the page still shows the ledger's side
+        return _KafkaAnswer({}, str(exc))
 
 
 def _partitions(view: _LedgerView, offsets: dict[TopicPartition, PartitionOffsets]) -> list[TopicPartition]:
@@ -147,9 +156,11 @@ def overview(ledger: Ledger, kafka: KafkaOffsetsClient, page: int = 1) -> Overvi
         names, total = tx.pipeline_names(PIPELINES_PER_PAGE, (page - 1) * PIPELINES_PER_PAGE)
         views = [_read(tx, name) for name in names]
     summaries = []
+    down: _KafkaAnswer | None = None  # once Kafka does not answer, the other pipelines do not wait for it again
     for view in views:
-        offsets, error = _kafka_offsets(kafka, view.topics)
-        summaries.append(_summary(view, offsets, error))
+        answer = down or _kafka_offsets(kafka, view.topics)
+        down = answer if answer.unavailable else None
+        summaries.append(_summary(view, answer.offsets, answer.error))
     return Overview(tuple(summaries), page, _pages(total, PIPELINES_PER_PAGE), total)
 
 
@@ -162,7 +173,8 @@ def pipeline_detail(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, pa
             )
         view = _read(tx, pipeline)
         ranges = tx.batch_ranges(pipeline, [b["batch_id"] for b in view.batches], RANGES_SHOWN)
-    offsets, error = _kafka_offsets(kafka, view.topics)
+    answer = _kafka_offsets(kafka, view.topics)
+    offsets, error = answer.offsets, answer.error
     every = _partitions(view, offsets)
     shown = every[(page - 1) * PARTITIONS_PER_PAGE : page * PARTITIONS_PER_PAGE]
     lagging = {

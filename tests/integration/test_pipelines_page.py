@@ -17,6 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import psycopg2
+import psycopg2.errors
 import pytest
 from selenium.webdriver.common.by import By
 
@@ -179,3 +180,11 @@ def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, 
     finally:
         browser.switch_to.default_content()
     browser.save_screenshot(str(SCREENSHOTS / "pipelines_page.png"))
+
+
+def test_the_pages_transactions_are_read_only(ledger):
+    with pytest.raises(psycopg2.errors.ReadOnlySqlTransaction):
+        with ledger.transaction(read_only=True) as tx:
+            tx.execute("INSERT INTO {s}.pipelines (name, spec) VALUES ('written', '{{}}')")
+    with ledger.transaction(read_only=True) as tx:
+        assert tx.pipeline_names(10) == ([], 0)
