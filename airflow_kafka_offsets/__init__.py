@@ -76,6 +76,20 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "3600",
                         "default": "3600",
                     },
+                    "ui_postgres_conn_id": {
+                        "description": "PostgreSQL connection of the ledger read by the Kafka pipelines page.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "postgres_default",
+                        "default": "postgres_default",
+                    },
+                    "ui_kafka_conn_id": {
+                        "description": "Kafka connection the Kafka pipelines page asks for end offsets.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "kafka_default",
+                        "default": "kafka_default",
+                    },
                     "ledger_schema": {
                         "description": "PostgreSQL schema holding the ledger tables.",
                         "version_added": "0.1.0",

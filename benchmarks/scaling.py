@@ -188,21 +188,45 @@ class LedgerBench:
         result["statements"] = self.timer.top(batches)
         return result
 
+    def drop_checks(self, tx: Any) -> list[tuple[str, str, str]]:
+        """Drop the exclusion and foreign-key constraints for a bulk load; returns them for restore_checks.
+
+        Row-by-row exclusion (GiST) and foreign-key checks would take most of an hour for a million
+        batches: they are put back (validated, index rebuilt) after the load instead.
+        """
+        deferred = tx.fetchall(
+            "SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c"
+            " WHERE c.connamespace = %s::regnamespace AND c.contype IN ('x', 'f')"
+            "   AND c.conrelid::regclass::text NOT LIKE '%%pipelines' ORDER BY c.contype DESC",
+            (self.schema,),
+        )
+        for table, constraint, _ in deferred:
+            tx.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{constraint}"')
+        return deferred
+
+    def restore_checks(self, tx: Any, deferred: list[tuple[str, str, str]]) -> None:
+        tx.execute("SET LOCAL maintenance_work_mem = '1GB'")
+        for table, constraint, definition in reversed(deferred):
+            tx.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{constraint}" {definition}')
+
+    def vacuum_analyze(self) -> None:
+        conn = psycopg2.connect(self.info.pg_dsn())
+        try:
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(
+                    f'VACUUM ANALYZE "{self.schema}".batches, "{self.schema}".batch_ranges,'
+                    f' "{self.schema}".attempts, "{self.schema}".audit, "{self.schema}".cursors'
+                )
+        finally:
+            conn.close()
+
     def load_history(self, spec, history: int, partitions: int) -> float:
         """Bulk-load ``history`` committed batches of ``partitions`` partitions (as plan/commit leave them)."""
         started = time.perf_counter()
         name = spec.name
         with self.ledger.transaction() as tx:
-            # Row-by-row exclusion (GiST) and foreign-key checks would take most of an hour for a million
-            # batches: drop them for the load and put them back (validated, index rebuilt) afterwards.
-            deferred = tx.fetchall(
-                "SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c"
-                " WHERE c.connamespace = %s::regnamespace AND c.contype IN ('x', 'f')"
-                "   AND c.conrelid::regclass::text NOT LIKE '%%pipelines' ORDER BY c.contype DESC",
-                (self.schema,),
-            )
-            for table, constraint, _ in deferred:
-                tx.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{constraint}"')
+            deferred = self.drop_checks(tx)
             tx.execute(
                 "INSERT INTO {s}.pipelines (name, spec, next_batch_id) VALUES (%s, %s::jsonb, %s)",
                 (name, json.dumps(spec.to_json(), sort_keys=True), history + 1),
@@ -246,19 +270,8 @@ class LedgerBench:
                 " SELECT %s, b, e, '{{}}' FROM generate_series(1, %s) b, unnest(ARRAY['planned', 'committed']) e",
                 (name, history),
             )
-            tx.execute("SET LOCAL maintenance_work_mem = '1GB'")
-            for table, constraint, definition in reversed(deferred):
-                tx.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{constraint}" {definition}')
-        conn = psycopg2.connect(self.info.pg_dsn())
-        try:
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute(
-                    f'VACUUM ANALYZE "{self.schema}".batches, "{self.schema}".batch_ranges,'
-                    f' "{self.schema}".attempts, "{self.schema}".audit, "{self.schema}".cursors'
-                )
-        finally:
-            conn.close()
+            self.restore_checks(tx, deferred)
+        self.vacuum_analyze()
         return time.perf_counter() - started
 
 

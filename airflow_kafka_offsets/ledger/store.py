@@ -220,6 +220,43 @@ class LedgerTransaction:
 
     # batches -------------------------------------------------------------------
 
+    def recent_batches(self, pipeline: str, last: int) -> list[Row]:
+        """The ``last`` batches, newest first (the primary key's index): batch_id, kind, state,
+        records_planned, records_committed, output_bytes, planned_at, committed_at."""
+        return self.fetchall(
+            "SELECT batch_id, kind, state, records_planned, records_committed, output_bytes, planned_at, committed_at"
+            " FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id DESC LIMIT %s",
+            (pipeline, last),
+        )
+
+    def batch_ranges(
+        self, pipeline: str, batch_ids: Sequence[int], first: int
+    ) -> dict[int, tuple[list[PartitionRange], int]]:
+        """The ``first`` ranges of each given batch in partition order, and how many it has."""
+        ranges: dict[int, tuple[list[PartitionRange], int]] = {int(b): ([], 0) for b in batch_ids}
+        for b, t, p, c, s, e, n in self.fetchall(
+            # Per batch, along the primary key: the first ranges, and a count (an index-only scan).
+            "SELECT b.id, r.topic, r.partition, r.cursor_offset, r.start_offset, r.end_offset, c.n"
+            " FROM unnest(%s::bigint[]) AS b(id)"
+            " CROSS JOIN LATERAL (SELECT count(*) AS n FROM {s}.batch_ranges WHERE pipeline = %s AND batch_id = b.id) c"
+            " CROSS JOIN LATERAL ("
+            "  SELECT topic, partition, cursor_offset, start_offset, end_offset FROM {s}.batch_ranges"
+            "  WHERE pipeline = %s AND batch_id = b.id ORDER BY topic, partition LIMIT %s) r",
+            (list(batch_ids), pipeline, pipeline, first),
+        ):
+            shown, _ = ranges[int(b)]
+            shown.append(PartitionRange(t, int(p), start=int(s), end=int(e), cursor=int(c)))
+            ranges[int(b)] = (shown, int(n))
+        return ranges
+
+    def pipeline_names(self, limit: int, offset: int = 0) -> tuple[list[str], int]:
+        """One page of pipeline names in name order, and how many pipelines there are."""
+        names = [
+            r[0]
+            for r in self.fetchall("SELECT name FROM {s}.pipelines ORDER BY name LIMIT %s OFFSET %s", (limit, offset))
+        ]
+        return names, int(self.fetchrow("SELECT count(*) FROM {s}.pipelines")[0])
+
     def planned_batch_id(self, pipeline: str) -> int | None:
         row = self.fetchone("SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'planned'", (pipeline,))
         return None if row is None else int(row[0])
@@ -626,11 +663,17 @@ class Ledger:
             _close_quietly(conn)
 
     @contextmanager
-    def transaction(self) -> Iterator[LedgerTransaction]:
-        """One transaction: committed on success, rolled back on any error (and its connection dropped)."""
+    def transaction(self, read_only: bool = False) -> Iterator[LedgerTransaction]:
+        """One transaction: committed on success, rolled back on any error (and its connection dropped).
+
+        ``read_only``: PostgreSQL refuses any write in it (for pages and reports that only look).
+        """
         conn = self._checkout()
         try:
-            yield LedgerTransaction(conn.cursor(), self.schema)
+            cursor = conn.cursor()
+            if read_only:
+                cursor.execute("SET TRANSACTION READ ONLY")
+            yield LedgerTransaction(cursor, self.schema)
             conn.commit()
         except BaseException as exc:
             try:

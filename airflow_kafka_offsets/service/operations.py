@@ -8,7 +8,7 @@ offset (I1), and every operation is recorded in the audit trail.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -61,11 +61,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
         cursors = tx.cursors(pipeline)
         planned = tx.planned_batch_id(pipeline)
         in_flight = tx.batch(pipeline, planned) if planned is not None else None
-        batches = tx.fetchall(
-            "SELECT batch_id, kind, state, records_planned, records_committed, output_bytes, planned_at, committed_at"
-            " FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id DESC LIMIT %s",
-            (pipeline, last),
-        )
+        batches = tx.recent_batches(pipeline, last)
         attempts = tx.attempts(pipeline, [b[0] for b in batches])
     offsets = kafka.offsets(spec.topics)
     lagging = {tp: cursors[tp] for tp in offsets if tp in cursors and cursors[tp] < offsets[tp].latest}
@@ -103,25 +99,28 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
             "records_planned": in_flight.plan.records_planned,
             "planned_by": in_flight.planned_by,
         },
-        "batches": [
-            {
-                "batch_id": b[0],
-                "kind": b[1],
-                "state": b[2],
-                "records_planned": b[3],
-                "records_committed": b[4],
-                "output_bytes": b[5],
-                "planned_at": b[6].isoformat() if b[6] else None,
-                "committed_at": b[7].isoformat() if b[7] else None,
-            }
-            for b in batches
-        ],
+        "batches": [batch_status(b) for b in batches],
         "attempts": [attempt_status(a) for a in attempts],
         "attempt_counts": {state: sum(a.shown_state == state for a in attempts) for state in ATTEMPT_STATES},
     }
 
 
 ATTEMPT_STATES = ("live", "dead", "succeeded", "failed")
+
+
+def batch_status(row: Sequence[Any]) -> dict[str, Any]:
+    """A row of :meth:`LedgerTransaction.recent_batches` as status shows it."""
+    batch_id, kind, state, planned, committed, output_bytes, planned_at, committed_at = row
+    return {
+        "batch_id": batch_id,
+        "kind": kind,
+        "state": state,
+        "records_planned": planned,
+        "records_committed": committed,
+        "output_bytes": output_bytes,
+        "planned_at": planned_at.isoformat() if planned_at else None,
+        "committed_at": committed_at.isoformat() if committed_at else None,
+    }
 
 
 def attempt_status(attempt: Attempt) -> dict[str, Any]:

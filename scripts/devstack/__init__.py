@@ -10,7 +10,7 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     info.sasl_bootstrap_servers, info.sasl_client_config()   # SASL_PLAINTEXT/PLAIN listener
     info.s3_credentials(), info.s3_connection()   # the S3 server's key; its Airflow `aws` connection
     devstack.restart_kafka(); devstack.restart_postgres(); devstack.restart_s3()
-    devstack.start_airflow()          # api-server + scheduler + dag-processor on the project's dags/
+    devstack.start_airflow()          # api-server, scheduler, dag-processor, triggerer on dags/
     devstack.stop_airflow()
     devstack.down()
 

@@ -8,11 +8,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import jars, stack
+from . import airflow, jars, stack
 from .errors import StackError
 
 
-def _print_status(st: dict) -> None:
+def _print_status(st: dict, show_password: bool = False) -> None:
+    """``show_password``: only for `status`, asked for by the user (never in `up`'s output, which lands in logs)."""
     print(f"state dir: {st['state_dir']}")
     if not st["services"]:
         print("stack is down")
@@ -20,7 +21,7 @@ def _print_status(st: dict) -> None:
     for name, svc in st["services"].items():
         where = svc.get("address") or svc.get("webui", "")
         health = "DEAD" if not svc["alive"] else "alive" if svc.get("answers", True) else "NOT ANSWERING"
-        print(f"  {name:<13} pid {svc['pid']!s:<8} {health:<6} {where}")
+        print(f"  {name:<22} pid {svc['pid']!s:<8} {health:<6} {where}")
     c = st.get("connect")
     if c:
         print("connect:")
@@ -47,6 +48,13 @@ def _print_status(st: dict) -> None:
         print(f"  connector jars     {','.join(c['connector_jars'])}")
         print(f"  kafka tools        java -cp '{c['kafka_libs_dir']}/*' org.apache.kafka.tools.ConsumerPerformance ...")
         print(f'  airflow env        eval "$(scripts/stack env)"  -> {" ".join(c["airflow_env_vars"])}')
+    af = st.get("airflow")
+    if af:
+        password = airflow.password(af) if show_password else "(shown by `scripts/stack status`)"
+        print("airflow:")
+        print(f"  UI                 {af['url']}/  (Kafka pipelines page: {af['url']}/kafka-pipelines/)")
+        print(f"  admin user         {af['user']}  password {password}  (file {af['password_file']})")
+        print(f"  ledger schema      {af['ledger_schema']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka + S3 [+ Spark cluster]")
     up.add_argument("--spark-cluster", action="store_true", help="also start a Spark standalone master + worker")
+    up.add_argument(
+        "--airflow",
+        action="store_true",
+        help="also start Airflow (api-server, scheduler, dag-processor, triggerer) on the project's dags/",
+    )
     down = sub.add_parser("down", help="stop everything `up` started; delete the state dir")
     down.add_argument("--keep", action="store_true", help="keep the data for the next `up`")
     stat = sub.add_parser("status", help="what runs where and how to connect")
@@ -71,12 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "up":
             stack.up(spark_cluster=args.spark_cluster)
+            if args.airflow:
+                stack.start_airflow()
             _print_status(stack.status())
         elif args.cmd == "down":
             stack.down(keep_data=args.keep)
         elif args.cmd == "status":
             st = stack.status()
-            print(json.dumps(st, indent=2)) if args.json else _print_status(st)
+            print(json.dumps(st, indent=2)) if args.json else _print_status(st, show_password=True)
             return 0 if st["up"] else 3
         elif args.cmd == "env":
             for key, value in stack.current().airflow_env().items():

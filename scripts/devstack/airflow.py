@@ -1,4 +1,4 @@
-"""A real Airflow deployment on loopback: api-server (UI + REST), scheduler and dag-processor.
+"""A real Airflow deployment on loopback: api-server (UI + REST), scheduler, dag-processor, triggerer.
 
 It runs the project's ``dags/`` with LocalExecutor, its metadata in a database ``airflow`` of the
 stack's PostgreSQL, in a throwaway AIRFLOW_HOME under the stack dir. The stack's connections come
@@ -26,7 +26,7 @@ from .errors import StackError
 
 DATABASE = "airflow"
 USER = "admin"
-COMPONENTS = ("api-server", "scheduler", "dag-processor")
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -126,7 +126,7 @@ def is_running(cfg: Mapping[str, Any]) -> bool:
 def start(
     cfg: dict[str, Any], pg: Mapping[str, Any], connections: Mapping[str, str], timeout: float = 300
 ) -> dict[str, Any]:
-    """Migrate the metadata DB, start the three components, wait until the UI serves the DAGs."""
+    """Migrate the metadata DB, start the components, wait until the UI serves the DAGs."""
     postgres.ensure_database(dict(pg), DATABASE)
     env = _env(cfg, connections)
     airflow = _airflow_bin()
@@ -163,7 +163,7 @@ def api(cfg: Mapping[str, Any], path: str, bearer: str | None = None, timeout: f
 
 
 def _wait_ready(cfg: Mapping[str, Any], timeout: float) -> None:
-    """Healthy scheduler and dag-processor, and the project's DAGs parsed."""
+    """Healthy scheduler, dag-processor and triggerer, and the project's DAGs parsed."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
@@ -174,7 +174,8 @@ def _wait_ready(cfg: Mapping[str, Any], timeout: float) -> None:
         try:
             health = json.loads(urllib.request.urlopen(f"{cfg['url']}/api/v2/monitor/health", timeout=5).read())
             healthy = all(
-                health.get(c, {}).get("status") == "healthy" for c in ("metadatabase", "scheduler", "dag_processor")
+                health.get(c, {}).get("status") == "healthy"
+                for c in ("metadatabase", "scheduler", "dag_processor", "triggerer")
             )
             dags = {d["dag_id"] for d in api(cfg, "dags?limit=100")["dags"]} if healthy else set()
             if "kafka_offsets_manual_ops" in dags:

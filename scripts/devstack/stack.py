@@ -133,7 +133,7 @@ def stop_spark_cluster() -> None:
 
 
 def start_airflow(ledger_schema: str = "kafka_offsets") -> dict[str, Any]:
-    """Start (or reuse) Airflow (api-server, scheduler, dag-processor) on the running stack.
+    """Start (or reuse) Airflow (api-server, scheduler, dag-processor, triggerer) on the running stack.
 
     Returns its record: ``url``, ``user``, ``password_file``, ``ledger_schema``, ``home``. A running
     deployment is reused as it is, whatever ``ledger_schema`` asks.
@@ -147,7 +147,7 @@ def start_airflow(ledger_schema: str = "kafka_offsets") -> dict[str, Any]:
         if af:
             airflow.stop(af)
         af = airflow.configure(Path(stack["state_dir"]), stack["postgres"], ledger_schema)
-        _say(f"starting Airflow api-server, scheduler and dag-processor ({af['url']})")
+        _say(f"starting Airflow {', '.join(airflow.COMPONENTS)} ({af['url']})")
         stack["airflow"] = af
         state.save(stack)
         try:
@@ -309,6 +309,12 @@ def status() -> dict[str, Any]:
                 "address": af["url"] if component == "api-server" else "",
                 "log": f"{af['home']}/logs/{component}.out",
             }
+        out["airflow"] = {
+            "url": af["url"],
+            "user": af["user"],
+            "password_file": af["password_file"],
+            "ledger_schema": af["ledger_schema"],
+        }
     out["up"] = bool(services) and all(s["alive"] and s.get("answers", True) for s in services.values())
     if pg and kc:
         si = info.from_stack(stack)

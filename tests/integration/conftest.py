@@ -94,7 +94,7 @@ BROWSER_LEDGER_SCHEMA = "browser_tests"
 
 @pytest.fixture(scope="session")
 def airflow_ui(stack: devstack.StackInfo) -> Iterator[dict]:
-    """A real Airflow (api-server, scheduler, dag-processor) on the stack, its ledger in its own schema.
+    """A real Airflow (api-server, scheduler, dag-processor, triggerer) on the stack, its ledger in its own schema.
 
     Reused when already running (it then must use that schema); stopped afterwards if started here.
     """

@@ -1,0 +1,208 @@
+"""What the "Kafka pipelines" page shows: every pipeline's cursors, lag, batches and attempts.
+
+Reads the ledger in read-only transactions, through the same ledger calls and row shapes as the
+``status`` operation, and asks Kafka for end offsets. Bounded for large ledgers: pipelines and
+partitions come a page at a time, batches as the newest few (index-backed), and lag in time is
+looked up only for the partitions on the page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, TopicPartition
+from airflow_kafka_offsets.core.planner import partition_lag
+from airflow_kafka_offsets.errors import KafkaOffsetsError, KafkaUnavailableError, PipelineNotFoundError
+from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
+from airflow_kafka_offsets.service.operations import attempt_status, batch_status
+
+PIPELINES_PER_PAGE = 50
+PARTITIONS_PER_PAGE = 100
+RECENT_BATCHES = 10
+RANGES_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class PartitionLine:
+    """One partition: the ledger's cursor, Kafka's end offset, lag in records and in time."""
+
+    topic: str
+    partition: int
+    cursor: int | None
+    log_end: int | None
+    lag_records: int | None
+    oldest_unread_age_s: float | None
+
+
+@dataclass(frozen=True)
+class PipelineSummary:
+    """One line of the overview."""
+
+    name: str
+    topics: tuple[str, ...]
+    partitions: int
+    lag_records: int | None
+    kafka_error: str | None
+    in_flight: dict[str, Any] | None
+    last_batch: dict[str, Any] | None
+    dead_attempts: int
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    """A recent batch with (the first few of) its ranges."""
+
+    batch: dict[str, Any]
+    ranges: tuple[PartitionRange, ...]
+    ranges_total: int
+
+
+@dataclass(frozen=True)
+class PipelineDetail:
+    summary: PipelineSummary
+    partitions: tuple[PartitionLine, ...]
+    page: int
+    pages: int
+    batches: tuple[BatchLine, ...]
+    attempts: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Overview:
+    pipelines: tuple[PipelineSummary, ...]
+    page: int
+    pages: int
+    total: int
+
+
+@dataclass(frozen=True)
+class _LedgerView:
+    """What one read-only transaction read about one pipeline."""
+
+    name: str
+    topics: tuple[str, ...]
+    cursors: dict[TopicPartition, int]
+    in_flight: dict[str, Any] | None
+    batches: list[dict[str, Any]]
+    attempts: list[dict[str, Any]]
+
+
+def _pages(total: int, per_page: int) -> int:
+    return max(1, -(-total // per_page))
+
+
+def _ledger_exists(tx: LedgerTransaction) -> bool:
+    """Whether the ledger's tables exist (the page never creates them: it only reads)."""
+    return tx.fetchrow("SELECT to_regclass(%s)", (f"{tx.s}.pipelines",))[0] is not None
+
+
+def _read(tx: LedgerTransaction, pipeline: str) -> _LedgerView:
+    spec = tx.pipeline_spec(pipeline)
+    batches = [batch_status(b) for b in tx.recent_batches(pipeline, RECENT_BATCHES)]
+    # A planned batch is the newest one: nothing is planned or reset after it until it ends.
+    planned = [b for b in batches if b["state"] == "planned"]
+    attempts = [attempt_status(a) for a in tx.attempts(pipeline, [b["batch_id"] for b in batches])]
+    return _LedgerView(
+        pipeline, tuple(spec.topics), tx.cursors(pipeline), planned[0] if planned else None, batches, attempts
+    )
+
+
+@dataclass(frozen=True)
+class _KafkaAnswer:
+    offsets: dict[TopicPartition, PartitionOffsets]
+    error: str | None = None
+    unavailable: bool = False  # Kafka itself did not answer (not just one pipeline's topic)
+
+
+def _kafka_offsets(kafka: KafkaOffsetsClient, topics: tuple[str, ...]) -> _KafkaAnswer:
+    try:
+        return _KafkaAnswer(kafka.offsets(list(topics)))
+    except KafkaUnavailableError as exc:
+        return _KafkaAnswer({}, str(exc), unavailable=True)
+    except KafkaOffsetsError as exc:  # e.g. a topic gone: the page still shows the ledger's side
+        return _KafkaAnswer({}, str(exc))
+
+
+def _partitions(view: _LedgerView, offsets: dict[TopicPartition, PartitionOffsets]) -> list[TopicPartition]:
+    return sorted(set(offsets) | {tp for tp in view.cursors if tp.topic in view.topics})
+
+
+def _summary(
+    view: _LedgerView, offsets: dict[TopicPartition, PartitionOffsets], kafka_error: str | None
+) -> PipelineSummary:
+    lag = None
+    if kafka_error is None:
+        lag = sum(partition_lag(view.cursors.get(tp), off) for tp, off in offsets.items())
+    return PipelineSummary(
+        name=view.name,
+        topics=view.topics,
+        partitions=len(_partitions(view, offsets)),
+        lag_records=lag,
+        kafka_error=kafka_error,
+        in_flight=view.in_flight,
+        last_batch=next((b for b in view.batches if b["state"] == "committed"), None),
+        dead_attempts=sum(a["state"] == "dead" for a in view.attempts),
+    )
+
+
+def overview(ledger: Ledger, kafka: KafkaOffsetsClient, page: int = 1) -> Overview:
+    """One page of pipelines (by name) with their total lag, batch in flight and last batch."""
+    with ledger.transaction(read_only=True) as tx:
+        if not _ledger_exists(tx):
+            return Overview((), 1, 1, 0)
+        names, total = tx.pipeline_names(PIPELINES_PER_PAGE, (page - 1) * PIPELINES_PER_PAGE)
+        views = [_read(tx, name) for name in names]
+    summaries = []
+    down: _KafkaAnswer | None = None  # once Kafka does not answer, the other pipelines do not wait for it again
+    for view in views:
+        answer = down or _kafka_offsets(kafka, view.topics)
+        down = answer if answer.unavailable else None
+        summaries.append(_summary(view, answer.offsets, answer.error))
+    return Overview(tuple(summaries), page, _pages(total, PIPELINES_PER_PAGE), total)
+
+
+def pipeline_detail(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, page: int = 1) -> PipelineDetail:
+    """One pipeline: a page of its partitions, its recent batches with their ranges, their attempts."""
+    with ledger.transaction(read_only=True) as tx:
+        if not _ledger_exists(tx):
+            raise PipelineNotFoundError(
+                f"pipeline {pipeline!r} is not in the ledger (schema {ledger.schema!r} is empty)"
+            )
+        view = _read(tx, pipeline)
+        ranges = tx.batch_ranges(pipeline, [b["batch_id"] for b in view.batches], RANGES_SHOWN)
+    answer = _kafka_offsets(kafka, view.topics)
+    offsets, error = answer.offsets, answer.error
+    every = _partitions(view, offsets)
+    shown = every[(page - 1) * PARTITIONS_PER_PAGE : page * PARTITIONS_PER_PAGE]
+    lagging = {
+        tp: view.cursors[tp]
+        for tp in shown
+        if tp in view.cursors and tp in offsets and view.cursors[tp] < offsets[tp].latest
+    }
+    oldest_unread = _timestamps(kafka, lagging)
+    now = datetime.now(UTC)
+    lines = []
+    for tp in shown:
+        cursor, off = view.cursors.get(tp), offsets.get(tp)
+        lag = partition_lag(cursor, off) if off is not None and cursor is not None else None
+        seen = oldest_unread.get(tp)
+        age = (now - seen).total_seconds() if seen else (0.0 if lag == 0 else None)
+        lines.append(PartitionLine(tp.topic, tp.partition, cursor, off.latest if off else None, lag, age))
+    return PipelineDetail(
+        summary=_summary(view, offsets, error),
+        partitions=tuple(lines),
+        page=page,
+        pages=_pages(len(every), PARTITIONS_PER_PAGE),
+        batches=tuple(BatchLine(b, tuple(ranges[b["batch_id"]][0]), ranges[b["batch_id"]][1]) for b in view.batches),
+        attempts=tuple(view.attempts),
+    )
+
+
+def _timestamps(kafka: KafkaOffsetsClient, positions: dict[TopicPartition, int]) -> dict[TopicPartition, Any]:
+    try:
+        return kafka.timestamps_at(positions)
+    except KafkaOffsetsError:  # lag in time stays unknown; lag in records is shown anyway
+        return {}

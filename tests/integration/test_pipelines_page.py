@@ -1,0 +1,190 @@
+"""The "Kafka pipelines" page the provider adds to Airflow's UI, on the real deployment.
+
+The pipeline is set up through the ledger and Kafka only (no Spark): created, its cursors reset
+to offset 3, then 6 more records arrive and a batch is planned and left in flight with a dead
+Spark attempt. The page must show exactly that, and only to a logged-in user.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.error
+import urllib.request
+import uuid
+from html import unescape
+from html.parser import HTMLParser
+from pathlib import Path
+
+import psycopg2
+import psycopg2.errors
+import pytest
+from selenium.webdriver.common.by import By
+
+import devstack
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service.operations import reset_offsets
+
+from .helpers import produce
+from .pipeline import ACTOR, plan
+from .test_manual_ops_ui import login, wait_until
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"
+
+
+class _Tables(HTMLParser):
+    """The text of every cell of every ``<table id=...>``, row by row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self._table = dict(attrs).get("id") or ""
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table is not None:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._table is not None:
+            self.tables[self._table][-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def tables(html: str) -> dict[str, list[list[str]]]:
+    parser = _Tables()
+    parser.feed(html)
+    return {name: rows[1:] for name, rows in parser.tables.items()}  # without the header row
+
+
+def get(url: str, token: str | None = None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture(scope="module")
+def lagging_pipeline(stack, airflow_ui, kafka_admin_module) -> tuple[str, str, int, str]:
+    """(pipeline, topic, in-flight batch id, dead attempt id) in the deployment's ledger schema; see the module doc."""
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=airflow_ui["ledger_schema"])
+    ledger.migrate()
+    topic = kafka_admin_module(partitions=2)
+    spec = build_spec(f"page_{uuid.uuid4().hex[:8]}", [topic], "/tmp/ako-page-test-output")
+    produce(stack.bootstrap_servers, topic, 10, partitions=2)
+    with ledger.transaction() as tx:
+        tx.lock_pipeline(spec)
+    kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
+    reset = reset_offsets(ledger, kafka, spec.name, ResetRequest(ResetMode.TO_OFFSET, offset=3), ACTOR, dry_run=False)
+    assert reset.batch_id == 1
+    produce(stack.bootstrap_servers, topic, 6, partitions=2)
+    planned = plan(ledger, spec, stack).plan
+    attempt_id = uuid.uuid4().hex
+    assert planned is not None and planned.batch_id == 2
+    with ledger.transaction() as tx:
+        tx.start_attempt(planned, attempt_id, "file:///tmp/ako-page-test-staging", ACTOR, lease_s=0.01)
+    assert ledger.cursors(spec.name) == {TP(topic, 0): 3, TP(topic, 1): 3}
+    time.sleep(0.1)  # the attempt's lease runs out: it is dead
+    return spec.name, topic, planned.batch_id, attempt_id
+
+
+@pytest.fixture(scope="module")
+def kafka_admin_module(stack):
+    """make_topic for a module-scoped fixture."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+
+    def create(partitions: int) -> str:
+        name = f"page-{uuid.uuid4().hex[:10]}"
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+        return name
+
+    return create
+
+
+def test_page_is_refused_without_a_valid_airflow_token(airflow_ui, lagging_pipeline):
+    pipeline, _, _, _ = lagging_pipeline
+    for path in ("/kafka-pipelines/", f"/kafka-pipelines/pipelines/{pipeline}"):
+        status, body = get(airflow_ui["url"] + path)
+        assert status == 401, body
+        assert pipeline not in body
+        status, body = get(airflow_ui["url"] + path, token="not-a-token")
+        assert status == 403, body
+        assert pipeline not in body
+
+
+def test_page_shows_cursors_lag_batch_in_flight_and_dead_attempts(airflow_ui, lagging_pipeline):
+    pipeline, topic, in_flight, attempt_id = lagging_pipeline
+    token = devstack.airflow.token(airflow_ui)
+
+    status, html = get(f"{airflow_ui['url']}/kafka-pipelines/", token)
+    assert status == 200, html
+    (row,) = [r for r in tables(html)["pipelines"] if r[0] == pipeline]
+    assert [row[1], row[2], row[3], row[6]] == [topic, "2", "10", "1"]
+    assert row[4].startswith(f"batch {in_flight} since ") and row[4].endswith("(10 records)")
+    assert row[5].startswith("1 at ")
+
+    status, html = get(f"{airflow_ui['url']}/kafka-pipelines/pipelines/{pipeline}", token)
+    assert status == 200, html
+    page = tables(html)
+    assert [r[:5] for r in page["partitions"]] == [[topic, "0", "3", "8", "5"], [topic, "1", "3", "8", "5"]]
+    assert all(re.fullmatch(r"\d+ (s|min \d+ s)", r[5]) for r in page["partitions"]), page["partitions"]
+    assert [r[:5] + r[6:] for r in page["batches"]] == [
+        ["2", "ingest", "planned", "10", "—", f"{topic}-0 [3, 8), {topic}-1 [3, 8)"],
+        ["1", "reset", "committed", "0", "0", f"{topic}-0 [3, 3), {topic}-1 [3, 3)"],  # from no cursor
+    ]
+    assert [r[:4] for r in page["attempts"]] == [[attempt_id[:12], "2", "dead", "manual"]]
+    assert 'id="total-lag">10<' in html
+    assert f"batch {in_flight} since " in html
+
+    status, html = get(f"{airflow_ui['url']}/kafka-pipelines/pipelines/no_such_pipeline", token)
+    assert status == 404 and "pipeline 'no_such_pipeline' is not in the ledger" in unescape(html)
+
+
+def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, lagging_pipeline):
+    pipeline, topic, in_flight, _ = lagging_pipeline
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    login(browser, airflow_ui)
+    browser.get(f"{airflow_ui['url']}/")
+    browser.find_element(By.CSS_SELECTOR, 'a[aria-label="Kafka pipelines"]').click()  # in the side navigation
+    wait_until(lambda: "/plugin/kafka-pipelines" in browser.current_url, "the plugin page")
+    browser.switch_to.frame(wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0])
+    try:
+        browser.find_element(By.LINK_TEXT, pipeline).click()
+        wait_until(lambda: "Partitions" in browser.find_element(By.TAG_NAME, "body").text, "the pipeline's page")
+        cells = [
+            [c.text for c in row.find_elements(By.TAG_NAME, "td")][:5]
+            for row in browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")
+        ]
+        assert cells == [[topic, "0", "3", "8", "5"], [topic, "1", "3", "8", "5"]]
+        assert browser.find_element(By.ID, "total-lag").text == "10"
+        assert browser.find_element(By.ID, "in-flight").text.startswith(f"batch {in_flight} since ")
+    finally:
+        browser.switch_to.default_content()
+    browser.save_screenshot(str(SCREENSHOTS / "pipelines_page.png"))
+
+
+def test_the_pages_transactions_are_read_only(ledger):
+    with pytest.raises(psycopg2.errors.ReadOnlySqlTransaction):
+        with ledger.transaction(read_only=True) as tx:
+            tx.execute("INSERT INTO {s}.pipelines (name, spec) VALUES ('written', '{{}}')")
+    with ledger.transaction(read_only=True) as tx:
+        assert tx.pipeline_names(10) == ([], 0)

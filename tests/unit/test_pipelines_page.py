@@ -1,0 +1,93 @@
+"""The Kafka pipelines plugin as Airflow finds it, and the page's HTML (pure rendering)."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+from airflow_kafka_offsets.core.model import PartitionRange
+from airflow_kafka_offsets.plugins.pipelines_page import age, overview_page, pipeline_page
+from airflow_kafka_offsets.service.overview import (
+    BatchLine,
+    Overview,
+    PartitionLine,
+    PipelineDetail,
+    PipelineSummary,
+)
+
+EVIL = '<script>alert("x")</script>'
+
+
+def summary(name: str = "orders", **changes) -> PipelineSummary:
+    values = {
+        "name": name,
+        "topics": ("orders",),
+        "partitions": 2,
+        "lag_records": 7,
+        "kafka_error": None,
+        "in_flight": {"batch_id": 4, "planned_at": "2026-11-22T05:00:00+00:00", "records_planned": 9},
+        "last_batch": {"batch_id": 3, "committed_at": "2026-11-22T04:59:00+00:00", "state": "committed"},
+        "dead_attempts": 1,
+    }
+    values.update(changes)
+    return PipelineSummary(**values)
+
+
+def test_the_installed_package_registers_the_plugin_with_its_app_and_navigation_entry():
+    (entry,) = [e for e in entry_points(group="airflow.plugins") if e.value.startswith("airflow_kafka_offsets.")]
+    plugin = entry.load()
+    (app,) = plugin.fastapi_apps
+    (view,) = plugin.external_views
+    assert app["url_prefix"] == "/kafka-pipelines" and view["href"] == "/kafka-pipelines/"
+    assert view["destination"] == "nav" and view["url_route"] == "kafka-pipelines"
+    # every route sits behind Airflow's authentication dependency (the app-level one)
+    assert [d.dependency.__qualname__ for d in app["app"].router.dependencies] == ["requires_access_dag.<locals>.inner"]
+
+
+def test_age_reads_as_units():
+    assert [age(None), age(0.4), age(59), age(61), age(3725), age(2 * 86400 + 3600)] == [
+        None,
+        "0 s",
+        "59 s",
+        "1 min 1 s",
+        "1 h 2 min",
+        "2 d 1 h",
+    ]
+
+
+def test_names_from_the_ledger_are_escaped():
+    html = overview_page(Overview((summary(EVIL, topics=(EVIL,)),), 1, 1, 1), "pipelines/", "/dags/x")
+    assert EVIL not in html and "&lt;script&gt;" in html
+    assert 'href="pipelines/%3Cscript%3Ealert%28%22x%22%29%3C%2Fscript%3E"' in html
+
+
+def test_pipeline_page_shows_ranges_skips_and_the_rest_of_a_wide_batch():
+    ranges = (PartitionRange("orders", 0, start=10, end=15, cursor=8), PartitionRange("orders", 1, 5, 9, 5))
+    batch = {
+        "batch_id": 3,
+        "kind": "ingest",
+        "state": "committed",
+        "records_planned": 9,
+        "records_committed": 9,
+        "committed_at": "t",
+        "planned_at": "t0",
+    }
+    detail = PipelineDetail(
+        summary(),
+        (PartitionLine("orders", 0, 15, 20, 5, 3.0), PartitionLine("orders", 1, 9, 11, 2, None)),
+        1,
+        3,
+        (BatchLine(batch, ranges, 30),),
+        (),
+    )
+    html = pipeline_page(detail, "../", "/dags/kafka_offsets_manual_ops")
+    assert "orders-0 [10, 15) skipping [8, 10), orders-1 [5, 9) and 28 more" in html
+    assert 'id="total-lag">7<' in html
+    assert "page 1 of 3" in html and 'href="?page=2"' in html
+    assert 'target="_top" href="/dags/kafka_offsets_manual_ops"' in html
+
+
+def test_an_unreachable_kafka_is_said_instead_of_a_lag():
+    html = overview_page(
+        Overview((summary(lag_records=None, kafka_error="topic 'orders' not found"),), 1, 1, 1), "p/", "/d"
+    )
+    assert "unknown: topic &#x27;orders&#x27; not found" in html
