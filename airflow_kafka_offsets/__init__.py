@@ -40,6 +40,7 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "cli": ["airflow_kafka_offsets.cli.definition.get_cli_commands"],
         "config": {
             "kafka_offsets": {
                 "description": "Defaults for the Kafka Offsets operators.",

@@ -1,12 +1,12 @@
-"""The Kafka connection (the apache-kafka provider's ``kafka`` type, whose extra holds a
-confluent-kafka config), for planning (AdminClient) and for Spark (Java client settings).
+"""The apache-kafka provider's ``kafka`` connection (extra: a confluent-kafka config), for planning
+(offset bounds, never records) and for Spark (the same settings as Java client properties).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseHook
+from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
@@ -14,25 +14,27 @@ from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.hooks.connections import get_connection
 
 
-class KafkaClusterHook(BaseHook):
-    """Reads the Kafka connection; same format as the apache-kafka provider (extra = client config)."""
+class KafkaClusterHook(KafkaBaseHook):
+    """The provider's Kafka hook (its connection form and test, its config builder: allowlisted
+    callbacks, managed-Kafka OAuth) handing out an offsets-only client and Spark's settings."""
 
-    conn_name_attr = "kafka_config_id"
-    default_conn_name = "kafka_default"
-    conn_type = "kafka"
-    hook_name = "Apache Kafka"
-
-    def __init__(self, kafka_config_id: str = default_conn_name, timeout_s: float = 30.0) -> None:
-        super().__init__()
-        self.kafka_config_id = kafka_config_id
+    def __init__(self, kafka_config_id: str = KafkaBaseHook.default_conn_name, timeout_s: float = 30.0) -> None:
+        super().__init__(kafka_config_id)  # type: ignore[no-untyped-call]
         self.timeout_s = timeout_s
 
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Any:
+        """The connection, with errors that name it (the provider's builder reads it through here)."""
+        return get_connection(conn_id, "Kafka")
+
     def client_config(self) -> dict[str, Any]:
-        config = dict(get_connection(self.kafka_config_id, "Kafka").extra_dejson)
-        if not config.get("bootstrap.servers"):
+        """The confluent-kafka config exactly as the provider's own hooks build it."""
+        try:
+            config: dict[str, Any] = self._build_config()
+        except ValueError as exc:  # no bootstrap.servers, or a callback outside [apache_kafka] callback_allowlist
             raise ConfigurationError(
-                f"Kafka connection {self.kafka_config_id!r} has no 'bootstrap.servers' in its extra"
-            )
+                f"Kafka connection {self.kafka_config_id!r} cannot be used: {exc} Fix its Config Dict (extra)."
+            ) from exc
         return config
 
     def get_conn(self) -> KafkaOffsetsClient:

@@ -217,7 +217,10 @@ def test_right_sasl_credentials_plan_through_the_airflow_connection(baseline, st
     ("overrides", "match"),
     [
         ({"kafka_conn_id": "kafka_missing"}, "Kafka connection 'kafka_missing' is not defined in Airflow"),
-        ({"kafka_conn_id": "kafka_no_bootstrap"}, "Kafka connection 'kafka_no_bootstrap' has no 'bootstrap.servers'"),
+        (
+            {"kafka_conn_id": "kafka_no_bootstrap"},
+            r"Kafka connection 'kafka_no_bootstrap' cannot be used: config\['bootstrap.servers'\] must be provided",
+        ),
         ({"postgres_conn_id": "postgres_missing"}, "PostgreSQL connection 'postgres_missing' is not defined"),
     ],
 )

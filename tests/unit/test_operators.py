@@ -8,6 +8,7 @@ The same operators run against the real stack in tests/integration.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -242,8 +243,35 @@ def test_hooks_name_missing_or_incomplete_connections(monkeypatch: pytest.Monkey
     with pytest.raises(Exception, match="PostgreSQL connection 'no_such_db' is not defined in Airflow"):
         LedgerHook("no_such_db").get_conn()
     monkeypatch.setenv("AIRFLOW_CONN_BARE", json.dumps({"conn_type": "kafka", "extra": {}}))
-    with pytest.raises(Exception, match="Kafka connection 'bare' has no 'bootstrap.servers'"):
+    with pytest.raises(
+        Exception,
+        match=re.escape(
+            "Kafka connection 'bare' cannot be used: config['bootstrap.servers'] must be provided."
+            " Fix its Config Dict (extra)."
+        ),
+    ):
         KafkaClusterHook("bare").client_config()
+    with pytest.raises(Exception, match="Kafka connection 'no_such_kafka' is not defined in Airflow"):
+        KafkaClusterHook("no_such_kafka").get_conn()
+
+
+def test_the_kafka_hook_is_the_apache_kafka_providers() -> None:
+    """The ``kafka`` connection type (its form, its connection test) belongs to the apache-kafka
+    provider; this package's hook extends that hook rather than declaring a parallel one."""
+    from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    assert issubclass(KafkaClusterHook, KafkaBaseHook)
+    assert KafkaClusterHook.test_connection is KafkaBaseHook.test_connection
+    assert "conn_type" not in vars(KafkaClusterHook) and "get_ui_field_behaviour" not in vars(KafkaClusterHook)
+    info = ProvidersManagerTaskRuntime().hooks["kafka"]
+    assert info is not None
+    assert (info.package_name, info.hook_class_name) == (
+        "apache-airflow-providers-apache-kafka",
+        "airflow.providers.apache.kafka.hooks.base.KafkaBaseHook",
+    )
+    assert ProvidersManager().field_behaviours["kafka"]["relabeling"] == {"extra": "Config Dict"}  # the UI form
 
 
 def test_example_dags_import_without_errors() -> None:
