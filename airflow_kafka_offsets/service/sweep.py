@@ -79,8 +79,9 @@ def _batch_items(
             for uri in on_disk
             if uri not in known and not sink.in_use(uri)
         ]
-    if state is BatchState.ABORTED and sink.exists(output_uri):
-        items.append(SweepItem("aborted_output", batch_id, None, output_uri))
+    leftover = sink.leftover_output(output_uri) if state is BatchState.ABORTED else None
+    if leftover is not None:
+        items.append(SweepItem("aborted_output", batch_id, None, leftover))
     return items
 
 

@@ -106,6 +106,10 @@ class Sink(Protocol):
         """Attempt locations found in storage, per batch id (for the sweep)."""
         ...
 
+    def leftover_output(self, output_uri: str) -> str | None:
+        """What an aborted batch left at its output location, to sweep (None: nothing, or a table)."""
+        ...
+
     def remove_output(self, output_uri: str) -> bool:
         """Remove the leftover output of an aborted batch; True if there was one."""
         ...

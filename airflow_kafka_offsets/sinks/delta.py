@@ -212,6 +212,9 @@ class DeltaSink:
                     continue
         return found
 
+    def leftover_output(self, output_uri: str) -> str | None:
+        return None  # the output is the table: an aborted batch has nothing of its own there
+
     def remove_output(self, output_uri: str) -> bool:
         return False  # an aborted batch's files leave the table by withdraw
 

@@ -281,6 +281,9 @@ class IcebergSink:
                     continue
         return found
 
+    def leftover_output(self, output_uri: str) -> str | None:
+        return None  # the output is the table: an aborted batch has nothing of its own there
+
     def remove_output(self, output_uri: str) -> bool:
         return False  # aborted batches never reach the table
 

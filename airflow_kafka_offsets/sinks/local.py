@@ -188,6 +188,9 @@ class LocalDirectorySink:
         final.rename(target)
         return _file_uri(target)
 
+    def leftover_output(self, output_uri: str) -> str | None:
+        return output_uri if self.exists(output_uri) else None
+
     def remove_output(self, output_uri: str) -> bool:
         """Delete a batch's output directory (of an aborted batch); True if there was one."""
         final = self._inside(_local_path(output_uri))
