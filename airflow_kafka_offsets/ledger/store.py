@@ -2,7 +2,7 @@
 
 PostgreSQL enforces the contract where it can: the pipeline row lock
 serialises planning, a partial unique index allows one planned batch per
-pipeline, an exclusion constraint keeps ranges of one epoch from overlapping,
+pipeline, a statement-level check keeps live ranges of one epoch from overlapping,
 and the commit is a compare-and-set on the cursors inside the transaction that
 marks the batch committed.
 
@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from airflow_kafka_offsets import __version__
