@@ -33,6 +33,36 @@ def test_migrate_is_idempotent_and_versioned(ledger: Ledger):
     assert ledger.schema_version() == SCHEMA_VERSION
 
 
+def test_migration_4_keeps_a_version_3_ledger_and_its_overlap_check(stack, schema: str, tmp_path, monkeypatch):
+    import airflow_kafka_offsets.ledger.store as store
+
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
+    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:3])
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
+    assert ledger.migrate() == 3
+    spec = build_spec("p", ["t"], str(tmp_path))
+    sink = LocalDirectorySink(str(tmp_path))
+    plan_batch(ledger, spec, fixed_offsets(p0=(0, 10), p1=(0, 0)), sink, ACTOR)
+    monkeypatch.undo()
+    assert ledger.migrate() == SCHEMA_VERSION == 4
+    with ledger.transaction() as tx:
+        assert tx.fetchall(
+            "SELECT contype FROM pg_constraint WHERE conrelid = %s::regclass ORDER BY 1", (f"{tx.s}.batch_ranges",)
+        ) == [("c",), ("f",), ("p",)]
+        tx.execute(
+            "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, committed_at)"
+            " VALUES ('p', 2, 0, 'committed', 'x', 1, now())"
+        )
+    with pytest.raises(psycopg2.errors.ExclusionViolation, match=r"existing key .*=\(p, 0, t, 0, \[0,10\)\)\."):
+        with ledger.transaction() as tx:
+            tx.execute(
+                "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition, cursor_offset,"
+                " start_offset, end_offset) VALUES ('p', 2, 0, 't', 0, 9, 9, 10)"
+            )
+    assert ledger.batch("p", 1).plan.ranges == (PartitionRange("t", 0, 0, 10, 0), PartitionRange("t", 1, 0, 0, 0))
+    assert ledger.cursors("p") == {TP("t", 0): 0, TP("t", 1): 0}
+
+
 def test_newer_schema_is_refused(ledger: Ledger):
     with ledger.transaction() as tx:
         tx.execute("UPDATE {s}.schema_version SET version = version + 1")
