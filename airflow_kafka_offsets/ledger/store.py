@@ -346,7 +346,12 @@ class LedgerTransaction:
             )
             raise CursorMovedError(f"batch {plan.batch_id} of {plan.pipeline!r} cannot commit: cursor moved ({detail})")
 
-    def record_commit(self, plan: BatchPlan, report: BatchReport | None, actor: Mapping[str, Any]) -> int:
+    def record_commit(self, plan: BatchPlan, attempt: Attempt | None, actor: Mapping[str, Any]) -> int:
+        """Store the attempt's counts on the batch's ranges and mark the batch committed.
+
+        The attempt's report document is copied inside PostgreSQL, not sent again.
+        """
+        report = attempt.report if attempt else None
         partitions = report.partitions if report else ()
         records = sum(p.records for p in partitions)
         if partitions:
@@ -374,12 +379,12 @@ class LedgerTransaction:
         )
         self.execute(
             "UPDATE {s}.batches SET state = 'committed', committed_at = now(), records_committed = %s,"
-            " output_bytes = %s, report = %s::jsonb, committed_by = %s::jsonb"
-            " WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
+            " output_bytes = %s, report = (SELECT report FROM {s}.attempts WHERE attempt_id = %s),"
+            " committed_by = %s::jsonb WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
             (
                 records,
                 report.output_bytes if report else 0,
-                _jsonb(report.raw) if report is not None else None,
+                attempt.attempt_id if attempt else None,
                 _jsonb(actor),
                 plan.pipeline,
                 plan.batch_id,

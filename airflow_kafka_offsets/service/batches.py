@@ -374,7 +374,7 @@ def commit_batch(
             return CommitOutcome(plan, committed_now=False, records=record.records_committed or 0)
         if record.state is not BatchState.PLANNED:
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
-        report = None
+        report = attempt = None
         if plan.readable_ranges:
             attempt = tx.latest_succeeded_attempt(pipeline, batch_id)
             if attempt is None or attempt.report is None:
@@ -397,7 +397,7 @@ def commit_batch(
         else:  # every committed ingest batch has a readable output, an empty one here
             sink.publish_empty(pipeline, batch_id, tx.pipeline_spec(pipeline).decode)
         tx.advance_cursors(plan)
-        records = tx.record_commit(plan, report, actor)
+        records = tx.record_commit(plan, attempt, actor)
         crash_point("in_commit_transaction")
     crash_point("after_commit")
     discard_ended_attempts(ledger, sink, pipeline, batch_id)

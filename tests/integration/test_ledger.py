@@ -240,6 +240,13 @@ def test_plan_and_commit_of_2000_partitions_write_exact_rows(ledger: Ledger, tmp
         for p in range(n)
     ]
     assert ledger.cursors("wide") == {TP("t", p): end[p] for p in range(n)}
+    published = json.loads((Path(plan.output_uri.removeprefix("file://")) / "_kafka_batch_report.json").read_text())
+    with ledger.transaction() as tx:
+        assert tx.fetchrow("SELECT report, records_committed, output_bytes FROM {s}.batches WHERE batch_id = 1") == (
+            published,
+            sum(read.values()),
+            7,
+        )
 
     # the next batch's compare-and-set fails as a whole when one cursor moved underneath
     offsets = {TP("t", p): PartitionOffsets(0, latest[p] + 5) for p in range(n)}
