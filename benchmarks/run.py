@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=1,
         help="partitions per batch in the history and the timed batches (default 1: a million batches"
-        " of 8 partitions take ~20 min to load, the ledger's exclusion constraint checks every row)",
+        " of 8 partitions take several minutes to load)",
     )
     p.add_argument("--scaling-batches", type=int, help="batches timed per scaling point (default 5; quick 3)")
     p.add_argument(

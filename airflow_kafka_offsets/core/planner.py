@@ -87,19 +87,19 @@ def plan_ranges(
     policy = spec.starting_offsets if first_batch else spec.new_partition_offsets
     lost: list[str] = []
     beyond: list[str] = []
-    starts: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (cursor, start)
-    for tp in sorted(tp for tp in offsets if tp.topic in topics):
-        kafka = offsets[tp]
-        cursor = cursors.get(tp)
-        start = _start_offset(tp, cursor, kafka, policy, spec.name)
+    starts: list[tuple[TopicPartition, int, int, int]] = []  # (tp, cursor, start, latest) in partition order
+    for tp, kafka in sorted(
+        ((tp, kafka) for tp, kafka in offsets.items() if tp.topic in topics), key=lambda e: (e[0].topic, e[0].partition)
+    ):
+        start = _start_offset(tp, cursors.get(tp), kafka, policy, spec.name)
         if start < kafka.earliest:
             lost.append(f"{tp} offsets [{start}, {kafka.earliest}) ({kafka.earliest - start} records)")
             if spec.on_data_loss is DataLossPolicy.SKIP:
-                starts[tp] = (start, kafka.earliest)
+                starts.append((tp, start, kafka.earliest, kafka.latest))
                 continue
         elif start > kafka.latest:
             beyond.append(f"{tp} cursor {start} > latest offset {kafka.latest}")
-        starts[tp] = (start, start)
+        starts.append((tp, start, start, kafka.latest))
 
     if beyond:
         raise OffsetOutOfRangeError(
@@ -112,16 +112,14 @@ def plan_ranges(
             "Nothing was ingested. Set on_data_loss='skip' to record the gap and continue, or reset the offsets"
         )
 
-    tps = sorted(starts)
-    needs = [max(offsets[tp].latest - starts[tp][1], 0) for tp in tps]
+    needs = [max(latest - start, 0) for _, _, start, latest in starts]
     if spec.max_records_per_partition is not None:
         needs = [min(n, spec.max_records_per_partition) for n in needs]
     if spec.max_records_per_batch is not None:
         needs = fair_shares(needs, spec.max_records_per_batch)
     return tuple(
         PartitionRange(tp.topic, tp.partition, start=start, end=start + need, cursor=cursor)
-        for tp, need in zip(tps, needs)
-        for cursor, start in [starts[tp]]
+        for (tp, cursor, start, _), need in zip(starts, needs)
     )
 
 

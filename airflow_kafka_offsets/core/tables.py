@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from airflow_kafka_offsets.core.model import BatchReport, PartitionOffsets, PartitionRange, TopicPartition
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells]
+    widths = [max(map(len, column)) for column in zip(*cells)]
+    line = "  ".join(f"{{:{'>' if i else '<'}{w}}}" for i, w in enumerate(widths))
+    lines = [line.format(*row) for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -41,3 +43,15 @@ def partition_table(
         row.append(r.lost or "")
         rows.append(row)
     return render_table(headers, rows)
+
+
+@dataclass(frozen=True)
+class LoggedPartitionTable:
+    """A partition_table for a log line, rendered only if the line is emitted (10,000 rows take 0.1 s)."""
+
+    ranges: Sequence[PartitionRange]
+    offsets: Mapping[TopicPartition, PartitionOffsets] | None = None
+    report: BatchReport | None = None
+
+    def __str__(self) -> str:
+        return partition_table(self.ranges, offsets=self.offsets, report=self.report)

@@ -136,6 +136,67 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX attempts_running ON {s}.attempts (pipeline, batch_id) WHERE state = 'running'",
     ),
     (
+        # Overlapping ranges are refused once per statement instead of once per row: the GiST exclusion
+        # constraint cost a GiST insert and search per range (seconds for a plan of 10,000 partitions).
+        # The statement-level triggers below refuse the same rows with the same SQLSTATE (23P01): a live,
+        # non-empty range that overlaps another live one of its pipeline, epoch and partition (empty
+        # ranges overlap nothing). Writers of one pipeline take turns on its row, so a concurrent
+        # writer's ranges are seen.
+        "ALTER TABLE {s}.batch_ranges DROP CONSTRAINT batch_ranges_pipeline_epoch_topic_partition_int8range_excl",
+        "CREATE INDEX batch_ranges_by_partition ON {s}.batch_ranges (pipeline, topic, partition, epoch, end_offset)"
+        " WHERE live AND cursor_offset < end_offset",
+        """
+        CREATE FUNCTION {s}.refuse_overlapping_ranges() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        DECLARE
+            changed text := 'added';
+            clash text;
+        BEGIN
+            IF TG_LEVEL = 'ROW' THEN
+                changed := format('(SELECT * FROM {s}.batch_ranges WHERE (pipeline, batch_id, topic, partition)'
+                                  ' = (%L, %L, %L, %L))', NEW.pipeline, NEW.batch_id, NEW.topic, NEW.partition);
+            END IF;
+            EXECUTE format('SELECT FROM {s}.pipelines WHERE name IN (SELECT pipeline FROM %s c)'
+                           ' ORDER BY name FOR UPDATE', changed);
+            EXECUTE format($q$
+                SELECT format('Key (pipeline, epoch, topic, partition, int8range(cursor_offset, end_offset))'
+                              '=(%%s, %%s, %%s, %%s, %%s) conflicts with existing key (pipeline, epoch, topic,'
+                              ' partition, int8range(cursor_offset, end_offset))=(%%s, %%s, %%s, %%s, %%s).',
+                              c.pipeline, c.epoch, c.topic, c.partition, int8range(c.cursor_offset, c.end_offset),
+                              c.pipeline, c.epoch, c.topic, c.partition, int8range(r.cursor_offset, r.end_offset))
+                FROM %s c CROSS JOIN LATERAL (
+                    SELECT o.cursor_offset, o.end_offset FROM {s}.batch_ranges o
+                    WHERE o.pipeline = c.pipeline AND o.topic = c.topic AND o.partition = c.partition
+                      AND o.epoch = c.epoch AND o.live AND o.cursor_offset < o.end_offset
+                      AND o.end_offset > c.cursor_offset AND o.cursor_offset < c.end_offset
+                      AND o.batch_id <> c.batch_id
+                    ORDER BY o.end_offset LIMIT 1) r
+                WHERE c.live AND c.cursor_offset < c.end_offset
+                LIMIT 1 $q$, changed) INTO clash;
+            IF clash IS NOT NULL THEN
+                RAISE EXCEPTION USING ERRCODE = 'exclusion_violation', DETAIL = clash,
+                    MESSAGE = 'conflicting key value violates exclusion constraint "batch_ranges_no_overlap"',
+                    SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, CONSTRAINT = 'batch_ranges_no_overlap';
+            END IF;
+            RETURN NULL;
+        END
+        $fn$
+        """,
+        "CREATE TRIGGER batch_ranges_no_overlap_insert AFTER INSERT ON {s}.batch_ranges"
+        " REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION {s}.refuse_overlapping_ranges()",
+        # Commits and aborts change no range and leave this trigger asleep.
+        "CREATE TRIGGER batch_ranges_no_overlap_update AFTER UPDATE ON {s}.batch_ranges FOR EACH ROW"
+        " WHEN (NEW.live AND NEW.cursor_offset < NEW.end_offset AND (NOT OLD.live"
+        "   OR (NEW.pipeline, NEW.batch_id, NEW.topic, NEW.partition, NEW.epoch, NEW.cursor_offset, NEW.end_offset)"
+        "      IS DISTINCT FROM"
+        "      (OLD.pipeline, OLD.batch_id, OLD.topic, OLD.partition, OLD.epoch, OLD.cursor_offset, OLD.end_offset)))"
+        " EXECUTE FUNCTION {s}.refuse_overlapping_ranges()",
+        # Room on each page for the row's next version, so the commit's update of a range (its counts)
+        # and of a cursor is a heap-only update that writes no index entry. A range is updated once,
+        # growing by its five counts; a cursor at every batch.
+        "ALTER TABLE {s}.batch_ranges SET (fillfactor = 40)",
+        "ALTER TABLE {s}.cursors SET (fillfactor = 50)",
+    ),
+    (
         # A pipeline's identity in the tables it writes (Delta's txnAppId, Iceberg snapshot
         # summaries): a ledger started over with the same pipeline name is another writer.
         "ALTER TABLE {s}.pipelines ADD COLUMN uid uuid NOT NULL DEFAULT gen_random_uuid()",

@@ -2,7 +2,7 @@
 
 PostgreSQL enforces the contract where it can: the pipeline row lock
 serialises planning, a partial unique index allows one planned batch per
-pipeline, an exclusion constraint keeps ranges of one epoch from overlapping,
+pipeline, a statement-level check keeps live ranges of one epoch from overlapping,
 and the commit is a compare-and-set on the cursors inside the transaction that
 marks the batch committed.
 
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from airflow_kafka_offsets import __version__
@@ -74,13 +75,18 @@ class Attempt:
     batch_id: int
     state: str
     staging_uri: str
-    report: BatchReport | None
+    report_document: str | None
+    """The report as JSON text; :attr:`report` parses it when asked (a report lists every partition)."""
     actor: dict[str, Any]
     started_at: datetime | None
     finished_at: datetime | None
     lease_expires_at: datetime | None
     lease_left_s: float | None
     error: str | None
+
+    @cached_property
+    def report(self) -> BatchReport | None:
+        return parse_report(json.loads(self.report_document)) if self.report_document else None
 
     @property
     def live(self) -> bool:
@@ -95,21 +101,20 @@ class Attempt:
 
 
 ATTEMPT_COLUMNS = (
-    "attempt_id, pipeline, batch_id, state, staging_uri, report, actor, started_at, finished_at,"
+    "attempt_id, pipeline, batch_id, state, staging_uri, report::text, actor, started_at, finished_at,"
     " lease_expires_at, extract(epoch FROM lease_expires_at - now()), error"
 )
 
 
 def _attempt(row: Row) -> Attempt:
     attempt_id, pipeline, batch_id, state, staging_uri, report, actor, started, finished, lease, left, error = row
-    report = _json(report)
     return Attempt(
         attempt_id,
         pipeline,
         int(batch_id),
         state,
         staging_uri,
-        parse_report(report) if report else None,
+        report,
         _json(actor) or {},
         started,
         finished,
@@ -147,6 +152,20 @@ def _jsonb(value: Any) -> str:
 
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
+
+
+def _int_array(values: Iterable[int | None]) -> str:
+    """A PostgreSQL array literal, for ``unnest(%s::bigint[], ...)`` over many partitions.
+
+    The server reads it as one constant; a Python list goes out as ``ARRAY[...]`` with one
+    expression per element, which takes longer to parse and plan than the statement takes to run.
+    """
+    return "{" + ",".join(map(str, values)).replace("None", "NULL") + "}"  # str(int) never holds "None"
+
+
+def _text_array(values: Iterable[str]) -> str:
+    """Like :func:`_int_array`, for text (each element double-quoted, backslash-escaped)."""
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
 class LedgerTransaction:
@@ -277,11 +296,11 @@ class LedgerTransaction:
                 plan.pipeline,
                 plan.batch_id,
                 plan.epoch,
-                [r.topic for r in ranges],
-                [r.partition for r in ranges],
-                [r.cursor for r in ranges],
-                [r.start for r in ranges],
-                [r.end for r in ranges],
+                _text_array(r.topic for r in ranges),
+                _int_array(r.partition for r in ranges),
+                _int_array(r.cursor for r in ranges),
+                _int_array(r.start for r in ranges),
+                _int_array(r.end for r in ranges),
             ),
         )
         if new_cursors:
@@ -291,9 +310,9 @@ class LedgerTransaction:
                 " SELECT %s, * FROM unnest(%s::text[], %s::int[], %s::bigint[])",
                 (
                     plan.pipeline,
-                    [tp.topic for tp in tps],
-                    [tp.partition for tp in tps],
-                    [new_cursors[tp] for tp in tps],
+                    _text_array(tp.topic for tp in tps),
+                    _int_array(tp.partition for tp in tps),
+                    _int_array(new_cursors[tp] for tp in tps),
                 ),
             )
         self.execute(
@@ -346,10 +365,10 @@ class LedgerTransaction:
             "   AND c.next_offset = r.cursor_offset"
             " RETURNING c.topic, c.partition",
             (
-                [r.topic for r in ranges],
-                [r.partition for r in ranges],
-                [r.cursor for r in ranges],
-                [r.end for r in ranges],
+                _text_array(r.topic for r in ranges),
+                _int_array(r.partition for r in ranges),
+                _int_array(r.cursor for r in ranges),
+                _int_array(r.end for r in ranges),
                 plan.pipeline,
             ),
         )
@@ -364,7 +383,12 @@ class LedgerTransaction:
             )
             raise CursorMovedError(f"batch {plan.batch_id} of {plan.pipeline!r} cannot commit: cursor moved ({detail})")
 
-    def record_commit(self, plan: BatchPlan, report: BatchReport | None, actor: Mapping[str, Any]) -> int:
+    def record_commit(self, plan: BatchPlan, attempt: Attempt | None, actor: Mapping[str, Any]) -> int:
+        """Store the attempt's counts on the batch's ranges and mark the batch committed.
+
+        The attempt's report document is copied inside PostgreSQL, not sent again.
+        """
+        report = attempt.report if attempt else None
         partitions = report.partitions if report else ()
         records = sum(p.records for p in partitions)
         if partitions:
@@ -375,13 +399,13 @@ class LedgerTransaction:
                 "   %s::bigint[]) AS r(topic, partition, records, min_offset, max_offset, payload_bytes, decode_errors)"
                 " WHERE b.pipeline = %s AND b.batch_id = %s AND b.topic = r.topic AND b.partition = r.partition",
                 (
-                    [p.topic for p in partitions],
-                    [p.partition for p in partitions],
-                    [p.records for p in partitions],
-                    [p.min_offset for p in partitions],
-                    [p.max_offset for p in partitions],
-                    [p.payload_bytes for p in partitions],
-                    [p.decode_errors for p in partitions],
+                    _text_array(p.topic for p in partitions),
+                    _int_array(p.partition for p in partitions),
+                    _int_array(p.records for p in partitions),
+                    _int_array(p.min_offset for p in partitions),
+                    _int_array(p.max_offset for p in partitions),
+                    _int_array(p.payload_bytes for p in partitions),
+                    _int_array(p.decode_errors for p in partitions),
                     plan.pipeline,
                     plan.batch_id,
                 ),
@@ -392,12 +416,12 @@ class LedgerTransaction:
         )
         self.execute(
             "UPDATE {s}.batches SET state = 'committed', committed_at = now(), records_committed = %s,"
-            " output_bytes = %s, report = %s::jsonb, committed_by = %s::jsonb"
-            " WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
+            " output_bytes = %s, report = (SELECT report FROM {s}.attempts WHERE attempt_id = %s),"
+            " committed_by = %s::jsonb WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
             (
                 records,
                 report.output_bytes if report else 0,
-                _jsonb(report.raw) if report is not None else None,
+                attempt.attempt_id if attempt else None,
                 _jsonb(actor),
                 plan.pipeline,
                 plan.batch_id,
@@ -450,12 +474,12 @@ class LedgerTransaction:
                 pipeline,
                 batch_id,
                 epoch,
-                [r.topic for r, _ in entries],
-                [r.partition for r, _ in entries],
-                [r.cursor for r, _ in entries],
-                [r.start for r, _ in entries],
-                [r.end for r, _ in entries],
-                [prev for _, prev in entries],
+                _text_array(r.topic for r, _ in entries),
+                _int_array(r.partition for r, _ in entries),
+                _int_array(r.cursor for r, _ in entries),
+                _int_array(r.start for r, _ in entries),
+                _int_array(r.end for r, _ in entries),
+                _int_array(prev for _, prev in entries),
             ),
         )
         for reset in resets:

@@ -22,7 +22,7 @@ from airflow_kafka_offsets.core.model import (
 )
 from airflow_kafka_offsets.core.planner import has_work, plan_ranges
 from airflow_kafka_offsets.core.report import check_report, parse_report
-from airflow_kafka_offsets.core.tables import partition_table
+from airflow_kafka_offsets.core.tables import LoggedPartitionTable
 from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, PipelineBusyError, SparkJobError
 from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction, describe_actor, raise_for_state
 from airflow_kafka_offsets.service.faults import crash_point
@@ -92,7 +92,7 @@ def plan_batch(
         spec.name,
         plan.batch_id,
         plan.records_planned,
-        partition_table(plan.ranges, offsets=offsets),
+        LoggedPartitionTable(plan.ranges, offsets=offsets),
     )
     return PlanOutcome(plan, replayed=False)
 
@@ -233,7 +233,7 @@ def execute_attempt(
         plan.pipeline,
         plan.batch_id,
         attempt_id,
-        partition_table(plan.ranges, report=report),
+        LoggedPartitionTable(plan.ranges, report=report),
     )
     return StagedAttempt(attempt_id, staging_uri, report, state)
 
@@ -381,7 +381,7 @@ def commit_batch(
             return CommitOutcome(plan, committed_now=False, records=record.records_committed or 0)
         if record.state is not BatchState.PLANNED:
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
-        report = None
+        report = attempt = None
         uid = tx.pipeline_uid(pipeline)
         decode = tx.pipeline_spec(pipeline).decode
         if plan.readable_ranges:
@@ -406,7 +406,7 @@ def commit_batch(
         else:  # a directory sink gives every committed ingest batch a readable output, an empty one here
             sink.publish(tx, Publication(uid, plan, None, None, None, decode))
         tx.advance_cursors(plan)
-        records = tx.record_commit(plan, report, actor)
+        records = tx.record_commit(plan, attempt, actor)
         crash_point("in_commit_transaction")
     crash_point("after_commit")
     discard_ended_attempts(ledger, sink, pipeline, batch_id)
@@ -416,6 +416,6 @@ def commit_batch(
         batch_id,
         records,
         plan.output_uri,
-        partition_table(plan.ranges, report=report),
+        LoggedPartitionTable(plan.ranges, report=report),
     )
     return CommitOutcome(plan, committed_now=True, records=records)

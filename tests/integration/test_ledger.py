@@ -3,6 +3,10 @@ and the constraints PostgreSQL enforces itself."""
 
 from __future__ import annotations
 
+import json
+import threading
+from pathlib import Path
+
 import psycopg2
 import pytest
 
@@ -12,7 +16,7 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import BatchStateError, CursorMovedError, LedgerSchemaTooNewError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
-from airflow_kafka_offsets.service.batches import commit_batch, plan_batch
+from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 ACTOR = {"test": True}
@@ -27,6 +31,36 @@ def test_migrate_is_idempotent_and_versioned(ledger: Ledger):
     assert ledger.schema_version() == SCHEMA_VERSION
     assert ledger.migrate() == SCHEMA_VERSION
     assert ledger.schema_version() == SCHEMA_VERSION
+
+
+def test_migration_4_keeps_a_version_3_ledger_and_its_overlap_check(stack, schema: str, tmp_path, monkeypatch):
+    import airflow_kafka_offsets.ledger.store as store
+
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
+    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:3])
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
+    assert ledger.migrate() == 3
+    spec = build_spec("p", ["t"], str(tmp_path))
+    sink = LocalDirectorySink(str(tmp_path))
+    plan_batch(ledger, spec, fixed_offsets(p0=(0, 10), p1=(0, 0)), sink, ACTOR)
+    monkeypatch.undo()
+    assert ledger.migrate() == SCHEMA_VERSION
+    with ledger.transaction() as tx:
+        assert tx.fetchall(
+            "SELECT contype FROM pg_constraint WHERE conrelid = %s::regclass ORDER BY 1", (f"{tx.s}.batch_ranges",)
+        ) == [("c",), ("f",), ("p",)]
+        tx.execute(
+            "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, committed_at)"
+            " VALUES ('p', 2, 0, 'committed', 'x', 1, now())"
+        )
+    with pytest.raises(psycopg2.errors.ExclusionViolation, match=r"existing key .*=\(p, 0, t, 0, \[0,10\)\)\."):
+        with ledger.transaction() as tx:
+            tx.execute(
+                "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition, cursor_offset,"
+                " start_offset, end_offset) VALUES ('p', 2, 0, 't', 0, 9, 9, 10)"
+            )
+    assert ledger.batch("p", 1).plan.ranges == (PartitionRange("t", 0, 0, 10, 0), PartitionRange("t", 1, 0, 0, 0))
+    assert ledger.cursors("p") == {TP("t", 0): 0, TP("t", 1): 0}
 
 
 def test_newer_schema_is_refused(ledger: Ledger):
@@ -101,6 +135,137 @@ def test_postgres_refuses_overlapping_ranges_and_two_planned_batches(ledger: Led
         tx.execute(insert_batch, ("committed", "2026-01-01"))
         tx.execute(insert_range, (1, 0, 0, 10))
     assert ledger.batch("p", 1).state is BatchState.PLANNED
+
+
+def test_postgres_refuses_overlap_from_an_update_or_a_concurrent_writer(ledger: Ledger, tmp_path):
+    spec = build_spec("p", ["t"], str(tmp_path))
+    sink = LocalDirectorySink(str(tmp_path))
+    plan_batch(ledger, spec, fixed_offsets(p0=(0, 10)), sink, ACTOR)
+    with ledger.transaction() as tx:
+        tx.execute(
+            "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, committed_at)"
+            " VALUES ('p', 2, 0, 'committed', 'x', 5, now()), ('p', 3, 0, 'committed', 'x', 5, now())"
+        )
+        tx.execute(
+            "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition, cursor_offset,"
+            " start_offset, end_offset) VALUES ('p', 2, 0, 't', 0, 10, 10, 15)"
+        )
+    with pytest.raises(psycopg2.errors.ExclusionViolation, match=r"\[0,11\)\) conflicts .*=\(p, 0, t, 0, \[10,15\)\)"):
+        with ledger.transaction() as tx:  # widening batch 1 over batch 2
+            tx.execute("UPDATE {s}.batch_ranges SET end_offset = 11 WHERE batch_id = 1")
+    with ledger.transaction() as tx:  # counts, aborts and empty ranges change nothing that can overlap
+        tx.execute("UPDATE {s}.batch_ranges SET records = 4 WHERE batch_id = 2")
+        tx.execute("UPDATE {s}.batch_ranges SET live = false WHERE batch_id = 2")
+        tx.execute("UPDATE {s}.batch_ranges SET end_offset = 10 WHERE batch_id = 1")
+    with ledger.transaction() as tx:
+        tx.execute("UPDATE {s}.batch_ranges SET live = true, end_offset = 10 WHERE batch_id = 1")
+
+    insert = (
+        "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition, cursor_offset,"
+        " start_offset, end_offset) VALUES ('p', %s, 0, 't', 0, %s, %s, %s)"
+    )
+    errors: list[BaseException] = []
+    started = threading.Event()
+
+    def second_writer() -> None:
+        try:
+            with ledger.transaction() as tx:
+                started.set()
+                tx.execute(insert, (3, 11, 11, 13))  # waits for the first writer's pipeline lock
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            errors.append(exc)
+
+    with ledger.transaction() as tx:  # batch 2 is dead: [10, 12) is free until this commits
+        tx.execute(
+            "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, committed_at)"
+            " VALUES ('p', 4, 0, 'committed', 'x', 2, now())"
+        )
+        tx.execute(insert, (4, 10, 10, 12))
+        writer = threading.Thread(target=second_writer)
+        writer.start()
+        started.wait(10)
+        writer.join(1)
+        assert writer.is_alive()  # blocked behind this transaction
+    writer.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], psycopg2.errors.ExclusionViolation)
+    assert "[11,13)) conflicts with existing key" in str(errors[0]) and "[10,12))" in str(errors[0])
+
+
+def test_plan_and_commit_of_2000_partitions_write_exact_rows(ledger: Ledger, tmp_path):
+    """The set-based statements write, count and compare-and-set every partition exactly."""
+    n = 2000
+    spec = build_spec("wide", ["t"], str(tmp_path), max_records_per_partition=30)
+    sink = LocalDirectorySink(str(tmp_path))
+    latest = {p: (p % 5) * 10 for p in range(n)}  # every fifth partition is empty
+    offsets = {TP("t", p): PartitionOffsets(0, latest[p]) for p in range(n)}
+    plan = plan_batch(ledger, spec, lambda topics: offsets, sink, ACTOR).plan
+    end = {p: min(latest[p], 30) for p in range(n)}
+    read = {p: max(end[p] - (p % 7 == 0), 0) for p in range(n)}
+
+    def records(r: dict) -> int:  # some offsets are gaps (transaction markers)
+        return r["end"] - r["start"] - (r["partition"] % 7 == 0)
+
+    def submit(job: dict) -> None:
+        staging = Path(job["staging_uri"].removeprefix("file://"))
+        staging.mkdir(parents=True)
+        parts = [
+            {
+                "topic": r["topic"],
+                "partition": r["partition"],
+                "records": records(r),
+                "distinct_offsets": records(r),
+                "min_offset": r["start"],
+                "max_offset": r["start"] + records(r) - 1,
+                "payload_bytes": 3 * r["partition"],
+                "decode_errors": 0,
+            }
+            for r in job["ranges"]
+        ]
+        report = {"format": 1, "pipeline": job["pipeline"], "batch_id": job["batch_id"]}
+        report.update(attempt_id=job["attempt_id"], output_bytes=7, spark_version="test", partitions=parts)
+        (staging / "_kafka_batch_report.json").write_text(json.dumps(report))
+
+    run_batch(ledger, sink, plan, submit, {}, ACTOR)
+    assert commit_batch(ledger, sink, "wide", 1, ACTOR).records == sum(read.values())
+    with ledger.transaction() as tx:
+        rows = tx.fetchall(
+            "SELECT pipeline, batch_id, epoch, topic, partition, cursor_offset, start_offset, end_offset, live,"
+            " records, min_offset, max_offset, payload_bytes, decode_errors, previous_offset"
+            " FROM {s}.batch_ranges ORDER BY partition"
+        )
+    assert rows == [
+        ("wide", 1, 0, "t", p, 0, 0, end[p], True, read[p])
+        + ((0, read[p] - 1, 3 * p, 0) if read[p] else (None, None, None, None))
+        + (None,)
+        for p in range(n)
+    ]
+    assert ledger.cursors("wide") == {TP("t", p): end[p] for p in range(n)}
+    published = json.loads((Path(plan.output_uri.removeprefix("file://")) / "_kafka_batch_report.json").read_text())
+    with ledger.transaction() as tx:
+        assert tx.fetchrow("SELECT report, records_committed, output_bytes FROM {s}.batches WHERE batch_id = 1") == (
+            published,
+            sum(read.values()),
+            7,
+        )
+
+    # the next batch's compare-and-set fails as a whole when one cursor moved underneath
+    offsets = {TP("t", p): PartitionOffsets(0, latest[p] + 5) for p in range(n)}
+    second = plan_batch(ledger, spec, lambda topics: offsets, sink, ACTOR).plan
+    assert [(r.partition, r.cursor, r.start, r.end) for r in second.ranges] == [
+        (p, end[p], end[p], min(latest[p] + 5, end[p] + 30)) for p in range(n)
+    ]
+    with ledger.transaction() as tx:
+        tx.execute("UPDATE {s}.cursors SET next_offset = next_offset + 1 WHERE pipeline = 'wide' AND partition = 1234")
+    run_batch(ledger, sink, second, submit, {}, ACTOR)
+    with pytest.raises(
+        CursorMovedError,
+        match=rf"^batch 2 of 'wide' cannot commit: cursor moved \(t-1234 expected {end[1234]} found {end[1234] + 1}\)$",
+    ):
+        commit_batch(ledger, sink, "wide", 2, ACTOR)
+    assert ledger.batch("wide", 2).state is BatchState.PLANNED
+    assert ledger.cursors("wide") == {TP("t", p): end[p] + (p == 1234) for p in range(n)}
+    with ledger.transaction() as tx:
+        assert tx.fetchall("SELECT count(*), count(records) FROM {s}.batch_ranges WHERE batch_id = 2") == [(n, 0)]
 
 
 def test_audit_trail_records_who_did_what(ledger: Ledger, tmp_path):
