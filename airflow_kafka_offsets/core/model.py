@@ -72,20 +72,29 @@ class SinkSpec:
     Iceberg: ``namespace.table`` in the SQL catalog kept in the ledger's database, with its
     data under ``output_root`` (the warehouse). Delta: the table lives at ``<output_root>/<table>``.
     ``partition_by="day"`` partitions a table by the UTC day of the record timestamp.
+    ``catalog_conn_id``: an Iceberg SQL catalog in another PostgreSQL database (an Airflow
+    connection) instead of the ledger's; commits are then idempotent rather than transactional.
     """
 
     format: SinkFormat = SinkFormat.DIRECTORY
     table: str | None = None
     partition_by: str | None = None
+    catalog_conn_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": self.format.value, "table": self.table, "partition_by": self.partition_by}
+        data = {"format": self.format.value, "table": self.table, "partition_by": self.partition_by}
+        return data | ({"catalog_conn_id": self.catalog_conn_id} if self.catalog_conn_id else {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> SinkSpec:
         if not data:
             return cls()
-        return cls(SinkFormat(data.get("format", "directory")), data.get("table"), data.get("partition_by"))
+        return cls(
+            SinkFormat(data.get("format", "directory")),
+            data.get("table"),
+            data.get("partition_by"),
+            data.get("catalog_conn_id"),
+        )
 
 
 @dataclass(frozen=True)

@@ -48,15 +48,18 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -
     if sink is None or (isinstance(sink, str) and not sink.strip()):
         return SinkSpec()
     options: dict[str, Any] = {"format": sink.strip()} if isinstance(sink, str) else dict(sink)
-    unknown = set(options) - {"format", "table", "partition_by"}
+    unknown = set(options) - {"format", "table", "partition_by", "catalog_conn_id"}
     if unknown:
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: unknown sink option(s) {', '.join(sorted(unknown))}; "
-            "a sink takes format, table and partition_by"
+            "a sink takes format, table, partition_by and (Iceberg) catalog_conn_id"
         )
     sink_format = enum_value(SinkFormat, options.get("format") or SinkFormat.DIRECTORY, "sink format")
     table = (options.get("table") or "").strip() or None
     partition_by = (options.get("partition_by") or "").strip() or None
+    catalog_conn_id = (options.get("catalog_conn_id") or "").strip() or None
+    if catalog_conn_id is not None and sink_format is not SinkFormat.ICEBERG:
+        raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: catalog_conn_id applies to the iceberg sink only")
     if sink_format is SinkFormat.DIRECTORY:
         if table is not None or partition_by is not None:
             raise InvalidPipelineSpecError(
@@ -78,7 +81,7 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: an Iceberg table needs a namespace, as in 'analytics.{table}'"
         )
-    return SinkSpec(sink_format, table, partition_by)
+    return SinkSpec(sink_format, table, partition_by, catalog_conn_id)
 
 
 def build_spec(

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.config import object_storage
+from airflow_kafka_offsets.config import iceberg_catalog_uri, object_storage
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, TopicPartition
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 
 def sink_for_spec(ledger: Ledger, spec: PipelineSpec) -> Sink:
     """The sink a spec names, with the ledger's Iceberg catalog and the object storage of its location."""
-    return open_sink(spec, ledger.catalog_uri, ledger.schema, object_storage(spec.output_root))
+    external = iceberg_catalog_uri(spec.sink.catalog_conn_id) if spec.sink.catalog_conn_id else None
+    return open_sink(spec, ledger.catalog_uri, ledger.schema, object_storage(spec.output_root), external)
 
 
 def pipeline_sink(ledger: Ledger, pipeline: str) -> Sink:

@@ -12,12 +12,19 @@ from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 __all__ = ["LocalDirectorySink", "Publication", "REPORT_NAME", "Sink", "open_sink"]
 
 
-def open_sink(spec: PipelineSpec, catalog_uri: str | None, catalog_name: str, s3: S3Access | None = None) -> Sink:
+def open_sink(
+    spec: PipelineSpec,
+    catalog_uri: str | None,
+    catalog_name: str,
+    s3: S3Access | None = None,
+    external_catalog_uri: str | None = None,
+) -> Sink:
     """The sink a pipeline's spec names.
 
     Iceberg tables are in the SQL catalog ``catalog_name`` (the ledger's schema name: one catalog
     per ledger) in the ledger's database, ``catalog_uri`` (a SQLAlchemy URL). ``s3``: how to reach
-    an ``s3://`` output root (tables only).
+    an ``s3://`` output root (tables only). ``external_catalog_uri``: the database of the spec's
+    ``catalog_conn_id``, when its Iceberg catalog is not the ledger's.
 
     The table sinks import their libraries only when a pipeline uses them.
     """
@@ -31,7 +38,13 @@ def open_sink(spec: PipelineSpec, catalog_uri: str | None, catalog_name: str, s3
             from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 
             return IcebergSink(
-                spec.output_root, spec.sink.table or "", catalog_uri, catalog_name, spec.sink.partition_by, storage
+                spec.output_root,
+                spec.sink.table or "",
+                external_catalog_uri or catalog_uri,
+                catalog_name,
+                spec.sink.partition_by,
+                storage,
+                transactional=external_catalog_uri is None,
             )
         from airflow_kafka_offsets.sinks.delta import DeltaSink
 

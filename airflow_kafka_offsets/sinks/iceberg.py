@@ -11,6 +11,11 @@ Spark writes plain Parquet files (no Iceberg runtime on the cluster, so any Spar
 commit adds them with PyIceberg (``add_files``, which reads their footers for statistics). Every
 snapshot's summary names the pipeline, batch, epoch, attempt and offset ranges.
 
+With ``catalog_conn_id`` the catalog is in another PostgreSQL database: the commit then runs just
+before the ledger's, is retried when another writer of the table committed first, and is
+idempotent (a snapshot whose summary names this pipeline's batch is not added twice); an abort
+takes a batch that a crash left in the table back out in a new snapshot.
+
 Layout: ``<table location>/data/batch=<N>/<attempt>/part-*.parquet``; readers follow the table.
 """
 
@@ -38,6 +43,8 @@ from airflow_kafka_offsets.sinks.schema import output_schema
 PIPELINE_UID = "kafka-offsets.pipeline-uid"
 BATCH = "kafka-offsets.batch"
 ATTEMPT = "kafka-offsets.attempt"
+OPERATION = "kafka-offsets.operation"
+COMMIT_TRIES = 5
 
 
 class LedgerCatalog(SqlCatalog):
@@ -139,6 +146,7 @@ class IcebergSink:
         catalog_name: str,
         partition_by: str | None = None,
         storage: files.Storage | None = None,
+        transactional: bool = True,
     ) -> None:
         if not catalog_uri:
             raise OutputLocationError(
@@ -152,6 +160,7 @@ class IcebergSink:
         self.catalog_name = catalog_name
         self.partition_by = partition_by
         self.storage = storage or files.Storage()
+        self.transactional = transactional  # the catalog is in the ledger's database
         self._catalog: LedgerCatalog | None = None
         self._location: str | None = None
 
@@ -234,32 +243,70 @@ class IcebergSink:
         return attempts[-1] if attempts else None
 
     def publish(self, tx: Any, publication: Publication) -> None:
-        """Add the attempt's files (a replay also removes the batch's current ones) in one snapshot."""
+        """Add the attempt's files (a replay also removes the batch's current ones) in one snapshot.
+
+        In the ledger's catalog the pointer moves inside ``tx``. In another catalog the commit is
+        idempotent (a batch whose snapshot landed before a crash is not added again) and is retried
+        when another writer of the table committed first.
+        """
         if publication.staging_uri is None:
             return  # a batch without records changes nothing a reader could see
+        data = [f.uri for f in self.storage.parquet_files(publication.staging_uri)]
         catalog = self.catalog()
-        data = self.storage.parquet_files(publication.staging_uri)
-        with catalog.bound(tx):
-            table = catalog.load_locked(self.identifier)
-            properties = publication.commit_properties()
-            transaction = table.transaction()
-            if publication.replay:
-                prefix = files.join(self.location, "data", f"batch={publication.plan.batch_id:012d}") + "/"
-                old = [task.file for task in table.scan().plan_files() if task.file.file_path.startswith(prefix)]
-                new = _parquet_files_to_data_files(transaction.table_metadata, [f.uri for f in data], table.io)
-                with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
-                    for data_file in old:
-                        overwrite.delete_data_file(data_file)
-                    for data_file in new:
-                        overwrite.append_data_file(data_file)
-            else:
-                transaction.add_files(
-                    [f.uri for f in data], snapshot_properties=properties, check_duplicate_files=False
-                )
-            transaction.commit_transaction()
+        if self.transactional:
+            with catalog.bound(tx):
+                self._commit(catalog.load_locked(self.identifier), publication, data)
+            return
+        for _ in range(COMMIT_TRIES):
+            table = self.table()
+            landed = self._snapshot_attempts(table, publication.pipeline_uid, publication.plan.batch_id)
+            if publication.attempt_id in landed or (landed and not publication.replay):
+                return
+            try:
+                self._commit(table, publication, data)
+                return
+            except CommitFailedException:
+                continue  # another writer committed first: read the table again and retry
+        raise OutputLocationError(
+            f"Iceberg table {self.table_name}: {COMMIT_TRIES} commits of batch {publication.plan.batch_id} lost to "
+            "concurrent writers; nothing of it was added, the batch stays planned: run the commit again"
+        )
+
+    def _batch_files(self, table: Table, batch_id: int) -> list[Any]:
+        prefix = files.join(self.location, "data", f"batch={batch_id:012d}") + "/"
+        return [task.file for task in table.scan().plan_files() if task.file.file_path.startswith(prefix)]
+
+    def _commit(self, table: Table, publication: Publication, data: list[str]) -> None:
+        properties = publication.commit_properties()
+        transaction = table.transaction()
+        if publication.replay:
+            old = self._batch_files(table, publication.plan.batch_id)
+            new = _parquet_files_to_data_files(transaction.table_metadata, data, table.io)
+            with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+                for data_file in old:
+                    overwrite.delete_data_file(data_file)
+                for data_file in new:
+                    overwrite.append_data_file(data_file)
+        else:
+            transaction.add_files(data, snapshot_properties=properties, check_duplicate_files=False)
+        transaction.commit_transaction()
 
     def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
-        return None  # a snapshot only lands with the ledger's commit: an uncommitted batch was never visible
+        """Remove a batch that a crash left in another catalog's table (the ledger's catalog never has one)."""
+        if self.transactional:
+            return None  # a snapshot only lands with the ledger's commit: an uncommitted batch was never visible
+        table = self.table()
+        old = self._batch_files(table, plan.batch_id)
+        if not old:
+            return None
+        properties = {PIPELINE_UID: pipeline_uid, BATCH: str(plan.batch_id), ATTEMPT: "", OPERATION: "abort"}
+        transaction = table.transaction()
+        with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+            for data_file in old:
+                overwrite.delete_data_file(data_file)
+        transaction.commit_transaction()
+        prefix = files.join(self.location, "data", f"batch={plan.batch_id:012d}") + "/"
+        return self.staging_uri(plan.pipeline, plan.batch_id, old[0].file_path[len(prefix) :].split("/")[0])
 
     def in_use(self, staging_uri: str) -> bool:
         attempt_id = staging_uri.rstrip("/").rsplit("/", 1)[-1]

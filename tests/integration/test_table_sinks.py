@@ -7,12 +7,14 @@ and the table's commit history (pipeline, batch, attempt) against the ledger.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
@@ -29,6 +31,7 @@ from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.operations import abort_planned_batch, replay_batch
 from airflow_kafka_offsets.service.sweep import sweep
 from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 
 from .helpers import assert_exactly_once, produce, refused
 from .pipeline import ACTOR, commit, plan, read, run_once, sink_of, submitter
@@ -278,3 +281,77 @@ def test_an_additive_json_schema_change_evolves_the_table_and_anything_else_is_r
         narrower = table_spec(f"evolve_{sink_format}", topic, root, sink_format, json_schema="id BIGINT")
         with refused(SchemaEvolutionError, "only adding"):
             sink_of(ledger, narrower).check_writable(narrower.decode)
+
+
+def test_an_iceberg_catalog_in_another_database_commits_idempotently_beside_another_writer(
+    stack, ledger, make_topic, tmp_path, monkeypatch
+):
+    database = f"catalog_{uuid.uuid4().hex[:8]}"
+    admin = psycopg2.connect(stack.pg_dsn())
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{database}"')
+    admin.close()
+    connection = {
+        "conn_type": "postgres",
+        "host": stack.pg_host,
+        "port": stack.pg_port,
+        "login": stack.pg_user,
+        "password": stack.pg_password,
+        "schema": database,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_ELSEWHERE", json.dumps(connection))
+    topic = make_topic(partitions=2)
+    sink = {"format": "iceberg", "table": "lake.ext", "catalog_conn_id": "iceberg_elsewhere"}
+    spec = build_spec("ext", [topic], str(tmp_path / "lake"), sink=sink)
+    produced = produce(stack.bootstrap_servers, topic, 80, 2)
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+
+    # another writer appends its own rows to the same table while the batch is in flight
+    catalog = SqlCatalog(ledger.schema, uri=stack.pg_url(database))
+    assert not SqlCatalog(ledger.schema, uri=stack.pg_url()).table_exists("lake.ext")  # not in the ledger's db
+    foreign = {"key": b"other-writer", "value": b"x", "topic": "elsewhere", "partition": 0, "offset": 0}
+    catalog.load_table("lake.ext").append(pa.Table.from_pylist([foreign], schema=RECORD_SCHEMA))
+
+    def table_rows() -> list[dict]:
+        return rows_of(catalog.load_table("lake.ext").scan().to_arrow())
+
+    def ours(rows: list[dict]) -> list[dict]:
+        return [r for r in rows if r["key"] != b"other-writer"]
+
+    # the table commit lands, then the worker dies before the ledger's commit
+    faults._observers.append(die_at("after_publish"))
+    try:
+        with pytest.raises(SystemExit):
+            commit(ledger, spec, outcome.plan.batch_id)
+    finally:
+        faults._observers.pop()
+    assert len(table_rows()) == 81
+    done = commit(ledger, spec, outcome.plan.batch_id)  # finds its snapshot: adds nothing again
+    assert done.committed_now and done.records == 80
+    rows = table_rows()
+    assert_exactly_once(ours(rows), produced)
+    assert len(rows) == 81
+
+    # a batch a crash left in the table is taken back out by an abort
+    produce(stack.bootstrap_servers, topic, 20, 2)
+    second = plan(ledger, spec, stack)
+    read(ledger, spec, stack, second)
+    faults._observers.append(die_at("after_publish"))
+    try:
+        with pytest.raises(SystemExit):
+            commit(ledger, spec, second.plan.batch_id)
+    finally:
+        faults._observers.pop()
+    assert len(table_rows()) == 101
+    abort_planned_batch(ledger, spec.name, "test", ACTOR)
+    rows = table_rows()
+    assert_exactly_once(ours(rows), produced)
+    assert len(rows) == 81
+    operations = [
+        (s.summary["kafka-offsets.operation"], s.summary["kafka-offsets.batch"])
+        for s in catalog.load_table("lake.ext").snapshots()
+        if s.summary is not None and s.summary["kafka-offsets.batch"] is not None
+    ]
+    assert operations == [("commit", "1"), ("commit", "2"), ("abort", "2")]

@@ -24,6 +24,10 @@ def test_no_sink_or_directory_means_parquet_directories(given):
         ({"format": "delta", "table": " lake.orders "}, SinkSpec(SinkFormat.DELTA, "lake.orders")),
         ({"format": "iceberg", "table": "a.b", "partition_by": "day"}, SinkSpec(SinkFormat.ICEBERG, "a.b", "day")),
         ({"format": "delta", "table": "b", "partition_by": ""}, SinkSpec(SinkFormat.DELTA, "b", None)),
+        (
+            {"format": "iceberg", "table": "a.b", "catalog_conn_id": "cat"},
+            SinkSpec(SinkFormat.ICEBERG, "a.b", None, "cat"),
+        ),
     ],
 )
 def test_table_sinks(given, expected):
@@ -43,6 +47,7 @@ def test_table_sinks(given, expected):
         ({"format": "directory", "table": "t"}, "the directory sink takes no table and no partition_by"),
         ({"format": "directory", "partition_by": "day"}, "the directory sink takes no table and no partition_by"),
         ({"format": "delta", "table": "t", "path": "/x"}, "unknown sink option(s) path"),
+        ({"format": "delta", "table": "t", "catalog_conn_id": "c"}, "catalog_conn_id applies to the iceberg sink only"),
     ],
 )
 def test_bad_sinks_are_refused_naming_what_is_wrong(given, message):
