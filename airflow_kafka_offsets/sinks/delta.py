@@ -202,15 +202,7 @@ class DeltaSink:
             self.storage.remove_tree(staging_uri)
 
     def staged_attempts(self, pipeline: str) -> dict[int, list[str]]:
-        found: dict[int, list[str]] = {}
-        for batch_dir in self.storage.subdirectories(self.location):
-            name = batch_dir.rsplit("/", 1)[-1]
-            if name.startswith("batch="):
-                try:
-                    found[int(name.removeprefix("batch="))] = self.storage.subdirectories(batch_dir)
-                except ValueError:
-                    continue
-        return found
+        return self.storage.batch_attempts(self.location)
 
     def leftover_output(self, output_uri: str) -> str | None:
         return None  # the output is the table: an aborted batch has nothing of its own there

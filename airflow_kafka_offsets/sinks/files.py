@@ -153,6 +153,15 @@ class Storage:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=False, allow_not_found=True))
         return sorted(join(uri, posixpath.basename(i.path)) for i in infos if i.type == pafs.FileType.Directory)
 
+    def batch_attempts(self, root: str) -> dict[int, list[str]]:
+        """The attempt directories under ``<root>/batch=<N>/``, per batch number."""
+        found: dict[int, list[str]] = {}
+        for batch_dir in self.subdirectories(root):
+            name = batch_dir.rsplit("/", 1)[-1]
+            if name.startswith("batch=") and name.removeprefix("batch=").isdigit():
+                found[int(name.removeprefix("batch="))] = self.subdirectories(batch_dir)
+        return found
+
     def exists(self, uri: str) -> bool:
         fs, path = self._fs(uri)
         return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)

@@ -107,6 +107,16 @@ def spark_delta_rows(spec: PipelineSpec) -> list[dict]:
         spark.stop()
 
 
+def commit_dies_at(ledger: Ledger, spec: PipelineSpec, batch_id: int, point: str) -> None:
+    """Run the commit step and let its worker die at ``point`` (its ledger transaction rolls back)."""
+    faults._observers.append(die_at(point))
+    try:
+        with pytest.raises(SystemExit):
+            commit(ledger, spec, batch_id)
+    finally:
+        faults._observers.pop()
+
+
 def rows_of(table: pa.Table) -> list[dict]:
     return table.select(["key", "partition", "offset"]).to_pylist()
 
@@ -171,12 +181,7 @@ def test_batches_land_once_replay_rewrites_in_place_abort_takes_back_sweep_keeps
     outcome = plan(ledger, spec, stack)
     read(ledger, spec, stack, outcome)
     if sink_format == "delta":
-        faults._observers.append(die_at("after_publish"))
-        try:
-            with pytest.raises(SystemExit):
-                commit(ledger, spec, outcome.plan.batch_id)
-        finally:
-            faults._observers.pop()
+        commit_dies_at(ledger, spec, outcome.plan.batch_id, "after_publish")
         assert read_table(stack, ledger, spec).num_rows == 540
     abort_planned_batch(ledger, spec.name, "test", ACTOR)
     assert_exactly_once(rows_of(read_table(stack, ledger, spec)), first + second)
@@ -248,12 +253,7 @@ def test_a_crash_inside_the_commit_then_the_retry_commits_once_into_day_partitio
     read(ledger, spec, stack, outcome)
 
     for point in ("in_commit_transaction", "after_publish"):
-        faults._observers.append(die_at(point))
-        try:
-            with pytest.raises(SystemExit):
-                commit(ledger, spec, outcome.plan.batch_id)
-        finally:
-            faults._observers.pop()
+        commit_dies_at(ledger, spec, outcome.plan.batch_id, point)
         assert ledger.batch(spec.name, outcome.plan.batch_id).state is BatchState.PLANNED
         # Iceberg's pointer moves in the ledger's transaction: nothing. Delta commits just before the
         # ledger: the batch is in the table, and the retry must not add it again.
@@ -321,12 +321,7 @@ def test_an_iceberg_catalog_in_another_database_commits_idempotently_beside_anot
         return [r for r in rows if r["key"] != b"other-writer"]
 
     # the table commit lands, then the worker dies before the ledger's commit
-    faults._observers.append(die_at("after_publish"))
-    try:
-        with pytest.raises(SystemExit):
-            commit(ledger, spec, outcome.plan.batch_id)
-    finally:
-        faults._observers.pop()
+    commit_dies_at(ledger, spec, outcome.plan.batch_id, "after_publish")
     assert len(table_rows()) == 81
     done = commit(ledger, spec, outcome.plan.batch_id)  # finds its snapshot: adds nothing again
     assert done.committed_now and done.records == 80
@@ -338,12 +333,7 @@ def test_an_iceberg_catalog_in_another_database_commits_idempotently_beside_anot
     produce(stack.bootstrap_servers, topic, 20, 2)
     second = plan(ledger, spec, stack)
     read(ledger, spec, stack, second)
-    faults._observers.append(die_at("after_publish"))
-    try:
-        with pytest.raises(SystemExit):
-            commit(ledger, spec, second.plan.batch_id)
-    finally:
-        faults._observers.pop()
+    commit_dies_at(ledger, spec, second.plan.batch_id, "after_publish")
     assert len(table_rows()) == 101
     abort_planned_batch(ledger, spec.name, "test", ACTOR)
     rows = table_rows()
