@@ -4,7 +4,8 @@ Connections: ``kafka_default`` (extra: {"bootstrap.servers": ...}),
 ``postgres_default`` (the ledger database) and ``spark_default`` (the Spark
 master). Variables (with defaults): ``kafka_offsets_demo_topic``,
 ``kafka_offsets_demo_pipeline``, ``kafka_offsets_demo_output``,
-``kafka_offsets_demo_max_records``.
+``kafka_offsets_demo_max_records``, and for a table instead of Parquet directories
+``kafka_offsets_demo_sink_format`` (``iceberg`` or ``delta``) with ``kafka_offsets_demo_table``.
 """
 
 from __future__ import annotations
@@ -31,5 +32,9 @@ with DAG(
         pipeline="{{ var.value.get('kafka_offsets_demo_pipeline', 'demo_events') }}",
         topics="{{ var.value.get('kafka_offsets_demo_topic', 'demo-events') }}",
         output_root="{{ var.value.get('kafka_offsets_demo_output', '/tmp/kafka-offsets-demo') }}",
+        sink={
+            "format": "{{ var.value.get('kafka_offsets_demo_sink_format', 'directory') }}",
+            "table": "{{ var.value.get('kafka_offsets_demo_table', '') }}",
+        },
         plan_kwargs={"max_records_per_batch": "{{ var.value.get('kafka_offsets_demo_max_records', '') }}"},
     )

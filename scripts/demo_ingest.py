@@ -22,17 +22,29 @@ import psycopg2
 import pyarrow.dataset as ds
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError
 
 import devstack
+from airflow_kafka_offsets.clients.object_store import s3_access
 from airflow_kafka_offsets.errors import BatchNotFoundError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.readers import committed_outputs
+from airflow_kafka_offsets.sinks.files import Storage, location_uri
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TOPIC = "demo-events"
 PIPELINE = "demo_events"
 SCHEMA = "kafka_offsets"
+TABLES = {"iceberg": "demo.events", "delta": "demo_events"}
+
+
+def pipeline_name(sink_format: str) -> str:
+    """One pipeline per sink: a pipeline's sink never changes."""
+    return PIPELINE if sink_format == "directory" else f"{PIPELINE}_{sink_format}"
 
 
 def ensure_topic(bootstrap: str, partitions: int) -> None:
@@ -63,7 +75,7 @@ class BackgroundProducer(threading.Thread):
         self.producer.flush(30)
 
 
-def airflow_env(info: devstack.StackInfo, output: Path, home: Path) -> dict[str, str]:
+def airflow_env(info: devstack.StackInfo, output: str, home: Path, sink_format: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(info.airflow_env())
     env.update(
@@ -72,8 +84,10 @@ def airflow_env(info: devstack.StackInfo, output: Path, home: Path) -> dict[str,
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TOPIC": TOPIC,
-            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_PIPELINE": PIPELINE,
-            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT": str(output),
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_PIPELINE": pipeline_name(sink_format),
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT": output,
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_SINK_FORMAT": sink_format,
+            "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TABLE": TABLES.get(sink_format, ""),
             "AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA": SCHEMA,
             "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         }
@@ -89,18 +103,34 @@ def run(cmd: list[str], env: dict[str, str], quiet: bool = False) -> None:
         raise SystemExit(f"demo: {' '.join(cmd[:3])} failed with exit code {result.returncode}")
 
 
-def committed_keys(info: devstack.StackInfo) -> Counter:
-    """Keys in the output of every committed batch, read as the README tells readers to."""
+def committed_keys(info: devstack.StackInfo, sink_format: str, output: str) -> Counter:
+    """Keys in the committed output, read as the README tells readers to: the ledger's committed
+    directories, or the table (PyIceberg / delta-rs, which know nothing of the ledger)."""
     ledger = Ledger(lambda: psycopg2.connect(info.pg_dsn()), schema=SCHEMA)
     ledger.migrate()  # a no-op once the first DAG run has created the ledger
-    try:
-        outputs = committed_outputs(ledger, PIPELINE)
-    except BatchNotFoundError:  # no DAG run yet
-        return Counter()
     keys: Counter = Counter()
-    for output in outputs:
-        table = ds.dataset(output.path, format="parquet").to_table(columns=["key"])
-        keys.update(key.decode() for key in table.column("key").to_pylist())
+    if sink_format == "directory":
+        try:
+            outputs = committed_outputs(ledger, PIPELINE)
+        except BatchNotFoundError:  # no DAG run yet
+            return keys
+        for batch in outputs:
+            table = ds.dataset(batch.path, format="parquet").to_table(columns=["key"])
+            keys.update(key.decode() for key in table.column("key").to_pylist())
+        return keys
+    storage = Storage(s3_access("s3", info.s3_access_key, info.s3_secret_key, info.s3_connection()["extra"]))
+    try:
+        if sink_format == "iceberg":
+            catalog = SqlCatalog(SCHEMA, uri=info.pg_url(), **storage.pyiceberg_properties())
+            table = catalog.load_table(TABLES["iceberg"]).scan(selected_fields=("key",)).to_arrow()
+        else:
+            location = f"{location_uri(output)}/{TABLES['delta']}"
+            table = DeltaTable(location, storage_options=storage.delta_storage_options()).to_pyarrow_table(
+                columns=["key"]
+            )
+    except (NoSuchTableError, TableNotFoundError):  # no DAG run yet
+        return keys
+    keys.update(key.decode() for key in table.column("key").to_pylist())
     return keys
 
 
@@ -108,17 +138,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="DAG runs while records arrive")
     parser.add_argument("--rate", type=int, default=500, help="records per second produced meanwhile")
+    parser.add_argument(
+        "--sink", choices=["directory", "iceberg", "delta"], default="directory", help="where batches land"
+    )
+    parser.add_argument("--s3", action="store_true", help="write to the stack's S3 server (table sinks)")
     args = parser.parse_args()
+    if args.s3 and args.sink == "directory":
+        parser.error("--s3 needs a table sink: --sink iceberg or --sink delta")
 
     info = devstack.current()
     work = Path(os.environ.get("AKO_DEMO_DIR", Path(tempfile.gettempdir()) / "ako-demo"))
-    output = work / "output"
-    env = airflow_env(info, output, work / "airflow-home")
+    output = f"s3://{info.s3_bucket}/demo" if args.s3 else str(work / "output")
+    env = airflow_env(info, output, work / "airflow-home", args.sink)
     (work / "airflow-home").mkdir(parents=True, exist_ok=True)
     print(f"demo: Airflow home {work / 'airflow-home'}, output {output}")
     run([str(BIN / "airflow"), "db", "migrate"], env, quiet=True)
     ensure_topic(info.bootstrap_servers, partitions=3)
-    before = committed_keys(info)
+    before = committed_keys(info, args.sink, output)
 
     producer = BackgroundProducer(info.bootstrap_servers, args.rate)
     producer.start()
@@ -136,8 +172,9 @@ def main() -> int:
     run([str(BIN / "airflow"), "dags", "test", "kafka_ingest_example"], env, quiet=True)
 
     print()
-    run([str(BIN / "airflow-kafka-offsets"), "status", PIPELINE, "--ledger-schema", SCHEMA], env)
-    keys = committed_keys(info) - before
+    pipeline = pipeline_name(args.sink)
+    run([str(BIN / "airflow-kafka-offsets"), "status", pipeline, "--ledger-schema", SCHEMA], env)
+    keys = committed_keys(info, args.sink, output) - before
     produced = set(producer.ids)
     duplicated = sum(1 for k in produced if keys[k] > 1)
     lost = sum(1 for k in produced if keys[k] == 0)
@@ -145,7 +182,10 @@ def main() -> int:
         f"\ndemo: produced {len(produced)} records in this demo; committed output holds "
         f"{sum(keys[k] for k in produced)} of them: lost {lost}, duplicated {duplicated}"
     )
-    print(f"demo: Parquet output under {output}/{PIPELINE}/batch=*/")
+    if args.sink == "directory":
+        print(f"demo: Parquet output under {output}/{PIPELINE}/batch=*/")
+    else:
+        print(f"demo: {args.sink} table {TABLES[args.sink]} under {output}, read without the ledger")
     return 1 if lost or duplicated else 0
 
 
