@@ -189,9 +189,11 @@ def render_status(status: Mapping[str, Any]) -> str:
         ],
     )
     counts = ", ".join(f"{n} {state}" for state, n in status["attempt_counts"].items())
+    sink = status["sink"]
+    sink_line = f"output: {sink['format']}{' table ' + sink['table'] if sink['table'] else ''} at {sink['location']}"
     return (
         f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
-        f"{flight_line}\n\n{parts}\n\n{batches}\n\nSpark attempts: {counts}\n{attempts}"
+        f"{sink_line}\n{flight_line}\n\n{parts}\n\n{batches}\n\nSpark attempts: {counts}\n{attempts}"
     )
 
 
