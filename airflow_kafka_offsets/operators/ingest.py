@@ -10,22 +10,27 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.config import config_value, ledger_schema, spark_settings
+from airflow_kafka_offsets.core.model import BatchPlan
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.core.values import optional_int
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.lineage import BatchLineage, openlineage_parent_conf, output_asset, pipeline_output_alias
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.operations import pipeline_sink
 from airflow_kafka_offsets.sinks import Sink, open_sink
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,6 +143,25 @@ class KafkaOffsetsBaseOperator(BaseOperator):
         return pipeline_sink(ledger, self.pipeline)
 
 
+class BatchLineageMixin(KafkaOffsetsBaseOperator):
+    """Tells Airflow and OpenLineage what the step read and wrote: the pipeline's topics (as the
+    task's inlets), its output, and the batch this run handled."""
+
+    _lineage: BatchLineage | None = None
+
+    def record_lineage(self, ledger: Ledger, sink: Sink, plan: BatchPlan | None, records: int) -> BatchLineage:
+        with ledger.transaction() as tx:
+            topics = tx.pipeline_spec(self.pipeline).topics
+        bootstrap = KafkaClusterHook(self.kafka_conn_id).client_config()["bootstrap.servers"]
+        self._lineage = lineage = BatchLineage(self.pipeline, bootstrap, tuple(topics), sink.describe(), plan, records)
+        self.inlets = [*self.inlets, *(a for a in lineage.inlets() if a not in self.inlets)]
+        return lineage
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any] | None:
+        """Kafka topics in, the output out, and the ``kafkaOffsets`` run facet when a batch was handled."""
+        return self._lineage.openlineage() if self._lineage is not None else None
+
+
 class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
     """Write the next batch's exact offset ranges to the ledger, or return the batch already planned.
 
@@ -235,7 +259,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         }
 
 
-class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
+class KafkaBatchSparkOperator(BatchLineageMixin):
     """Read the batch's ranges with Spark into a staging location and check Spark's report.
 
     Nothing runs when there is no batch, the batch is already committed, or it reads no
@@ -300,12 +324,13 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
         self.total_executor_cores = total_executor_cores
         self._submitter: SparkBatchSubmitter | None = None
 
-    def settings(self) -> SparkSettings:
+    def settings(self, context: Context | None = None) -> SparkSettings:
+        """Spark's settings; with a context, Spark's own OpenLineage events name this task as parent."""
         return spark_settings(
             self.spark_conn_id,
             jars=self.spark_jars,
             packages=self.spark_packages,
-            conf=self.spark_conf,
+            conf=openlineage_parent_conf(self.spark_conf, context) if context is not None else self.spark_conf,
             executor_cores=self.executor_cores,
             executor_memory=self.executor_memory,
             driver_memory=self.driver_memory,
@@ -317,15 +342,17 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
         validate_pipeline_name(self.pipeline)
         ledger = self.ledger()
         plan = load_batch(ledger, self.pipeline, parse_batch_id(self.batch_id))
+        sink = self.sink_for(ledger)
         if plan is None:
             self.log.info("pipeline %s: no batch to read", self.pipeline)
+            self.record_lineage(ledger, sink, None, 0)
             return None
-        self._submitter = submitter = SparkBatchSubmitter(self.settings())
+        self._submitter = submitter = SparkBatchSubmitter(self.settings(context))
         if plan.readable_ranges:
             submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
         report = run_batch(
             ledger,
-            self.sink_for(ledger),
+            sink,
             plan,
             submitter,
             KafkaClusterHook(self.kafka_conn_id).spark_properties() if plan.readable_ranges else {},
@@ -335,6 +362,7 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
             wait_s=float(config_value("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
         )
         records = report.records if report else 0
+        self.record_lineage(ledger, sink, plan if report else None, records)
         return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
 
     def on_kill(self) -> None:
@@ -342,8 +370,13 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
             self._submitter.kill()
 
 
-class KafkaBatchCommitOperator(KafkaOffsetsBaseOperator):
+class KafkaBatchCommitOperator(BatchLineageMixin):
     """Publish the batch's staged output and advance the cursor in one ledger transaction.
+
+    Its outlet is the alias ``kafka_offsets/<pipeline>`` (:func:`pipeline_output_alias`); each
+    commit this run makes emits one asset event on the output (the sink's location) through it,
+    with the batch in ``extra``. A run that finds the batch already committed, or nothing to
+    commit, emits none.
 
     :param batch_id: the batch to commit (the plan task's ``output``, an int, or a template);
         default: the pipeline's planned batch.
@@ -355,19 +388,28 @@ class KafkaBatchCommitOperator(KafkaOffsetsBaseOperator):
     def __init__(self, *, batch_id: int | str | Mapping[str, Any] | XComArg | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
+        if "{{" not in self.pipeline:  # a templated pipeline's alias is added once rendered
+            self.add_outlets([pipeline_output_alias(self.pipeline)])
 
     def run(self, context: Context) -> dict[str, Any] | None:
         validate_pipeline_name(self.pipeline)
+        alias = pipeline_output_alias(self.pipeline)
+        if alias not in self.outlets:
+            self.add_outlets([alias])
         ledger = self.ledger()
+        sink = self.sink_for(ledger)
         batch_id = parse_batch_id(self.batch_id)
         if batch_id is None:
             with ledger.transaction() as tx:
                 batch_id = tx.planned_batch_id(self.pipeline)
             if batch_id is None:
                 self.log.info("pipeline %s: no batch to commit", self.pipeline)
+                self.record_lineage(ledger, sink, None, 0)
                 return None
-        outcome = commit_batch(ledger, self.sink_for(ledger), self.pipeline, batch_id, actor_from_context(context))
+        outcome = commit_batch(ledger, sink, self.pipeline, batch_id, actor_from_context(context))
+        lineage = self.record_lineage(ledger, sink, outcome.plan if outcome.committed_now else None, outcome.records)
         if outcome.committed_now:
+            context["outlet_events"][alias].add(output_asset(lineage.location), extra=lineage.batch_facts())
             self.mirror_consumer_group(ledger)
         return {
             "pipeline": self.pipeline,
