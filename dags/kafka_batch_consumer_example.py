@@ -39,21 +39,25 @@ with DAG(
 
         ledger = LedgerHook("postgres_default", ledger_schema()).get_conn()
         summaries = []
-        for events in triggering_asset_events.values():
-            for event in events:
-                batch = committed_output(ledger, event.extra["pipeline"], int(event.extra["batch_id"]))
-                table = pq.read_table(batch.path, columns=["topic", "partition", "offset"])
-                stats = table.group_by(["topic", "partition"]).aggregate(
-                    [("offset", "min"), ("offset", "max"), ("offset", "count")]
-                )
-                partitions = {
-                    f"{row['topic']}/{row['partition']}": [row["offset_min"], row["offset_max"], row["offset_count"]]
-                    for row in stats.to_pylist()
+        # keyed by the alias: the same event is also listed under the output asset itself
+        for event in triggering_asset_events[pipeline_output_alias(PIPELINE)]:
+            batch = committed_output(ledger, event.extra["pipeline"], int(event.extra["batch_id"]))
+            table = pq.read_table(batch.path, columns=["topic", "partition", "offset"])
+            stats = table.group_by(["topic", "partition"]).aggregate(
+                [("offset", "min"), ("offset", "max"), ("offset", "count")]
+            )
+            partitions = {
+                f"{row['topic']}/{row['partition']}": [row["offset_min"], row["offset_max"], row["offset_count"]]
+                for row in stats.to_pylist()
+            }
+            summaries.append(
+                {
+                    "pipeline": event.extra["pipeline"],
+                    "batch_id": batch.batch_id,
+                    "records": table.num_rows,
+                    "partitions": partitions,
                 }
-                summaries.append(
-                    {"pipeline": event.extra["pipeline"], "batch_id": batch.batch_id, "records": table.num_rows}
-                    | {"partitions": partitions}
-                )
+            )
         return summaries
 
     read_committed_batches()

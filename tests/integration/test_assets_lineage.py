@@ -1,8 +1,10 @@
-"""Asset events and OpenLineage events of real DAG runs (``airflow dags test``) on the real stack.
+"""Asset events and OpenLineage events of real DAG runs on the real stack.
 
-One run commits a batch, a second finds nothing new: Airflow's metadata DB must hold exactly one
-asset event (through the pipeline's alias) whose extra names that batch, and the OpenLineage
-file transport must hold COMPLETE events naming the Kafka topic, the output and the batch.
+``airflow dags test``: one run commits a batch, a second finds nothing new; Airflow's metadata DB
+must hold exactly one asset event (through the pipeline's alias) whose extra names that batch,
+and the OpenLineage file transport COMPLETE events naming the Kafka topic, the output and the
+batch. A real scheduler: the commit's event triggers ``kafka_batch_consumer_example``, which
+reads exactly that batch.
 """
 
 from __future__ import annotations
@@ -12,14 +14,21 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import psycopg2
+
+import devstack
 from airflow_kafka_offsets.lineage import pipeline_output_alias
 
 from .helpers import produce
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "kafka_ingest_example"
+CONSUMER_DAG_ID = "kafka_batch_consumer_example"
+CONSUMER_PIPELINE = "demo_events"  # the pipeline the consumer example is scheduled on
 
 
 def airflow_dags_test(env: dict[str, str], logical_date: str) -> str:
@@ -128,3 +137,73 @@ def test_commit_emits_one_asset_event_and_openlineage_facets(stack, airflow_db, 
         assert [{k: d[k] for k in ("namespace", "name")} for d in complete["inputs"]] == [topic_dataset]
         assert complete["outputs"] == []
         assert "kafkaOffsets" not in complete["run"]["facets"]
+
+
+def api(airflow: dict, path: str, method: str = "GET", body: dict | None = None) -> Any:
+    if "token" not in airflow:
+        airflow["token"] = devstack.airflow.token(airflow)
+    return devstack.airflow.api(airflow, path, airflow["token"], method=method, body=body)
+
+
+def finished_runs(airflow: dict, dag_id: str) -> list[dict]:
+    runs = api(airflow, f"dags/{dag_id}/dagRuns?limit=100&order_by=start_date")["dag_runs"]
+    return [r for r in runs if r["state"] in ("success", "failed")]
+
+
+def wait_for_runs(airflow: dict, dag_id: str, count: int, timeout: float = 300) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = finished_runs(airflow, dag_id)
+        if len(runs) >= count:
+            assert all(r["state"] == "success" for r in runs), f"{runs}: see {airflow['home']}/logs"
+            return runs
+        time.sleep(2)
+    raise AssertionError(f"fewer than {count} finished runs of {dag_id} within {timeout:.0f}s")
+
+
+def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_ui, stack, make_topic, tmp_path):
+    schema = airflow_ui["ledger_schema"]  # the deployment's ledger: start it afresh
+    with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    topic = make_topic(partitions=2)
+    produce(stack.bootstrap_servers, topic, 40, partitions=2)
+    variables = {
+        "kafka_offsets_demo_topic": topic,
+        "kafka_offsets_demo_pipeline": CONSUMER_PIPELINE,
+        "kafka_offsets_demo_output": str(tmp_path / "out"),
+    }
+    for key, value in variables.items():
+        api(airflow_ui, "variables", "POST", {"key": key, "value": value})
+    consumer_runs_before = len(finished_runs(airflow_ui, CONSUMER_DAG_ID))
+    ingest_runs_before = len(finished_runs(airflow_ui, DAG_ID))
+    try:
+        api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": False})
+        api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": False})
+        api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # commits batch 1
+        wait_for_runs(airflow_ui, DAG_ID, ingest_runs_before + 1)
+        api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # nothing new: no event
+        wait_for_runs(airflow_ui, DAG_ID, ingest_runs_before + 2)
+        runs = wait_for_runs(airflow_ui, CONSUMER_DAG_ID, consumer_runs_before + 1)
+        time.sleep(10)  # a second (wrong) consumer run would be queued by now
+        runs = finished_runs(airflow_ui, CONSUMER_DAG_ID)
+    finally:
+        api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": True})
+        api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": True})
+        for key in variables:
+            api(airflow_ui, f"variables/{key}", "DELETE")
+    assert len(runs) == consumer_runs_before + 1
+    run = runs[-1]
+    assert run["run_type"] == "asset_triggered"
+    xcom = api(
+        airflow_ui,
+        f"dags/{CONSUMER_DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/read_committed_batches"
+        "/xcomEntries/return_value?deserialize=true",
+    )
+    assert xcom["value"] == [
+        {
+            "pipeline": CONSUMER_PIPELINE,
+            "batch_id": 1,
+            "records": 40,
+            "partitions": {f"{topic}/0": [0, 19, 20], f"{topic}/1": [0, 19, 20]},
+        }
+    ]
