@@ -316,4 +316,4 @@ def test_example_dags_import_without_errors() -> None:
 
     bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
     assert bag.import_errors == {}
-    assert {"kafka_ingest_example", "kafka_offsets_manual_ops"} <= set(bag.dag_ids)
+    assert {"kafka_ingest_example", "kafka_offsets_manual_ops", "kafka_batch_consumer_example"} <= set(bag.dag_ids)
