@@ -145,20 +145,20 @@ def api(airflow: dict, path: str, method: str = "GET", body: dict | None = None)
     return devstack.airflow.api(airflow, path, airflow["token"], method=method, body=body)
 
 
-def finished_runs(airflow: dict, dag_id: str) -> list[dict]:
-    runs = api(airflow, f"dags/{dag_id}/dagRuns?limit=100&order_by=start_date")["dag_runs"]
-    return [r for r in runs if r["state"] in ("success", "failed")]
+def runs_of(airflow: dict, dag_id: str) -> dict[str, dict]:
+    return {r["dag_run_id"]: r for r in api(airflow, f"dags/{dag_id}/dagRuns?limit=100")["dag_runs"]}
 
 
-def wait_for_runs(airflow: dict, dag_id: str, count: int, timeout: float = 300) -> list[dict]:
+def wait_until_finished(airflow: dict, dag_id: str, exclude: set[str], at_least: int, timeout: float = 300) -> dict:
+    """The runs not in ``exclude`` once at least ``at_least`` exist and all have ended; all must succeed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs = finished_runs(airflow, dag_id)
-        if len(runs) >= count:
-            assert all(r["state"] == "success" for r in runs), f"{runs}: see {airflow['home']}/logs"
+        runs = {k: r for k, r in runs_of(airflow, dag_id).items() if k not in exclude}
+        if len(runs) >= at_least and all(r["state"] in ("success", "failed") for r in runs.values()):
+            assert all(r["state"] == "success" for r in runs.values()), f"{runs}: see {airflow['home']}/logs"
             return runs
         time.sleep(2)
-    raise AssertionError(f"fewer than {count} finished runs of {dag_id} within {timeout:.0f}s")
+    raise AssertionError(f"fewer than {at_least} finished runs of {dag_id} within {timeout:.0f}s")
 
 
 def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_ui, stack, make_topic, tmp_path):
@@ -174,25 +174,28 @@ def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_u
     }
     for key, value in variables.items():
         api(airflow_ui, "variables", "POST", {"key": key, "value": value})
-    consumer_runs_before = len(finished_runs(airflow_ui, CONSUMER_DAG_ID))
-    ingest_runs_before = len(finished_runs(airflow_ui, DAG_ID))
+    consumer_before = set(runs_of(airflow_ui, CONSUMER_DAG_ID))
+    ingest_before = set(runs_of(airflow_ui, DAG_ID))
     try:
         api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": False})
         api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": False})
         api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # commits batch 1
-        wait_for_runs(airflow_ui, DAG_ID, ingest_runs_before + 1)
+        ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, 1)
         api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # nothing new: no event
-        wait_for_runs(airflow_ui, DAG_ID, ingest_runs_before + 2)
-        runs = wait_for_runs(airflow_ui, CONSUMER_DAG_ID, consumer_runs_before + 1)
-        time.sleep(10)  # a second (wrong) consumer run would be queued by now
-        runs = finished_runs(airflow_ui, CONSUMER_DAG_ID)
+        ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, len(ingest) + 1)
+        runs = wait_until_finished(airflow_ui, CONSUMER_DAG_ID, consumer_before, 1)
     finally:
         api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": True})
         api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": True})
         for key in variables:
             api(airflow_ui, f"variables/{key}", "DELETE")
-    assert len(runs) == consumer_runs_before + 1
-    run = runs[-1]
+    # the ingest runs (the ones triggered, and any the scheduler started on unpausing) made one event
+    events = api(airflow_ui, f"assets/events?source_dag_id={DAG_ID}&limit=100")["asset_events"]
+    ours = [e for e in events if e["source_run_id"] in ingest]
+    assert [(e["source_task_id"], e["extra"]["batch_id"], e["extra"]["records"]) for e in ours] == [
+        ("ingest.commit", 1, 40)
+    ]
+    (run,) = runs.values()  # so one consumer run
     assert run["run_type"] == "asset_triggered"
     xcom = api(
         airflow_ui,
