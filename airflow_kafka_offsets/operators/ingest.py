@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
@@ -143,22 +144,29 @@ class KafkaOffsetsBaseOperator(BaseOperator):
         return pipeline_sink(ledger, self.pipeline)
 
 
-class BatchLineageMixin(KafkaOffsetsBaseOperator):
-    """Tells Airflow and OpenLineage what the step read and wrote: the pipeline's topics (as the
-    task's inlets), its output, and the batch this run handled."""
+class KafkaBatchStepOperator(KafkaOffsetsBaseOperator):
+    """Tells Airflow and OpenLineage what the step read and wrote when it handled a batch: the
+    pipeline's topics (as the task's inlets), its output, and the batch."""
 
     _lineage: BatchLineage | None = None
 
-    def record_lineage(self, ledger: Ledger, sink: Sink, plan: BatchPlan | None, records: int) -> BatchLineage:
+    def pipeline_lineage(self, ledger: Ledger, sink: Sink) -> BatchLineage:
+        """The pipeline's topics and output, looked up before the step changes anything (a lookup
+        that fails then fails the step before it reads or commits, not after)."""
         with ledger.transaction() as tx:
             topics = tx.pipeline_spec(self.pipeline).topics
         bootstrap = KafkaClusterHook(self.kafka_conn_id).client_config()["bootstrap.servers"]
-        self._lineage = lineage = BatchLineage(self.pipeline, bootstrap, tuple(topics), sink.describe(), plan, records)
-        self.inlets = [*self.inlets, *(a for a in lineage.inlets() if a not in self.inlets)]
-        return lineage
+        return BatchLineage(self.pipeline, bootstrap, tuple(topics), sink.describe())
+
+    def handled(self, lineage: BatchLineage, plan: BatchPlan, records: int) -> BatchLineage:
+        """The batch this run read or committed: the task's inlets and its OpenLineage COMPLETE event."""
+        self._lineage = handled = replace(lineage, plan=plan, records=records)
+        self.inlets = [*self.inlets, *(a for a in handled.inlets() if a not in self.inlets)]
+        return handled
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any] | None:
-        """Kafka topics in, the output out, and the ``kafkaOffsets`` run facet when a batch was handled."""
+        """Kafka topics in, the output out, and the ``kafkaOffsets`` run facet; nothing when this run
+        read or committed no batch (nothing new, or another run had done it)."""
         return self._lineage.openlineage() if self._lineage is not None else None
 
 
@@ -259,7 +267,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         }
 
 
-class KafkaBatchSparkOperator(BatchLineageMixin):
+class KafkaBatchSparkOperator(KafkaBatchStepOperator):
     """Read the batch's ranges with Spark into a staging location and check Spark's report.
 
     Nothing runs when there is no batch, the batch is already committed, or it reads no
@@ -342,11 +350,11 @@ class KafkaBatchSparkOperator(BatchLineageMixin):
         validate_pipeline_name(self.pipeline)
         ledger = self.ledger()
         plan = load_batch(ledger, self.pipeline, parse_batch_id(self.batch_id))
-        sink = self.sink_for(ledger)
         if plan is None:
             self.log.info("pipeline %s: no batch to read", self.pipeline)
-            self.record_lineage(ledger, sink, None, 0)
             return None
+        sink = self.sink_for(ledger)
+        lineage = self.pipeline_lineage(ledger, sink)
         self._submitter = submitter = SparkBatchSubmitter(self.settings(context))
         if plan.readable_ranges:
             submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
@@ -362,7 +370,8 @@ class KafkaBatchSparkOperator(BatchLineageMixin):
             wait_s=float(config_value("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
         )
         records = report.records if report else 0
-        self.record_lineage(ledger, sink, plan if report else None, records)
+        if report is not None:
+            self.handled(lineage, plan, records)
         return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
 
     def on_kill(self) -> None:
@@ -370,7 +379,7 @@ class KafkaBatchSparkOperator(BatchLineageMixin):
             self._submitter.kill()
 
 
-class KafkaBatchCommitOperator(BatchLineageMixin):
+class KafkaBatchCommitOperator(KafkaBatchStepOperator):
     """Publish the batch's staged output and advance the cursor in one ledger transaction.
 
     Its outlet is the alias ``kafka_offsets/<pipeline>`` (:func:`pipeline_output_alias`); each
@@ -397,19 +406,19 @@ class KafkaBatchCommitOperator(BatchLineageMixin):
         if alias not in self.outlets:
             self.add_outlets([alias])
         ledger = self.ledger()
-        sink = self.sink_for(ledger)
         batch_id = parse_batch_id(self.batch_id)
         if batch_id is None:
             with ledger.transaction() as tx:
                 batch_id = tx.planned_batch_id(self.pipeline)
             if batch_id is None:
                 self.log.info("pipeline %s: no batch to commit", self.pipeline)
-                self.record_lineage(ledger, sink, None, 0)
                 return None
+        sink = self.sink_for(ledger)
+        lineage = self.pipeline_lineage(ledger, sink)
         outcome = commit_batch(ledger, sink, self.pipeline, batch_id, actor_from_context(context))
-        lineage = self.record_lineage(ledger, sink, outcome.plan if outcome.committed_now else None, outcome.records)
         if outcome.committed_now:
-            context["outlet_events"][alias].add(output_asset(lineage.location), extra=lineage.batch_facts())
+            committed = self.handled(lineage, outcome.plan, outcome.records)
+            context["outlet_events"][alias].add(output_asset(committed.location), extra=committed.batch_facts())
             self.mirror_consumer_group(ledger)
         return {
             "pipeline": self.pipeline,
