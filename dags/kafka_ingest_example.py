@@ -5,6 +5,9 @@ Connections: ``kafka_default`` (extra: {"bootstrap.servers": ...}),
 master). Variables (with defaults): ``kafka_offsets_demo_topic``,
 ``kafka_offsets_demo_pipeline``, ``kafka_offsets_demo_output``,
 ``kafka_offsets_demo_max_records``.
+
+Each commit emits one asset event through the alias ``kafka_offsets/<pipeline>``;
+``kafka_batch_consumer_example`` is scheduled on it for the default pipeline ``demo_events``.
 """
 
 from __future__ import annotations
