@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlparse
 
+from airflow_kafka_offsets.errors import BatchNotFoundError
 from airflow_kafka_offsets.ledger import Ledger
 
 
@@ -42,3 +43,18 @@ def committed_outputs(ledger: Ledger, pipeline: str, since_batch: int | None = N
             (pipeline, since_batch or 0),
         )
     return [CommittedOutput(int(b), uri, int(n or 0), at) for b, uri, n, at in rows]
+
+
+def committed_output(ledger: Ledger, pipeline: str, batch_id: int) -> CommittedOutput:
+    """One committed batch's output, e.g. the batch an asset event names.
+
+    Raises :class:`~airflow_kafka_offsets.errors.BatchNotFoundError` when the ledger holds no
+    committed ingest batch ``batch_id`` for the pipeline.
+    """
+    found = committed_outputs(ledger, pipeline, since_batch=batch_id - 1)[:1]
+    if not found or found[0].batch_id != batch_id:
+        raise BatchNotFoundError(
+            f"pipeline {pipeline!r} has no committed batch {batch_id}; "
+            f"`airflow-kafka-offsets status {pipeline}` lists its batches"
+        )
+    return found[0]

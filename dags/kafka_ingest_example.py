@@ -6,6 +6,9 @@ master). Variables (with defaults): ``kafka_offsets_demo_topic``,
 ``kafka_offsets_demo_pipeline``, ``kafka_offsets_demo_output``,
 ``kafka_offsets_demo_max_records``, and for a table instead of Parquet directories
 ``kafka_offsets_demo_sink_format`` (``iceberg`` or ``delta``) with ``kafka_offsets_demo_table``.
+
+Each commit emits one asset event through the alias ``kafka_offsets/<pipeline>``;
+``kafka_batch_consumer_example`` is scheduled on it for the default pipeline ``demo_events``.
 """
 
 from __future__ import annotations

@@ -174,6 +174,10 @@ class PartitionRange:
     def lost(self) -> int:
         return self.start - self.cursor
 
+    def to_json(self) -> dict[str, Any]:
+        """The range as readers see it (table commit properties, asset events, lineage)."""
+        return {"topic": self.topic, "partition": self.partition, "start": self.start, "end": self.end}
+
 
 @dataclass(frozen=True)
 class BatchPlan:

@@ -59,7 +59,7 @@ def check_report(plan: BatchPlan, report: BatchReport) -> None:
             f"expected {plan.pipeline!r} batch {plan.batch_id}"
         )
     problems += range_problems(
-        ({"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in plan.ranges),
+        (r.to_json() for r in plan.ranges),
         (
             {
                 "topic": p.topic,

@@ -10,22 +10,28 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.config import config_value, ledger_schema, spark_settings
+from airflow_kafka_offsets.core.model import BatchPlan
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.core.values import optional_int
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.lineage import BatchLineage, openlineage_parent_conf, output_asset, pipeline_output_alias
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.operations import pipeline_sink, sink_for_spec
 from airflow_kafka_offsets.sinks import Sink
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,6 +144,32 @@ class KafkaOffsetsBaseOperator(BaseOperator):
         return pipeline_sink(ledger, self.pipeline)
 
 
+class KafkaBatchStepOperator(KafkaOffsetsBaseOperator):
+    """Tells Airflow and OpenLineage what the step read and wrote when it handled a batch: the
+    pipeline's topics (as the task's inlets), its output, and the batch."""
+
+    _lineage: BatchLineage | None = None
+
+    def pipeline_lineage(self, ledger: Ledger, sink: Sink) -> BatchLineage:
+        """The pipeline's topics and output, looked up before the step changes anything (a lookup
+        that fails then fails the step before it reads or commits, not after)."""
+        with ledger.transaction() as tx:
+            topics = tx.pipeline_spec(self.pipeline).topics
+        bootstrap = KafkaClusterHook(self.kafka_conn_id).client_config()["bootstrap.servers"]
+        return BatchLineage(self.pipeline, bootstrap, tuple(topics), sink.describe())
+
+    def handled(self, lineage: BatchLineage, plan: BatchPlan, records: int) -> BatchLineage:
+        """The batch this run read or committed: the task's inlets and its OpenLineage COMPLETE event."""
+        self._lineage = handled = replace(lineage, plan=plan, records=records)
+        self.inlets = [*self.inlets, *(a for a in handled.inlets() if a not in self.inlets)]
+        return handled
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any] | None:
+        """Kafka topics in, the output out, and the ``kafkaOffsets`` run facet; nothing when this run
+        read or committed no batch (nothing new, or another run had done it)."""
+        return self._lineage.openlineage() if self._lineage is not None else None
+
+
 class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
     """Write the next batch's exact offset ranges to the ledger, or return the batch already planned.
 
@@ -235,7 +267,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         }
 
 
-class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
+class KafkaBatchSparkOperator(KafkaBatchStepOperator):
     """Read the batch's ranges with Spark into a staging location and check Spark's report.
 
     Nothing runs when there is no batch, the batch is already committed, or it reads no
@@ -300,13 +332,14 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
         self.total_executor_cores = total_executor_cores
         self._submitter: SparkBatchSubmitter | None = None
 
-    def settings(self, output_uri: str | None = None) -> SparkSettings:
-        """``output_uri``: where the batch lands (S3 credentials go to Spark privately when it is on S3)."""
+    def settings(self, context: Context | None = None, output_uri: str | None = None) -> SparkSettings:
+        """Spark's settings; with a context, Spark's own OpenLineage events name this task as parent;
+        with an ``s3://`` ``output_uri``, S3 credentials go to Spark privately."""
         return spark_settings(
             self.spark_conn_id,
             jars=self.spark_jars,
             packages=self.spark_packages,
-            conf=self.spark_conf,
+            conf=openlineage_parent_conf(self.spark_conf, context) if context is not None else self.spark_conf,
             executor_cores=self.executor_cores,
             executor_memory=self.executor_memory,
             driver_memory=self.driver_memory,
@@ -322,12 +355,14 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
         if plan is None:
             self.log.info("pipeline %s: no batch to read", self.pipeline)
             return None
-        self._submitter = submitter = SparkBatchSubmitter(self.settings(plan.output_uri))
+        sink = self.sink_for(ledger)
+        lineage = self.pipeline_lineage(ledger, sink)
+        self._submitter = submitter = SparkBatchSubmitter(self.settings(context, plan.output_uri))
         if plan.readable_ranges:
             submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
         report = run_batch(
             ledger,
-            self.sink_for(ledger),
+            sink,
             plan,
             submitter,
             KafkaClusterHook(self.kafka_conn_id).spark_properties() if plan.readable_ranges else {},
@@ -337,6 +372,8 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
             wait_s=float(config_value("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
         )
         records = report.records if report else 0
+        if report is not None:
+            self.handled(lineage, plan, records)
         return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
 
     def on_kill(self) -> None:
@@ -344,8 +381,13 @@ class KafkaBatchSparkOperator(KafkaOffsetsBaseOperator):
             self._submitter.kill()
 
 
-class KafkaBatchCommitOperator(KafkaOffsetsBaseOperator):
+class KafkaBatchCommitOperator(KafkaBatchStepOperator):
     """Publish the batch's staged output and advance the cursor in one ledger transaction.
+
+    Its outlet is the alias ``kafka_offsets/<pipeline>`` (:func:`pipeline_output_alias`); each
+    commit this run makes emits one asset event on the output (the sink's location) through it,
+    with the batch in ``extra``. A run that finds the batch already committed, or nothing to
+    commit, emits none.
 
     :param batch_id: the batch to commit (the plan task's ``output``, an int, or a template);
         default: the pipeline's planned batch.
@@ -357,9 +399,14 @@ class KafkaBatchCommitOperator(KafkaOffsetsBaseOperator):
     def __init__(self, *, batch_id: int | str | Mapping[str, Any] | XComArg | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
+        if "{{" not in self.pipeline:  # a templated pipeline's alias is added once rendered
+            self.add_outlets([pipeline_output_alias(self.pipeline)])
 
     def run(self, context: Context) -> dict[str, Any] | None:
         validate_pipeline_name(self.pipeline)
+        alias = pipeline_output_alias(self.pipeline)
+        if alias not in self.outlets:
+            self.add_outlets([alias])
         ledger = self.ledger()
         batch_id = parse_batch_id(self.batch_id)
         if batch_id is None:
@@ -368,8 +415,12 @@ class KafkaBatchCommitOperator(KafkaOffsetsBaseOperator):
             if batch_id is None:
                 self.log.info("pipeline %s: no batch to commit", self.pipeline)
                 return None
-        outcome = commit_batch(ledger, self.sink_for(ledger), self.pipeline, batch_id, actor_from_context(context))
+        sink = self.sink_for(ledger)
+        lineage = self.pipeline_lineage(ledger, sink)
+        outcome = commit_batch(ledger, sink, self.pipeline, batch_id, actor_from_context(context))
         if outcome.committed_now:
+            committed = self.handled(lineage, outcome.plan, outcome.records)
+            context["outlet_events"][alias].add(output_asset(committed.location), extra=committed.batch_facts())
             self.mirror_consumer_group(ledger)
         return {
             "pipeline": self.pipeline,

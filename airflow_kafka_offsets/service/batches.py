@@ -136,9 +136,7 @@ def build_job(
         "attempt_id": attempt_id,
         "staging_uri": staging_uri,
         "min_partitions": min_partitions,
-        "ranges": [
-            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in plan.readable_ranges
-        ],
+        "ranges": [r.to_json() for r in plan.readable_ranges],
         "kafka": dict(kafka_properties),
         "decode": decode.to_json() if decode else None,
         "partition_by": partition_by,

@@ -40,9 +40,7 @@ class Publication:
 
     def commit_properties(self) -> dict[str, str]:
         """Where a table's commit says which batch it holds (string values: Iceberg summaries need them)."""
-        ranges = [
-            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in self.plan.ranges
-        ]
+        ranges = [r.to_json() for r in self.plan.ranges]
         return {
             "kafka-offsets.pipeline": self.plan.pipeline,
             "kafka-offsets.pipeline-uid": self.pipeline_uid,

@@ -153,10 +153,20 @@ def token(cfg: Mapping[str, Any]) -> str:
         return json.loads(response.read())["access_token"]
 
 
-def api(cfg: Mapping[str, Any], path: str, bearer: str | None = None, timeout: float = 120) -> Any:
-    """GET the REST API (``/api/v2/...``) as admin (``bearer``: a token from :func:`token`)."""
+def api(
+    cfg: Mapping[str, Any],
+    path: str,
+    bearer: str | None = None,
+    timeout: float = 120,
+    method: str = "GET",
+    body: Mapping[str, Any] | None = None,
+) -> Any:
+    """Call the REST API (``/api/v2/...``) as admin (``bearer``: a token from :func:`token`)."""
     request = urllib.request.Request(
-        f"{cfg['url']}/api/v2/{path.lstrip('/')}", headers={"Authorization": f"Bearer {bearer or token(cfg)}"}
+        f"{cfg['url']}/api/v2/{path.lstrip('/')}",
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {bearer or token(cfg)}", "Content-Type": "application/json"},
+        method=method,
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read() or b"null")

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Asset, AssetAlias
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionRange, PartitionReport
@@ -35,8 +38,26 @@ from airflow_kafka_offsets.service.batches import PlanOutcome
 PLAN = BatchPlan("orders", 4, 0, (PartitionRange("orders", 0, 10, 20, 10),), "file:///out/orders/batch=4")
 
 
+OUTPUT = {"format": "directory", "location": "file:///out", "table": None}
+SINK = SimpleNamespace(describe=lambda: OUTPUT)
+
+
 def context() -> dict[str, Any]:
-    return {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", try_number=1, map_index=-1)}
+    return {
+        "ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", try_number=1, map_index=-1),
+        "outlet_events": OutletEventAccessors(),
+    }
+
+
+class SpecLedger:
+    """Just the ledger reads the operators make themselves: the stored spec's topics, the planned batch."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        yield SimpleNamespace(
+            pipeline_spec=lambda pipeline: SimpleNamespace(topics=["orders"]),
+            planned_batch_id=lambda pipeline: None,
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -164,8 +185,8 @@ def test_bad_batch_id_is_named(value: Any) -> None:
 def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
     monkeypatch.setattr(ingest, "load_batch", lambda ledger, pipeline, batch_id: PLAN if batch_id == 4 else None)
-    monkeypatch.setattr(KafkaBatchSparkOperator, "ledger", lambda self: None)
-    monkeypatch.setattr(KafkaBatchSparkOperator, "sink_for", lambda self, ledger: "sink")
+    monkeypatch.setattr(KafkaBatchSparkOperator, "ledger", lambda self: SpecLedger())
+    monkeypatch.setattr(KafkaBatchSparkOperator, "sink_for", lambda self, ledger: SINK)
     monkeypatch.setattr(SparkBatchSubmitter, "check", lambda self: ((), ()))
 
     def fake_run(
@@ -203,8 +224,20 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
     )
     assert seen["min_partitions"] == 6 and seen["lease_s"] == 120.0
     assert seen["props"]["sasl.jaas.config"].startswith("org.apache.kafka.common.security.plain.PlainLoginModule")
-    op.batch_id = 5
+    lineage = op.get_openlineage_facets_on_complete(None)
+    assert lineage is not None
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("kafka://127.0.0.1:9", "orders")]
+    assert [(d.namespace, d.name) for d in lineage.outputs] == [("file", "/out/orders")]
+    facet = lineage.run_facets["kafkaOffsets"]
+    assert (facet.batchId, facet.records, facet.ranges) == (
+        4,
+        9,
+        [{"topic": "orders", "partition": 0, "start": 10, "end": 20}],
+    )
+    assert op.inlets == [Asset(uri="kafka://127.0.0.1:9/orders")]
+    op = KafkaBatchSparkOperator(task_id="read", pipeline="orders", batch_id=5)
     assert op.execute(context()) is None  # nothing to read: no Spark
+    assert op.get_openlineage_facets_on_complete(None) is None and op.inlets == []
 
 
 def test_on_kill_stops_the_running_spark_submit() -> None:
@@ -217,19 +250,50 @@ def test_on_kill_stops_the_running_spark_submit() -> None:
     assert killed == ["spark-submit"]
 
 
-def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch) -> None:
-    outcome = SimpleNamespace(committed_now=False, records=9, plan=PLAN)
+@pytest.mark.parametrize("committed_now", [True, False])
+def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch, committed_now: bool) -> None:
+    outcome = SimpleNamespace(committed_now=committed_now, records=9, plan=PLAN)
     monkeypatch.setattr(ingest, "commit_batch", lambda ledger, sink, pipeline, batch_id, actor: outcome)
-    monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: None)
-    monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: "sink")
+    monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: SpecLedger())
+    monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: SINK)
+    monkeypatch.setattr(KafkaBatchCommitOperator, "mirror_consumer_group", lambda self, ledger: None)
     op = KafkaBatchCommitOperator(task_id="commit", pipeline="orders", batch_id="4")
-    assert op.execute(context()) == {
+    assert op.outlets == [AssetAlias(name="kafka_offsets/orders")]  # declared for DAG parsing
+    ctx = context()
+    assert op.execute(ctx) == {
         "pipeline": "orders",
         "batch_id": 4,
         "records": 9,
-        "committed_now": False,
+        "committed_now": committed_now,
         "output_uri": "file:///out/orders/batch=4",
     }
+    events = [e for accessor in ctx["outlet_events"]._dict.values() for e in accessor.asset_alias_events]
+    if not committed_now:  # another run committed it: no event, no lineage from this one
+        assert events == [] and op.get_openlineage_facets_on_complete(None) is None
+        return
+    (event,) = events
+    assert (event.source_alias_name, event.dest_asset_key.uri) == ("kafka_offsets/orders", "file:///out/orders")
+    assert event.extra == {
+        "pipeline": "orders",
+        "batch_id": 4,
+        "epoch": 0,
+        "ranges": [{"topic": "orders", "partition": 0, "start": 10, "end": 20}],
+        "records": 9,
+        "output_uri": "file:///out/orders/batch=4",
+        "output_location": "file:///out/orders",
+        "output_format": "directory",
+        "output_table": None,
+    }
+
+
+def test_a_templated_pipeline_gets_its_alias_once_rendered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: SpecLedger())
+    monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: SINK)
+    op = KafkaBatchCommitOperator(task_id="commit", pipeline="{{ var.value.p }}")
+    assert op.outlets == []
+    op.pipeline = "orders"  # as rendered
+    assert op.execute(context()) is None  # nothing planned: nothing to commit, no event
+    assert op.outlets == [AssetAlias(name="kafka_offsets/orders")]
 
 
 def test_kafka_hook_reads_the_connection_without_a_database() -> None:
@@ -279,4 +343,4 @@ def test_example_dags_import_without_errors() -> None:
 
     bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
     assert bag.import_errors == {}
-    assert {"kafka_ingest_example", "kafka_offsets_manual_ops"} <= set(bag.dag_ids)
+    assert {"kafka_ingest_example", "kafka_offsets_manual_ops", "kafka_batch_consumer_example"} <= set(bag.dag_ids)

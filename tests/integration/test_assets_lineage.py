@@ -1,0 +1,211 @@
+"""Asset events and OpenLineage events of real DAG runs on the real stack.
+
+``airflow dags test``: one run commits a batch, a second finds nothing new; Airflow's metadata DB
+must hold exactly one asset event (through the pipeline's alias) whose extra names that batch,
+and the OpenLineage file transport COMPLETE events naming the Kafka topic, the output and the
+batch. A real scheduler: the commit's event triggers ``kafka_batch_consumer_example``, which
+reads exactly that batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+
+import devstack
+from airflow_kafka_offsets.lineage import pipeline_output_alias
+
+from .helpers import produce
+
+REPO = Path(__file__).resolve().parents[2]
+DAG_ID = "kafka_ingest_example"
+CONSUMER_DAG_ID = "kafka_batch_consumer_example"
+CONSUMER_PIPELINE = "demo_events"  # the pipeline the consumer example is scheduled on
+
+
+def airflow_dags_test(env: dict[str, str], logical_date: str) -> str:
+    airflow = str(Path(sys.executable).parent / "airflow")
+    result = subprocess.run(
+        [airflow, "dags", "test", DAG_ID, logical_date],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    return output
+
+
+def asset_events(output_uri: str) -> list[tuple[str, dict, list[str]]]:
+    """(source task, extra, source aliases) of every event on the asset, from Airflow's metadata DB."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        events = session.scalars(
+            select(AssetEvent)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetModel.uri == output_uri)
+            .order_by(AssetEvent.id)
+        ).all()
+        return [(e.source_task_id, e.extra, sorted(a.name for a in e.source_aliases)) for e in events]
+
+
+def lineage_events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def completes_of(events: list[dict], task: str) -> list[dict]:
+    return [e for e in events if e["eventType"] == "COMPLETE" and e["job"]["name"] == f"{DAG_ID}.ingest.{task}"]
+
+
+def test_commit_emits_one_asset_event_and_openlineage_facets(stack, airflow_db, make_topic, schema, tmp_path):
+    topic = make_topic(partitions=3)
+    pipeline = f"assets_{schema}"
+    output_root = tmp_path / "out"
+    lineage_file = tmp_path / "openlineage.jsonl"
+    env = {
+        **os.environ,
+        "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TOPIC": topic,
+        "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_PIPELINE": pipeline,
+        "AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT": str(output_root),
+        "AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA": schema,
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(lineage_file), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "ako-test",
+    }
+    produce(stack.bootstrap_servers, topic, 90, partitions=3)
+    first = airflow_dags_test(env, "2026-01-01T00:00:00+00:00")
+    after_first = lineage_events(lineage_file)
+    airflow_dags_test(env, "2026-01-01T00:05:00+00:00")  # nothing new in Kafka: nothing committed
+
+    location = f"file://{output_root}/{pipeline}"
+    server = stack.bootstrap_servers.split(",")[0]
+    ranges = [{"topic": topic, "partition": p, "start": 0, "end": 30} for p in range(3)]
+    batch = {
+        "pipeline": pipeline,
+        "batch_id": 1,
+        "epoch": 0,
+        "ranges": ranges,
+        "records": 90,
+        "output_uri": f"{location}/batch=000000000001",
+        "output_location": location,
+        "output_format": "directory",
+        "output_table": None,
+    }
+    # one event, from the run that committed, through the pipeline's alias
+    assert asset_events(location) == [("ingest.commit", batch, [pipeline_output_alias(pipeline).name])]
+
+    # OpenLineage: the first run's read and commit name the topic, the output and the batch
+    topic_dataset = {"namespace": f"kafka://{server}", "name": topic}
+    output_dataset = {"namespace": "file", "name": f"{output_root}/{pipeline}"}
+    facet = {
+        "pipeline": pipeline,
+        "batchId": 1,
+        "epoch": 0,
+        "ranges": ranges,
+        "records": 90,
+        "outputUri": f"{location}/batch=000000000001",
+    }
+    for task in ("read", "commit"):
+        (complete,) = completes_of(after_first, task)
+        assert [{k: d[k] for k in ("namespace", "name")} for d in complete["inputs"]] == [topic_dataset]
+        assert [{k: d[k] for k in ("namespace", "name")} for d in complete["outputs"]] == [output_dataset]
+        got = {k: v for k, v in complete["run"]["facets"]["kafkaOffsets"].items() if not k.startswith("_")}
+        assert got == facet
+    # Spark was told which Airflow task is its parent: the read task's own OpenLineage run id
+    (read_complete,) = completes_of(after_first, "read")
+    parent_run_ids = set(re.findall(r"spark\.openlineage\.parentRunId=([0-9a-f-]{36})", first))
+    assert parent_run_ids == {read_complete["run"]["runId"]}
+
+    # the second run read and committed nothing: no datasets, no batch facet
+    second = lineage_events(lineage_file)[len(after_first) :]
+    for task in ("read", "commit"):
+        (complete,) = completes_of(second, task)
+        assert (complete["inputs"], complete["outputs"]) == ([], [])
+        assert "kafkaOffsets" not in complete["run"]["facets"]
+
+
+def api(airflow: dict, path: str, method: str = "GET", body: dict | None = None) -> Any:
+    if "token" not in airflow:
+        airflow["token"] = devstack.airflow.token(airflow)
+    return devstack.airflow.api(airflow, path, airflow["token"], method=method, body=body)
+
+
+def runs_of(airflow: dict, dag_id: str) -> dict[str, dict]:
+    return {r["dag_run_id"]: r for r in api(airflow, f"dags/{dag_id}/dagRuns?limit=100")["dag_runs"]}
+
+
+def wait_until_finished(airflow: dict, dag_id: str, exclude: set[str], at_least: int, timeout: float = 300) -> dict:
+    """The runs not in ``exclude`` once at least ``at_least`` exist and all have ended; all must succeed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = {k: r for k, r in runs_of(airflow, dag_id).items() if k not in exclude}
+        if len(runs) >= at_least and all(r["state"] in ("success", "failed") for r in runs.values()):
+            assert all(r["state"] == "success" for r in runs.values()), f"{runs}: see {airflow['home']}/logs"
+            return runs
+        time.sleep(2)
+    raise AssertionError(f"fewer than {at_least} finished runs of {dag_id} within {timeout:.0f}s")
+
+
+def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_ui, stack, make_topic, tmp_path):
+    schema = airflow_ui["ledger_schema"]  # the deployment's ledger: start it afresh
+    with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    topic = make_topic(partitions=2)
+    produce(stack.bootstrap_servers, topic, 40, partitions=2)
+    variables = {
+        "kafka_offsets_demo_topic": topic,
+        "kafka_offsets_demo_pipeline": CONSUMER_PIPELINE,
+        "kafka_offsets_demo_output": str(tmp_path / "out"),
+    }
+    for key, value in variables.items():
+        api(airflow_ui, "variables", "POST", {"key": key, "value": value})
+    consumer_before = set(runs_of(airflow_ui, CONSUMER_DAG_ID))
+    ingest_before = set(runs_of(airflow_ui, DAG_ID))
+    try:
+        api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": False})
+        api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": False})
+        api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # commits batch 1
+        ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, 1)
+        api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # nothing new: no event
+        ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, len(ingest) + 1)
+        runs = wait_until_finished(airflow_ui, CONSUMER_DAG_ID, consumer_before, 1)
+    finally:
+        api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": True})
+        api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": True})
+        for key in variables:
+            api(airflow_ui, f"variables/{key}", "DELETE")
+    # the ingest runs (the ones triggered, and any the scheduler started on unpausing) made one event
+    events = api(airflow_ui, f"assets/events?source_dag_id={DAG_ID}&limit=100")["asset_events"]
+    ours = [e for e in events if e["source_run_id"] in ingest]
+    assert [(e["source_task_id"], e["extra"]["batch_id"], e["extra"]["records"]) for e in ours] == [
+        ("ingest.commit", 1, 40)
+    ]
+    (run,) = runs.values()  # so one consumer run
+    assert run["run_type"] == "asset_triggered"
+    xcom = api(
+        airflow_ui,
+        f"dags/{CONSUMER_DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/read_committed_batches"
+        "/xcomEntries/return_value?deserialize=true",
+    )
+    assert xcom["value"] == [
+        {
+            "pipeline": CONSUMER_PIPELINE,
+            "batch_id": 1,
+            "records": 40,
+            "partitions": {f"{topic}/0": [0, 19, 20], f"{topic}/1": [0, 19, 20]},
+        }
+    ]
