@@ -111,6 +111,10 @@ class OutputLocationError(KafkaOffsetsError):
     """An output path is not usable (escapes the output root, not writable, wrong scheme)."""
 
 
+class BackfillRefusedError(ConfigurationError):
+    """An ingest step in a backfill run: the cursor, not the run's data interval, decides what it reads."""
+
+
 class SchemaEvolutionError(OutputLocationError):
     """The pipeline's output schema would change a table other than by adding fields."""
 

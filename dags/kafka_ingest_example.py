@@ -26,6 +26,9 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    # The cursor, not a run's data interval, decides what a batch reads: backfills are refused
+    # (Airflow's Backfill button and `airflow backfill create` say so); replay re-reads the past.
+    allowed_run_types=["scheduled", "manual"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     tags=["kafka", "spark", "exactly-once"],
     doc_md=__doc__,

@@ -21,7 +21,12 @@ from airflow_kafka_offsets.config import config_value, ledger_schema, spark_sett
 from airflow_kafka_offsets.core.model import BatchPlan
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.core.values import optional_int
-from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
+from airflow_kafka_offsets.errors import (
+    NOT_RETRYABLE,
+    BackfillRefusedError,
+    ConfigurationError,
+    InvalidPipelineSpecError,
+)
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.lineage import BatchLineage, openlineage_parent_conf, output_asset, pipeline_output_alias
@@ -32,6 +37,17 @@ from airflow_kafka_offsets.sinks import Sink
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
+
+
+def refuse_backfill(context: Mapping[str, Any], pipeline: str) -> None:
+    """A backfill run would ingest what the cursor points at, not its data interval: refuse it."""
+    run_type = getattr(context.get("dag_run"), "run_type", None)
+    if getattr(run_type, "value", run_type) == "backfill":
+        raise BackfillRefusedError(
+            f"pipeline {pipeline!r}: a backfill run would ingest whatever follows the pipeline's cursor, not "
+            "its data interval, so ingest DAGs refuse backfills (allowed_run_types); to re-read past records use "
+            "the replay operation (by batch, offsets or time window), to move the cursor use reset"
+        )
 
 
 def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,6 +255,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         self.kafka_timeout_s = kafka_timeout_s
 
     def run(self, context: Context) -> dict[str, Any]:
+        refuse_backfill(context, self.pipeline)
         spec = build_spec(
             self.pipeline,
             self.topics,

@@ -31,6 +31,7 @@ from __future__ import annotations
 from .errors import StackError
 from .info import StackInfo
 from .stack import (
+    airflow_cli,
     current,
     down,
     restart_kafka,
@@ -52,6 +53,7 @@ __all__ = [
     "restart_kafka",
     "restart_postgres",
     "restart_s3",
+    "airflow_cli",
     "start_airflow",
     "start_spark_cluster",
     "status",

@@ -30,7 +30,7 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _airflow_bin() -> str:
+def airflow_bin() -> str:
     path = Path(sys.executable).parent / "airflow"
     if not path.exists():
         raise StackError(f"{path} not found: run scripts/bootstrap (Airflow is installed in .venv)")
@@ -101,7 +101,8 @@ def password(cfg: Mapping[str, Any]) -> str:
     return json.loads(Path(cfg["password_file"]).read_text())[cfg["user"]]
 
 
-def _env(cfg: Mapping[str, Any], connections: Mapping[str, str]) -> dict[str, str]:
+def command_env(cfg: Mapping[str, Any], connections: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the deployment's processes and of ``airflow`` commands run against it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
     env.update(connections)
     env.update(
@@ -128,8 +129,8 @@ def start(
 ) -> dict[str, Any]:
     """Migrate the metadata DB, start the components, wait until the UI serves the DAGs."""
     postgres.ensure_database(dict(pg), DATABASE)
-    env = _env(cfg, connections)
-    airflow = _airflow_bin()
+    env = command_env(cfg, connections)
+    airflow = airflow_bin()
     procs.run([airflow, "db", "migrate"], "airflow db migrate", env=env, timeout=timeout)
     home = Path(cfg["home"])
     for component in COMPONENTS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,18 @@ def start_airflow(ledger_schema: str = "kafka_offsets") -> dict[str, Any]:
         finally:
             state.save(stack)  # the pids, so `down` stops them even when start failed
         return af
+
+
+def airflow_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run an ``airflow`` command against the running deployment (its home, metadata DB, connections)."""
+    stack = _require_stack()
+    af = stack.get("airflow")
+    if not af:
+        raise StackError("Airflow is not running: start it with `scripts/stack up --airflow`")
+    env = airflow.command_env(af, info.from_stack(stack).airflow_env())
+    return subprocess.run(
+        [airflow.airflow_bin(), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def stop_airflow() -> None:

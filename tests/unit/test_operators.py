@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG, Asset, AssetAlias
+from airflow.sdk.api.datamodels._generated import DagRunType
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.context import OutletEventAccessors
@@ -344,3 +345,14 @@ def test_example_dags_import_without_errors() -> None:
     bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
     assert bag.import_errors == {}
     assert {"kafka_ingest_example", "kafka_offsets_manual_ops", "kafka_batch_consumer_example"} <= set(bag.dag_ids)
+
+
+@pytest.mark.parametrize("run_type", ["backfill", DagRunType.BACKFILL])
+def test_an_ingest_step_in_a_backfill_run_is_refused_naming_what_to_do_instead(run_type: Any) -> None:
+    from airflow_kafka_offsets.errors import BackfillRefusedError
+    from airflow_kafka_offsets.operators.ingest import refuse_backfill
+
+    with pytest.raises(BackfillRefusedError, match="ingest DAGs refuse backfills .* use the replay operation"):
+        refuse_backfill({"dag_run": SimpleNamespace(run_type=run_type)}, "orders")
+    for allowed in ("scheduled", "manual", DagRunType.ASSET_TRIGGERED):
+        refuse_backfill({"dag_run": SimpleNamespace(run_type=allowed)}, "orders")
