@@ -60,10 +60,13 @@ def install_pause_points() -> None:
 
 
 def context(args: argparse.Namespace) -> dict[str, Any]:
+    """What the steps read of a task's context; outlet events are collected as Airflow's runner does."""
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
     ti = SimpleNamespace(
         dag_id="faults_harness", run_id=args.run_id, task_id=args.step, try_number=args.try_number, map_index=-1
     )
-    return {"ti": ti}
+    return {"ti": ti, "outlet_events": OutletEventAccessors()}
 
 
 def operator(args: argparse.Namespace):
