@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 
@@ -51,7 +52,9 @@ def test_a_kafka_connection_as_the_provider_defines_it_drives_a_batch(
     assert (planned["batch_id"], planned["records_planned"]) == (1, 30)
     read = KafkaBatchSparkOperator(task_id="read", batch_id=1, **common).execute({})
     assert read == {"pipeline": pipeline, "batch_id": 1, "records_read": 30}
-    committed = KafkaBatchCommitOperator(task_id="commit", batch_id=1, **common).execute({})
+    committed = KafkaBatchCommitOperator(task_id="commit", batch_id=1, **common).execute(
+        {"outlet_events": OutletEventAccessors()}  # what Airflow's task runner hands the commit step
+    )
     assert (committed["batch_id"], committed["records"], committed["committed_now"]) == (1, 30, True)
 
     assert ledger.cursors(pipeline) == {TP(topic, p): 10 for p in range(3)}
