@@ -179,7 +179,9 @@ def _wait_ready(cfg: Mapping[str, Any], timeout: float) -> None:
     last = ""
     while time.monotonic() < deadline:
         for component in COMPONENTS:
-            if not procs.pid_alive(cfg["pids"].get(component), marker(component)):
+            # No cmdline marker here: the pids were spawned just now (no recycling to guard against),
+            # and a process read right after its fork may not show its final cmdline yet.
+            if not procs.pid_alive(cfg["pids"].get(component)):
                 log = Path(cfg["home"]) / "logs" / f"{component}.out"
                 raise StackError(f"Airflow {component} exited:\n{procs.tail(log)}")
         try:

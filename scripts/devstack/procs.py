@@ -180,8 +180,12 @@ def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
         return False
 
 
-def ensure_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
-    """Raise a clear error if a foreign process holds a port we recorded earlier."""
+def ensure_port_free(port: int, what: str, host: str = "127.0.0.1", wait_s: float = 0) -> None:
+    """Raise a clear error if a foreign process holds a port we recorded earlier (after ``wait_s``:
+    a process we just killed may take a moment to let its ports go)."""
+    deadline = time.monotonic() + wait_s
+    while port_open(port, host) and time.monotonic() < deadline:
+        time.sleep(0.2)
     if port_open(port, host):
         raise StackError(
             f"{what}: port {host}:{port} is already taken by another process; "

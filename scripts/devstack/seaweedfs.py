@@ -130,7 +130,7 @@ def _argv(cfg: dict[str, Any]) -> list[str]:
 def start(cfg: dict[str, Any], timeout: float = 60) -> int:
     """Start the server detached, wait until S3 accepts the stack's key, create the bucket; return the pid."""
     for name in PORT_NAMES:
-        procs.ensure_port_free(cfg[name], f"SeaweedFS ({name})")
+        procs.ensure_port_free(cfg[name], f"SeaweedFS ({name})", wait_s=15)
     pid = procs.spawn_detached(_argv(cfg), Path(cfg["stdout"]), cwd=Path(cfg["base_dir"]))
     try:
         wait_ready(cfg, pid, timeout)

@@ -8,6 +8,8 @@ and the table's commit history (pipeline, batch, attempt) against the ledger.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
@@ -82,29 +84,40 @@ def die_at(point: str) -> Callable[[str], None]:
     return observer
 
 
+SPARK_DELTA_READER = """
+import json, sys
+from pyspark.sql import SparkSession
+location, package, ivy = sys.argv[1:4]
+spark = (
+    SparkSession.builder.master("local[1]").appName("delta-reader")
+    .config("spark.jars.packages", package).config("spark.jars.ivy", ivy)
+    .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+    .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
+    .getOrCreate()
+)
+for row in spark.read.format("delta").load(location).select("key", "partition", "offset").collect():
+    print(json.dumps({"key": row.key.hex(), "partition": row.partition, "offset": row.offset}))
+spark.stop()
+"""
+
+
 def spark_delta_rows(spec: PipelineSpec) -> list[dict]:
-    """The Delta table as Spark's own Delta reader sees it (delta-spark for the installed Spark line)."""
+    """The Delta table as Spark's own Delta reader sees it (delta-spark for the installed Spark line).
+
+    In a process of its own: a JVM that an earlier test started in this one keeps its classpath.
+    """
     import pyspark
-    from pyspark.sql import SparkSession
 
     location = files.join(files.location_uri(spec.output_root), spec.sink.table)
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("delta-reader")
-        .config("spark.jars.packages", table_reader_package("delta", pyspark.__version__))
-        .config("spark.jars.ivy", str(Path.home() / ".cache" / "airflow-kafka-offsets" / "ivy"))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
+    ivy = str(Path.home() / ".cache" / "airflow-kafka-offsets" / "ivy")
+    package = table_reader_package("delta", pyspark.__version__)
+    result = subprocess.run(
+        [sys.executable, "-c", SPARK_DELTA_READER, location, package, ivy], capture_output=True, text=True, timeout=600
     )
-    try:
-        return [
-            r.asDict() for r in spark.read.format("delta").load(location).select("key", "partition", "offset").collect()
-        ]
-    finally:
-        spark.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return [{**r, "key": bytes.fromhex(r["key"])} for r in rows]
 
 
 def commit_dies_at(ledger: Ledger, spec: PipelineSpec, batch_id: int, point: str) -> None:
