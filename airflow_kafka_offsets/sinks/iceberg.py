@@ -222,7 +222,11 @@ class IcebergSink:
         return self.location
 
     def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
-        return files.join(self.location, "data", f"batch={batch_id:012d}", attempt_id)
+        return files.join(self._batch_root(batch_id), attempt_id)
+
+    def _batch_root(self, batch_id: int) -> str:
+        """Where every attempt of a batch writes: its data files' common prefix."""
+        return files.join(self.location, "data", f"batch={batch_id:012d}")
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)
@@ -273,7 +277,7 @@ class IcebergSink:
         )
 
     def _batch_files(self, table: Table, batch_id: int) -> list[Any]:
-        prefix = files.join(self.location, "data", f"batch={batch_id:012d}") + "/"
+        prefix = self._batch_root(batch_id) + "/"
         return [task.file for task in table.scan().plan_files() if task.file.file_path.startswith(prefix)]
 
     def _commit(self, table: Table, publication: Publication, data: list[str]) -> None:
@@ -305,7 +309,7 @@ class IcebergSink:
             for data_file in old:
                 overwrite.delete_data_file(data_file)
         transaction.commit_transaction()
-        prefix = files.join(self.location, "data", f"batch={plan.batch_id:012d}") + "/"
+        prefix = self._batch_root(plan.batch_id) + "/"
         return self.staging_uri(plan.pipeline, plan.batch_id, old[0].file_path[len(prefix) :].split("/")[0])
 
     def in_use(self, staging_uri: str) -> bool:
