@@ -72,6 +72,10 @@ def login(driver: WebDriver, airflow: dict) -> None:
         wait_until(lambda: "/auth/login" not in driver.current_url, "the login to finish")
 
 
+def page_text(driver: WebDriver) -> str:
+    return " ".join(driver.find_element(By.TAG_NAME, "body").text.split())[:300]
+
+
 def wait_until(condition, what: str, timeout: float = 30) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -84,7 +88,12 @@ def wait_until(condition, what: str, timeout: float = 30) -> Any:
 
 def open_form(driver: WebDriver, airflow: dict) -> WebElement:
     driver.get(f"{airflow['url']}/dags/{DAG_ID}")
-    driver.find_element(By.CSS_SELECTOR, 'button[aria-label="Trigger Dag"]').click()
+    # The page renders client-side; on a busy 2-core machine its first render can take half a minute.
+    try:
+        buttons = wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, 'button[aria-label="Trigger Dag"]'), "", 90)
+    except AssertionError:
+        raise AssertionError(f"no Trigger button on the page of {DAG_ID}; it shows: {page_text(driver)!r}") from None
+    buttons[0].click()
     return wait_until(
         lambda: next(
             (
