@@ -16,12 +16,13 @@ ACTOR = {"dag_id": "tests", "run_id": "manual"}
 
 
 def submitter(stack, conn_id: str = "spark_default", output_root: str | None = None) -> SparkBatchSubmitter:
-    """The stack's Spark with the Kafka connector (and S3A, with its settings for an s3:// output)."""
+    """The stack's Spark with the Kafka connector (and S3A, with its settings, for an s3:// output only:
+    its 36 jars would be copied into every local batch's Spark for nothing)."""
     storage = object_storage(output_root) if output_root else None
     return SparkBatchSubmitter(
         SparkSettings(
             conn_id=conn_id,
-            jars=(*stack.connector_jars, *stack.s3a_jars),
+            jars=(*stack.connector_jars, *(stack.s3a_jars if storage else ())),
             private_conf=s3a_spark_conf(storage) if storage else {},
         )
     )
