@@ -27,6 +27,10 @@ from .errors import StackError
 DATABASE = "airflow"
 USER = "admin"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+# The scheduler (LocalExecutor) and the triggerer would each start a log server bound to every
+# interface on a fixed port (8793/8794). The api-server runs on the same machine and reads the
+# task and trigger log files directly, so they are not started.
+ARGUMENTS = {"scheduler": ["--skip-serve-logs"], "triggerer": ["--skip-serve-logs"]}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -138,7 +142,10 @@ def start(
             if component == "api-server":
                 procs.ensure_port_free(cfg["port"], "Airflow api-server")
             cfg["pids"][component] = procs.spawn_detached(
-                [airflow, component], home / "logs" / f"{component}.out", cwd=home, env=env
+                [airflow, component, *ARGUMENTS.get(component, [])],
+                home / "logs" / f"{component}.out",
+                cwd=home,
+                env=env,
             )
     _wait_ready(cfg, timeout)
     return cfg
