@@ -73,23 +73,30 @@ class LagDecision:
 
 @dataclass(frozen=True)
 class Fired:
-    """The ledger's cursors when the trigger last fired, and when."""
+    """Where the pipeline was to read next (:func:`read_positions`) when the trigger last fired, and when."""
 
-    cursors: Mapping[TopicPartition, int]
+    positions: Mapping[TopicPartition, int]
     at: datetime
+
+
+def read_positions(
+    cursors: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, PartitionOffsets]
+) -> dict[TopicPartition, int]:
+    """Where the pipeline reads next in each partition: its cursor, or the log start without one
+    (so the cursors a new pipeline's first plan writes at the log start change nothing)."""
+    return {tp: cursors.get(tp, off.earliest) for tp, off in offsets.items()}
 
 
 def unread_positions(
     cursors: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, PartitionOffsets]
 ) -> dict[TopicPartition, int]:
-    """Where each lagging partition's oldest unread record is: the cursor (the log start without a
-    cursor, or when retention removed the records at the cursor)."""
-    positions = {}
-    for tp, off in offsets.items():
-        if partition_lag(cursors.get(tp), off) > 0:
-            cursor = cursors.get(tp)
-            positions[tp] = off.earliest if cursor is None else max(cursor, off.earliest)
-    return positions
+    """Where each lagging partition's oldest unread record is: the read position, or the log start
+    when retention removed the records there."""
+    return {
+        tp: max(position, offsets[tp].earliest)
+        for tp, position in read_positions(cursors, offsets).items()
+        if partition_lag(cursors.get(tp), offsets[tp]) > 0
+    }
 
 
 def timestamps_needed(
@@ -111,11 +118,11 @@ def total_lag(cursors: Mapping[TopicPartition, int], offsets: Mapping[TopicParti
 
 
 def holding(
-    fired: Fired | None, cursors: Mapping[TopicPartition, int], now: datetime, rearm_after_s: float
+    fired: Fired | None, positions: Mapping[TopicPartition, int], now: datetime, rearm_after_s: float
 ) -> str | None:
     """Why not to fire again yet (None: free to fire): the run the last event started has not
-    committed a batch (the cursors have not moved) and ``rearm_after_s`` has not passed since."""
-    if fired is None or dict(cursors) != dict(fired.cursors):
+    committed a batch (the read positions have not moved) and ``rearm_after_s`` has not passed since."""
+    if fired is None or dict(positions) != dict(fired.positions):
         return None
     rearm = fired.at + timedelta(seconds=rearm_after_s)
     if now >= rearm:

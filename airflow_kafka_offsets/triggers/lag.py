@@ -26,6 +26,7 @@ from airflow_kafka_offsets.core.lag import (
     LagThresholds,
     decide,
     holding,
+    read_positions,
     seconds,
     timestamps_needed,
 )
@@ -117,11 +118,11 @@ class KafkaLagTrigger(BaseEventTrigger):
             await asyncio.sleep(self.poll_interval_s)
 
     async def _look(self, fired: Fired | None) -> tuple[Fired, LagDecision | str]:
-        """One poll: the cursors seen (recorded as such if the trigger fires) and the decision, or
-        why it holds after the last firing."""
+        """One poll: the read positions seen (recorded if the trigger fires) and the decision, or why
+        it holds after the last firing."""
         cursors, offsets = await _in_thread(self._read_state)
-        seen = Fired(cursors, datetime.now(UTC))
-        held = holding(fired, cursors, seen.at, self.rearm_after_s)
+        seen = Fired(read_positions(cursors, offsets), datetime.now(UTC))
+        held = holding(fired, seen.positions, seen.at, self.rearm_after_s)
         if held is not None:
             return seen, held
         positions = timestamps_needed(cursors, offsets, self.thresholds)

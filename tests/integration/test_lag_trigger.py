@@ -12,12 +12,13 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg2
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
@@ -27,9 +28,19 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.operations import reset_offsets
 from airflow_kafka_offsets.triggers import KafkaLagTrigger
 
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
 from .pipeline import ACTOR
+from .test_assets_lineage import api, runs_of, wait_until_finished
 
 QUIET_S = 2.0  # ten polls of the in-process triggers
+# what dags/kafka_lag_ingest_example.py watches: 100 records or 10 minutes, polled every 5 s
+LAG_DAG_ID, LAG_PIPELINE, LAG_TOPIC, LAG_ASSET = (
+    "kafka_lag_ingest_example",
+    "lag_events",
+    "lag-events",
+    "kafka_offsets_lag/lag_events",
+)
+LAG_POLL_S = 5
 
 
 def produce_at(bootstrap: str, topic: str, per_partition: int, partitions: int, timestamp_ms: int) -> None:
@@ -137,3 +148,97 @@ def test_trigger_fires_on_age_and_records_holds_until_cursors_move_and_writes_no
         assert probe_groups(kafka_admin) == []
 
     asyncio.run(scenario())
+
+
+def recreate_topic(admin: AdminClient, topic: str, partitions: int) -> None:
+    """``topic`` empty, with ``partitions`` partitions (deleted first when a reused stack has it)."""
+    if topic in admin.list_topics(timeout=30).topics:
+        admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+            return
+        except KafkaException as exc:  # the deleted topic is still going away
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := probe():
+            return found
+        time.sleep(1)
+    raise AssertionError(f"no {what} within {timeout:.0f}s")
+
+
+def test_watcher_in_the_triggerer_starts_one_ingest_run_once_lag_reaches_100(airflow_ui, stack, kafka_admin, tmp_path):
+    schema = airflow_ui["ledger_schema"]  # the deployment's ledger: start it afresh
+    with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
+        cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    recreate_topic(kafka_admin, LAG_TOPIC, 2)
+    triggerer_log = Path(airflow_ui["home"]) / "logs" / "triggerer.out"
+    log_from = triggerer_log.stat().st_size
+    output = tmp_path / "out"
+    (asset,) = api(airflow_ui, "assets?name_pattern=kafka_offsets_lag/lag_events")["assets"]
+    assert asset["name"] == LAG_ASSET and [w["name"] for w in asset["watchers"]] == ["kafka_offsets_lag_lag_events"]
+
+    def events() -> list[dict]:
+        return api(airflow_ui, f"assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
+
+    def triggerer_says(text: str) -> bool:
+        with triggerer_log.open() as log:
+            log.seek(log_from)
+            return text in log.read()
+
+    events_before = {e["id"] for e in events()}
+    runs_before = set(runs_of(airflow_ui, LAG_DAG_ID))
+    api(airflow_ui, "variables", "POST", {"key": "kafka_offsets_lag_output", "value": str(output)})
+    try:
+        api(airflow_ui, f"dags/{LAG_DAG_ID}", "PATCH", {"is_paused": False})
+        started = time.monotonic()
+        produced = produce(stack.bootstrap_servers, LAG_TOPIC, 60, partitions=2)
+        # the watcher saw the 60 records and held; two more looks change nothing
+        wait_for("look at lag 60", lambda: triggerer_says("pipeline lag_events: lag 60 records < 100"), 90)
+        time.sleep(2 * LAG_POLL_S)
+        assert [e for e in events() if e["id"] not in events_before] == []
+        assert set(runs_of(airflow_ui, LAG_DAG_ID)) == runs_before
+        quiet = time.monotonic() - started
+
+        produced += produce(stack.bootstrap_servers, LAG_TOPIC, 40, partitions=2)
+        crossed = time.monotonic()
+        wait_for("asset event", lambda: [e for e in events() if e["id"] not in events_before], 60)
+        fired = time.monotonic() - crossed
+        runs = wait_until_finished(airflow_ui, LAG_DAG_ID, runs_before, 1)
+        time.sleep(2 * LAG_POLL_S)  # the commit moved the cursors: no lag, nothing more fires
+        print(
+            f"quiet phase {quiet:.0f}s, fired {fired:.0f}s after crossing, run done {time.monotonic() - crossed:.0f}s"
+        )
+    finally:
+        api(airflow_ui, f"dags/{LAG_DAG_ID}", "PATCH", {"is_paused": True})
+        api(airflow_ui, "variables/kafka_offsets_lag_output", "DELETE")
+
+    (event,) = [e for e in events() if e["id"] not in events_before]
+    assert event["extra"] == {
+        "from_trigger": True,
+        "payload": {
+            "pipeline": LAG_PIPELINE,
+            "reason": "lag 100 records >= max_lag_records 100",
+            "lag_records": 100,
+            "oldest_unread_age_s": None,
+            "max_lag_records": 100,
+            "max_lag_age_s": 600.0,
+        },
+    }
+    assert triggerer_says("pipeline lag_events: lag 100 records >= max_lag_records 100")
+    (run,) = runs_of(airflow_ui, LAG_DAG_ID).keys() - runs_before
+    assert runs == {run: runs[run]} and runs[run]["run_type"] == "asset_triggered"
+    # the run the event caused ingested exactly the 100 records
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
+    assert ledger_ranges(ledger, LAG_PIPELINE) == [
+        (1, "committed", LAG_TOPIC, 0, 0, 0, 50, 50),
+        (1, "committed", LAG_TOPIC, 1, 0, 0, 50, 50),
+    ]
+    assert_exactly_once(committed_rows(ledger, LAG_PIPELINE), produced)

@@ -14,6 +14,7 @@ from airflow_kafka_offsets.core.lag import (
     LagThresholds,
     decide,
     holding,
+    read_positions,
     timestamps_needed,
     unread_positions,
 )
@@ -137,7 +138,7 @@ def test_the_payload_names_the_pipeline_reason_and_thresholds():
 # holding after firing -------------------------------------------------------------------------
 
 
-def test_holds_after_firing_until_a_commit_moves_the_cursors_or_rearm_passes():
+def test_holds_after_firing_until_a_commit_moves_the_read_positions_or_rearm_passes():
     fired = Fired({P0: 60}, ago(100))
     assert holding(None, {P0: 60}, NOW, 3600) is None
     assert (
@@ -146,7 +147,16 @@ def test_holds_after_firing_until_a_commit_moves_the_cursors_or_rearm_passes():
     )
     assert holding(fired, {P0: 100}, NOW, 3600) is None  # the run committed a batch
     assert holding(fired, {P0: 60}, NOW, 100) is None  # no commit in time: fire again
-    assert holding(Fired({}, ago(1)), {P0: 100}, NOW, 3600) is None  # the first batch of a new pipeline
+
+
+def test_a_new_pipelines_first_plan_does_not_end_the_hold():
+    # fired for a pipeline the ledger did not know; its first plan then writes cursors at the log start
+    fired = Fired(read_positions({}, OFFSETS), ago(5))
+    assert fired.positions == {P0: 0, P1: 10, P2: 0}
+    planned = read_positions({P0: 0, P1: 10, P2: 0}, OFFSETS)
+    assert holding(fired, planned, NOW, 3600) is not None
+    committed = read_positions({P0: 100, P1: 50, P2: 7}, OFFSETS)
+    assert holding(fired, committed, NOW, 3600) is None
 
 
 # the trigger's serialized form ----------------------------------------------------------------
