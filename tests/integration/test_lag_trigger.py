@@ -12,7 +12,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from airflow_kafka_offsets.triggers import KafkaLagTrigger
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
 from .pipeline import ACTOR
 from .test_assets_lineage import api, runs_of, wait_until_finished
+from .test_manual_ops_ui import wait_until
 
 QUIET_S = 2.0  # ten polls of the in-process triggers
 # what dags/kafka_lag_ingest_example.py watches: 100 records or 10 minutes, polled every 5 s
@@ -165,15 +166,6 @@ def recreate_topic(admin: AdminClient, topic: str, partitions: int) -> None:
             time.sleep(1)
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := probe():
-            return found
-        time.sleep(1)
-    raise AssertionError(f"no {what} within {timeout:.0f}s")
-
-
 def test_watcher_in_the_triggerer_starts_one_ingest_run_once_lag_reaches_100(airflow_ui, stack, kafka_admin, tmp_path):
     schema = airflow_ui["ledger_schema"]  # the deployment's ledger: start it afresh
     with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
@@ -182,8 +174,7 @@ def test_watcher_in_the_triggerer_starts_one_ingest_run_once_lag_reaches_100(air
     triggerer_log = Path(airflow_ui["home"]) / "logs" / "triggerer.out"
     log_from = triggerer_log.stat().st_size
     output = tmp_path / "out"
-    (asset,) = api(airflow_ui, "assets?name_pattern=kafka_offsets_lag/lag_events")["assets"]
-    assert asset["name"] == LAG_ASSET and [w["name"] for w in asset["watchers"]] == ["kafka_offsets_lag_lag_events"]
+    (asset,) = api(airflow_ui, f"assets?name_pattern={LAG_ASSET}")["assets"]
 
     def events() -> list[dict]:
         return api(airflow_ui, f"assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
@@ -201,18 +192,20 @@ def test_watcher_in_the_triggerer_starts_one_ingest_run_once_lag_reaches_100(air
         started = time.monotonic()
         produced = produce(stack.bootstrap_servers, LAG_TOPIC, 60, partitions=2)
         # the watcher saw the 60 records and held; two more looks change nothing
-        wait_for("look at lag 60", lambda: triggerer_says("pipeline lag_events: lag 60 records < 100"), 90)
+        wait_until(lambda: triggerer_says("pipeline lag_events: lag 60 records < 100"), "a look at lag 60", 90)
         time.sleep(2 * LAG_POLL_S)
+        (watched,) = api(airflow_ui, f"assets?name_pattern={LAG_ASSET}")["assets"]
+        assert [w["name"] for w in watched["watchers"]] == ["kafka_offsets_lag_lag_events"]
         assert [e for e in events() if e["id"] not in events_before] == []
         assert set(runs_of(airflow_ui, LAG_DAG_ID)) == runs_before
         quiet = time.monotonic() - started
 
         produced += produce(stack.bootstrap_servers, LAG_TOPIC, 40, partitions=2)
         crossed = time.monotonic()
-        wait_for("asset event", lambda: [e for e in events() if e["id"] not in events_before], 60)
+        wait_until(lambda: [e for e in events() if e["id"] not in events_before], "the asset event", 60)
         fired = time.monotonic() - crossed
         runs = wait_until_finished(airflow_ui, LAG_DAG_ID, runs_before, 1)
-        time.sleep(2 * LAG_POLL_S)  # the commit moved the cursors: no lag, nothing more fires
+        time.sleep(LAG_POLL_S + 1)  # the commit moved the cursors: no lag, nothing more fires
         print(
             f"quiet phase {quiet:.0f}s, fired {fired:.0f}s after crossing, run done {time.monotonic() - crossed:.0f}s"
         )
