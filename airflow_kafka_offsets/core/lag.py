@@ -149,12 +149,12 @@ def decide(
         return LagDecision(True, f"lag {lag} records >= max_lag_records {thresholds.records}", lag, age)
     if thresholds.age_s is not None and age is not None and age >= thresholds.age_s:
         return LagDecision(
-            True, f"oldest unread record {age:.0f}s old >= max_lag_age {thresholds.age_s:g}s ({lag} records)", lag, age
+            True, f"oldest unread record {int(age)}s old >= max_lag_age {thresholds.age_s:g}s ({lag} records)", lag, age
         )
     below = [f"lag {lag} records" + (f" < {thresholds.records}" if thresholds.records is not None else "")]
     if thresholds.age_s is not None:
         if age is not None:
-            below.append(f"oldest unread record {age:.0f}s old < {thresholds.age_s:g}s")
+            below.append(f"oldest unread record {int(age)}s old < {thresholds.age_s:g}s")
         else:
             below.append("age of the oldest unread record unknown" if lag else "no unread record")
     return LagDecision(False, ", ".join(below), lag, age)

@@ -116,6 +116,11 @@ def test_age_ignores_unknown_timestamps_and_says_when_none_is_known():
     assert caught_up == LagDecision(False, "lag 0 records, no unread record", 0, None)
 
 
+def test_the_age_in_words_never_rounds_up_to_the_threshold():
+    decision = decide(CURSORS, OFFSETS, {P0: ago(599.6)}, LagThresholds(None, 600.0), NOW)
+    assert (decision.fire, decision.reason) == (False, "lag 40 records, oldest unread record 599s old < 600s")
+
+
 def test_a_record_stamped_in_the_future_counts_as_new():
     decision = decide(CURSORS, OFFSETS, {P0: NOW + timedelta(minutes=5)}, LagThresholds(None, 1.0), NOW)
     assert (decision.fire, decision.oldest_unread_age_s) == (False, 0.0)
