@@ -226,3 +226,12 @@ def test_example_dag_is_scheduled_on_the_lag_asset():
     assert watcher_trigger.serialize()[1] | {"topics": ["lag-events"]} == watcher_trigger.serialize()[1]
     assert (watcher_trigger.thresholds.records, watcher_trigger.thresholds.age_s) == (100, 600.0)
     assert sorted(dag.task_dict) == ["ingest.commit", "ingest.plan", "ingest.read"]
+
+
+def test_airflow_lists_the_trigger_module_from_provider_info():
+    from airflow.providers_manager import ProvidersManager
+
+    ours = [t for t in ProvidersManager().trigger if t.package_name == "airflow-kafka-offsets"]
+    assert [(t.trigger_class_name, t.integration_name) for t in ours] == [
+        ("airflow_kafka_offsets.triggers.lag", "Kafka Offsets")
+    ]
