@@ -40,6 +40,12 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "triggers": [
+            {
+                "integration-name": "Kafka Offsets",
+                "python-modules": ["airflow_kafka_offsets.triggers.lag"],
+            }
+        ],
         "cli": ["airflow_kafka_offsets.cli.definition.get_cli_commands"],
         "config": {
             "kafka_offsets": {

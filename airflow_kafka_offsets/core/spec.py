@@ -84,6 +84,21 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -
     return SinkSpec(sink_format, table, partition_by, catalog_conn_id)
 
 
+def validate_topics(pipeline: str, topics: Sequence[str] | str) -> tuple[str, ...]:
+    """The pipeline's topics (a list, or one comma-separated string), each a valid Kafka topic name, once."""
+    if isinstance(topics, str):
+        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    topic_list = list(topics)
+    if not topic_list:
+        raise InvalidPipelineSpecError(f"pipeline {pipeline!r} names no topics")
+    for topic in topic_list:
+        if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic) or topic in {".", ".."}:
+            raise InvalidPipelineSpecError(f"invalid Kafka topic name {topic!r} in pipeline {pipeline!r}")
+    if len(set(topic_list)) != len(topic_list):
+        raise InvalidPipelineSpecError(f"pipeline {pipeline!r} lists a topic twice: {topic_list}")
+    return tuple(sorted(topic_list))
+
+
 def build_spec(
     name: str,
     topics: Sequence[str] | str,
@@ -101,16 +116,7 @@ def build_spec(
 ) -> PipelineSpec:
     """Validate user input (often rendered templates) into a :class:`PipelineSpec`."""
     validate_pipeline_name(name)
-    if isinstance(topics, str):
-        topics = [t.strip() for t in topics.split(",") if t.strip()]
-    topic_list = list(topics)
-    if not topic_list:
-        raise InvalidPipelineSpecError(f"pipeline {name!r} names no topics")
-    for topic in topic_list:
-        if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic) or topic in {".", ".."}:
-            raise InvalidPipelineSpecError(f"invalid Kafka topic name {topic!r} in pipeline {name!r}")
-    if len(set(topic_list)) != len(topic_list):
-        raise InvalidPipelineSpecError(f"pipeline {name!r} lists a topic twice: {topic_list}")
+    topic_list = validate_topics(name, topics)
     decode = None
     if json_schema is not None and str(json_schema).strip():
         parse_ddl(str(json_schema).strip())  # refused here rather than by Spark mid-batch
@@ -121,7 +127,7 @@ def build_spec(
         raise InvalidPipelineSpecError(f"pipeline {name!r} needs an output_root")
     return PipelineSpec(
         name=name,
-        topics=tuple(sorted(topic_list)),
+        topics=topic_list,
         output_root=output_root.strip(),
         starting_offsets=enum_value(StartPolicy, starting_offsets, "starting_offsets"),
         new_partition_offsets=enum_value(StartPolicy, new_partition_offsets, "new_partition_offsets"),

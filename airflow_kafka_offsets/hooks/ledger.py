@@ -28,12 +28,15 @@ class LedgerHook(BaseHook):
         self.postgres_conn_id = postgres_conn_id
         self.schema = schema
 
-    def get_conn(self) -> Ledger:
+    def get_conn(self, migrate: bool = True) -> Ledger:
+        """``migrate=False``: the ledger as it is, for code that only reads (it may not exist yet)."""
         from airflow.providers.postgres.hooks.postgres import PostgresHook
 
         get_connection(self.postgres_conn_id, "PostgreSQL")
         hook = PostgresHook(postgres_conn_id=self.postgres_conn_id)
         ledger = Ledger(hook.get_conn, schema=self.schema, catalog_uri=catalog_uri(hook.get_uri()))
+        if not migrate:
+            return ledger
         checked = (self.postgres_conn_id, self.schema)
         if checked not in _VERSION_CHECKED:  # once per process: a task makes several ledgers
             ledger.check_version()
