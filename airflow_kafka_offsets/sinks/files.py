@@ -63,7 +63,8 @@ class Storage:
     def __init__(self, s3: S3Access | None = None) -> None:
         self.s3 = s3
 
-    def _fs(self, uri: str) -> tuple[pafs.FileSystem, str]:
+    def filesystem(self, uri: str) -> tuple[pafs.FileSystem, str]:
+        """Arrow's filesystem for ``uri`` and the path in it."""
         parsed = urlsplit(uri)
         if parsed.scheme in S3_SCHEMES:
             return self._s3_filesystem(uri), f"{parsed.netloc}{parsed.path}"
@@ -73,21 +74,26 @@ class Storage:
             raise OutputLocationError(f"cannot open {uri!r}: {exc}") from exc
         return fs, str(path)
 
-    def _s3_filesystem(self, uri: str) -> pafs.FileSystem:
+    def s3_access(self, uri: str) -> S3Access:
+        """How to reach ``uri`` on S3; refused when no S3 connection is configured."""
         if self.s3 is None:
             raise OutputLocationError(
                 f"{uri} is on S3 but no S3 connection is configured: set [kafka_offsets] object_storage_conn_id "
                 "to an Airflow connection of type aws"
             )
-        endpoint = urlsplit(self.s3.endpoint_url) if self.s3.endpoint_url else None
+        return self.s3
+
+    def _s3_filesystem(self, uri: str) -> pafs.FileSystem:
+        s3 = self.s3_access(uri)
+        endpoint = urlsplit(s3.endpoint_url) if s3.endpoint_url else None
         return pafs.S3FileSystem(
-            access_key=self.s3.access_key,
-            secret_key=self.s3.secret_key,
-            session_token=self.s3.session_token,
-            region=self.s3.region,
+            access_key=s3.access_key,
+            secret_key=s3.secret_key,
+            session_token=s3.session_token,
+            region=s3.region,
             endpoint_override=endpoint.netloc if endpoint else None,
             scheme=endpoint.scheme if endpoint else "https",
-            force_virtual_addressing=not self.s3.path_style,
+            force_virtual_addressing=not s3.path_style,
         )
 
     def pyiceberg_properties(self) -> dict[str, str]:
@@ -124,7 +130,7 @@ class Storage:
         return options | {k: v for k, v in optional.items() if v}
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
-        fs, path = self._fs(join(staging_uri, REPORT_NAME))
+        fs, path = self.filesystem(join(staging_uri, REPORT_NAME))
         try:
             with fs.open_input_stream(path) as stream:
                 report: dict[str, Any] = json.loads(stream.read().decode("utf-8"))
@@ -132,9 +138,15 @@ class Storage:
             return None
         return report
 
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        fs, path = self.filesystem(uri)
+        fs.create_dir(posixpath.dirname(path), recursive=True)
+        with fs.open_output_stream(path) as out:
+            out.write(data)
+
     def parquet_files(self, staging_uri: str) -> list[DataFile]:
         """The data files of an attempt, sorted; hidden and side outputs (``_*``, ``.*``) are left out."""
-        fs, base = self._fs(staging_uri)
+        fs, base = self.filesystem(staging_uri)
         found = []
         for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
             relative = posixpath.relpath(info.path, base)
@@ -149,7 +161,7 @@ class Storage:
         return sorted(found, key=lambda f: f.uri)
 
     def subdirectories(self, uri: str) -> list[str]:
-        fs, base = self._fs(uri)
+        fs, base = self.filesystem(uri)
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=False, allow_not_found=True))
         return sorted(join(uri, posixpath.basename(i.path)) for i in infos if i.type == pafs.FileType.Directory)
 
@@ -163,12 +175,12 @@ class Storage:
         return found
 
     def exists(self, uri: str) -> bool:
-        fs, path = self._fs(uri)
+        fs, path = self.filesystem(uri)
         return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
     def remove_tree(self, uri: str) -> None:
         """Remove a directory, and its parent once that is empty (an attempt, then its batch's directory)."""
-        fs, path = self._fs(uri)
+        fs, path = self.filesystem(uri)
         if fs.get_file_info(path).type == pafs.FileType.Directory:
             fs.delete_dir(path)
         parent = posixpath.dirname(path.rstrip("/"))

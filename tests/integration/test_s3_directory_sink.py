@@ -1,0 +1,136 @@
+"""The directory sink on the stack's S3 server: published by a manifest, not a rename.
+
+Spark writes each attempt under its own prefix; the commit writes the batch's ``_manifest`` once
+(conditional put) in the ledger's commit. Two Spark batches: one whose commit dies after publishing
+and inside the ledger's transaction before it commits once, one that dies after publishing and is
+aborted. Two readers check every id exactly once: the package's (ledger, then manifest) and plain
+pyarrow listing the manifests under the output root.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_kafka_offsets.config import object_storage
+from airflow_kafka_offsets.core.model import BatchState
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import OutputLocationError
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.readers import committed_outputs, output_files, read_output
+from airflow_kafka_offsets.service.operations import abort_planned_batch
+from airflow_kafka_offsets.service.sweep import sweep
+from airflow_kafka_offsets.sinks import ManifestDirectorySink, Publication
+
+from .helpers import assert_exactly_once, produce, refused
+from .pipeline import ACTOR, commit, commit_dies_at, plan, read, sink_of
+
+pytestmark = pytest.mark.integration
+
+
+def s3fs(stack) -> pafs.S3FileSystem:
+    creds = stack.s3_credentials()
+    return pafs.S3FileSystem(
+        access_key=creds.access_key,
+        secret_key=creds.secret_key,
+        endpoint_override=creds.endpoint,
+        region=creds.region,
+        force_virtual_addressing=False,
+    )
+
+
+def rows_listing_manifests(stack, prefix: str) -> tuple[list[str], list[dict]]:
+    """What a reader without this package sees: every ``batch=*/_manifest`` under the pipeline, and its files."""
+    fs = s3fs(stack)
+    infos = fs.get_file_info(pafs.FileSelector(prefix, recursive=True))
+    manifests = sorted(i.path for i in infos if i.path.endswith("/_manifest"))
+    rows: list[dict] = []
+    for path in manifests:
+        with fs.open_input_stream(path) as stream:
+            listed = json.loads(stream.read())["files"]
+        for entry in listed:
+            rows += pq.read_table(entry["uri"].removeprefix("s3://"), filesystem=fs).to_pylist()
+    return manifests, rows
+
+
+def staged_parquet(stack, staging_uri: str) -> list[str]:
+    fs = s3fs(stack)
+    infos = fs.get_file_info(pafs.FileSelector(staging_uri.removeprefix("s3://"), recursive=True))
+    return sorted("s3://" + i.path for i in infos if i.path.endswith(".parquet") and "/_errors/" not in i.path)
+
+
+def attempt_of(ledger: Ledger, pipeline: str, batch_id: int):
+    with ledger.transaction() as tx:
+        attempt = tx.latest_succeeded_attempt(pipeline, batch_id)
+    assert attempt is not None
+    return attempt
+
+
+def test_batches_publish_by_manifest_once_through_crashes_and_an_abort(stack, ledger, make_topic) -> None:
+    topic = make_topic(partitions=2)
+    base = f"{stack.s3_bucket}/{uuid.uuid4().hex}"
+    spec = build_spec("s3dir", [topic], f"s3a://{base}/out")
+    sink = sink_of(ledger, spec)
+    assert isinstance(sink, ManifestDirectorySink) and sink.describe()["location"] == f"s3://{base}/out"
+    first = produce(stack.bootstrap_servers, topic, 240, 2)
+
+    # batch 1: published, then the worker dies twice before the ledger commits; the retry commits once
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+    attempt = attempt_of(ledger, spec.name, 1)
+    assert attempt.staging_uri == f"s3://{base}/out/_staging/s3dir/batch=000000000001/{attempt.attempt_id}"
+    for point in ("after_publish", "in_commit_transaction"):
+        commit_dies_at(ledger, spec, 1, point)
+        assert ledger.batch(spec.name, 1).state is BatchState.PLANNED
+        manifest = sink.read_manifest(sink.output_uri(spec.name, 1))
+        assert manifest is not None and manifest.attempt_id == attempt.attempt_id
+    done = commit(ledger, spec, 1)
+    assert (done.committed_now, done.records) == (True, 240)
+    manifest = sink.read_manifest(sink.output_uri(spec.name, 1))
+    assert manifest is not None
+    assert (manifest.batch_id, manifest.attempt_id, manifest.records, manifest.operation) == (
+        1,
+        attempt.attempt_id,
+        240,
+        "commit",
+    )
+    assert [f.uri for f in manifest.files] == staged_parquet(stack, attempt.staging_uri)  # exactly its files
+
+    # batch 2: read, published, the worker dies, then the batch is aborted: its manifest and files go
+    second = produce(stack.bootstrap_servers, topic, 60, 2)
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+    aborted = attempt_of(ledger, spec.name, 2)
+    # a stale writer of batch 1 (its lock lost) cannot replace batch 1's manifest: S3 refuses the second put
+    with ledger.transaction() as tx:
+        uid = tx.pipeline_uid(spec.name)
+    stale = Publication(uid, ledger.batch(spec.name, 1).plan, aborted.attempt_id, aborted.staging_uri, None, None)
+    with refused(OutputLocationError, "was published meanwhile by another writer"):
+        with ledger.transaction() as tx:
+            sink.publish(tx, stale)
+    assert sink.read_manifest(sink.output_uri(spec.name, 1)) == manifest
+    commit_dies_at(ledger, spec, 2, "after_publish")
+    assert sink.published_attempt(uid, outcome.plan) == aborted.attempt_id
+    abort_planned_batch(ledger, spec.name, "test", ACTOR)
+    assert sink.read_manifest(sink.output_uri(spec.name, 2)) is None
+    assert not sink.exists(aborted.staging_uri)
+
+    # readers: the package's (ledger, then each manifest) and pyarrow listing the manifests
+    storage = object_storage(spec.output_root)
+    outputs = committed_outputs(ledger, spec.name)
+    assert [(o.batch_id, o.uri) for o in outputs] == [(1, sink.output_uri(spec.name, 1))]
+    assert output_files(outputs[0], storage) == [f.uri for f in manifest.files]
+    assert_exactly_once(pa.concat_tables([read_output(o, storage) for o in outputs]).to_pylist(), first)
+    manifests, rows = rows_listing_manifests(stack, f"{base}/out/s3dir")
+    assert manifests == [f"{base}/out/s3dir/batch=000000000001/_manifest"]
+    assert_exactly_once(rows, first)
+    assert not {p["id"] for p in second} & {r["key"].decode() for r in rows}
+
+    # the sweep keeps the committed attempt (its manifest lists it) and finds nothing else
+    assert sweep(ledger, sink, spec.name, dry_run=False, actor=ACTOR).items == ()
+    assert sink.staged_attempts(spec.name) == {1: [attempt.staging_uri]}
