@@ -160,29 +160,41 @@ class Storage:
             found.append(DataFile(join(staging_uri, relative), int(info.size or 0), records, modified))
         return sorted(found, key=lambda f: f.uri)
 
-    def subdirectories(self, uri: str) -> list[str]:
-        fs, base = self.filesystem(uri)
-        infos = fs.get_file_info(pafs.FileSelector(base, recursive=False, allow_not_found=True))
-        return sorted(join(uri, posixpath.basename(i.path)) for i in infos if i.type == pafs.FileType.Directory)
-
     def batch_attempts(self, root: str) -> dict[int, list[str]]:
-        """The attempt directories under ``<root>/batch=<N>/``, per batch number."""
-        found: dict[int, list[str]] = {}
-        for batch_dir in self.subdirectories(root):
-            name = batch_dir.rsplit("/", 1)[-1]
-            if name.startswith("batch=") and name.removeprefix("batch=").isdigit():
-                found[int(name.removeprefix("batch="))] = self.subdirectories(batch_dir)
-        return found
+        """The attempt directories holding files under ``<root>/batch=<N>/``, per batch number.
+
+        Found from the files, so the empty folders an S3 server may keep after a removal are not attempts.
+        """
+        fs, base = self.filesystem(root)
+        found: dict[int, set[str]] = {}
+        for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
+            parts = posixpath.relpath(info.path, base).split("/")
+            if info.type != pafs.FileType.File or len(parts) < 3 or not parts[0].startswith("batch="):
+                continue
+            if parts[0].removeprefix("batch=").isdigit():
+                found.setdefault(int(parts[0].removeprefix("batch=")), set()).add(join(root, parts[0], parts[1]))
+        return {batch: sorted(attempts) for batch, attempts in sorted(found.items())}
 
     def exists(self, uri: str) -> bool:
+        """A file, or a directory holding files (on S3 a prefix exists only through its objects)."""
         fs, path = self.filesystem(uri)
-        return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
+        info = fs.get_file_info(path)
+        if info.type != pafs.FileType.Directory:
+            return bool(info.type != pafs.FileType.NotFound)
+        listed = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+        return any(i.type == pafs.FileType.File for i in listed)
 
     def remove_tree(self, uri: str) -> None:
         """Remove a directory, and its parent once that is empty (an attempt, then its batch's directory)."""
         fs, path = self.filesystem(uri)
-        if fs.get_file_info(path).type == pafs.FileType.Directory:
-            fs.delete_dir(path)
+        for info in fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True)):
+            if info.type == pafs.FileType.File:
+                fs.delete_file(info.path)
+        try:
+            if fs.get_file_info(path).type == pafs.FileType.Directory:
+                fs.delete_dir(path)
+        except FileNotFoundError:
+            pass  # on S3 the prefix went with its last object (a server may keep an empty folder entry)
         parent = posixpath.dirname(path.rstrip("/"))
         if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
             fs.delete_dir(parent)
