@@ -134,3 +134,17 @@ def test_batches_publish_by_manifest_once_through_crashes_and_an_abort(stack, le
     # the sweep keeps the committed attempt (its manifest lists it) and finds nothing else
     assert sweep(ledger, sink, spec.name, dry_run=False, actor=ACTOR).items == ()
     assert sink.staged_attempts(spec.name) == {1: [attempt.staging_uri]}
+
+
+def test_a_refused_key_is_named_before_anything_is_planned(stack, ledger, make_topic, monkeypatch) -> None:
+    """No Spark run: the sink's probe write meets the refusal first, with the bucket and what to check."""
+    wrong = stack.s3_connection()
+    wrong["password"] = "not-the-secret"
+    monkeypatch.setenv("AIRFLOW_CONN_WRONG_KEY_S3", json.dumps(wrong))
+    monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID", "wrong_key_s3")
+    spec = build_spec("denied", [make_topic(partitions=1)], f"s3://{stack.s3_bucket}/{uuid.uuid4().hex}/out")
+    with refused(OutputLocationError, rf"^S3 refused access to bucket '{stack.s3_bucket}' \(\w+, at s3://") as refusal:
+        plan(ledger, spec, stack)
+    assert "object_storage_conn_id" in str(refusal.value) and "not-the-secret" not in str(refusal.value)
+    with ledger.transaction() as tx:
+        assert tx.fetchall("SELECT count(*) FROM {s}.pipelines") == [(0,)]
