@@ -10,6 +10,8 @@ pyarrow listing the manifests under the output root.
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 
 import pyarrow as pa
@@ -17,12 +19,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+import devstack
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.errors import OutputLocationError
+from airflow_kafka_offsets.errors import OutputLocationError, SparkJobError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.readers import committed_outputs, output_files, read_output
+from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.operations import abort_planned_batch
 from airflow_kafka_offsets.service.sweep import sweep
 from airflow_kafka_offsets.sinks import ManifestDirectorySink, Publication
@@ -148,3 +152,56 @@ def test_a_refused_key_is_named_before_anything_is_planned(stack, ledger, make_t
     assert "object_storage_conn_id" in str(refusal.value) and "not-the-secret" not in str(refusal.value)
     with ledger.transaction() as tx:
         assert tx.fetchall("SELECT count(*) FROM {s}.pipelines") == [(0,)]
+
+
+def test_the_s3_server_killed_mid_read_and_after_publish_loses_and_duplicates_nothing(
+    stack, ledger, make_topic
+) -> None:
+    """SeaweedFS SIGKILLed (and restarted on its data) while Spark writes, then between publish and commit."""
+    topic = make_topic(partitions=2)
+    base = f"{stack.s3_bucket}/{uuid.uuid4().hex}"
+    spec = build_spec("s3kill", [topic], f"s3://{base}/out")
+    produced = produce(stack.bootstrap_servers, topic, 200, 2)
+    outcome = plan(ledger, spec, stack)
+    failures: list[BaseException] = []
+
+    def read_batch() -> None:
+        try:
+            read(ledger, spec, stack, outcome)
+        except SparkJobError as exc:  # S3 gone long enough for S3A to give up: the retry replays the plan
+            failures.append(exc)
+
+    reader = threading.Thread(target=read_batch)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while not any(a.state == "running" for a in attempts_of(ledger, spec.name)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(8)  # Spark is up and reading or writing
+    devstack.restart_s3(hard=True)
+    reader.join(600)
+    if failures:
+        read(ledger, spec, stack, outcome)
+
+    def kill_s3(point: str) -> None:
+        if point == "after_publish":
+            devstack.restart_s3(hard=True)
+
+    faults.add_observer(kill_s3)
+    try:
+        done = commit(ledger, spec, 1)
+    finally:
+        faults._observers.remove(kill_s3)
+    assert (done.committed_now, done.records) == (True, 200)
+    outputs = committed_outputs(ledger, spec.name)
+    storage = object_storage(spec.output_root)
+    assert_exactly_once(read_output(outputs[0], storage).to_pylist(), produced)
+    assert_exactly_once(rows_listing_manifests(stack, f"{base}/out/s3kill")[1], produced)
+    # a failed attempt's files are swept; the committed one is kept
+    sweep(ledger, sink_of(ledger, spec), spec.name, dry_run=False, actor=ACTOR)
+    committed = attempt_of(ledger, spec.name, 1)
+    assert sink_of(ledger, spec).staged_attempts(spec.name) == {1: [committed.staging_uri]}
+
+
+def attempts_of(ledger: Ledger, pipeline: str):
+    with ledger.transaction() as tx:
+        return tx.attempts(pipeline, [1])
