@@ -118,8 +118,8 @@ class ManifestDirectorySink:
         key = "/" + uri.split("://", 1)[1]
         try:
             response = request(signing_credentials(self.storage.s3_access(uri), uri), method, key, body, headers)
-        except OSError as exc:
-            raise OutputLocationError(f"S3 at {uri} did not answer ({exc}); nothing was published") from exc
+        except OSError as exc:  # stays an OSError: the task's retry tries again
+            raise OSError(f"S3 did not answer {method} {uri}: {exc}") from exc
         if response.status in (401, 403) or (response.status == NOT_FOUND and _code(response) == NO_SUCH_BUCKET):
             raise OutputLocationError(s3_refusal(uri, _code(response) or str(response.status)))
         return response
@@ -259,7 +259,10 @@ def _code(response: S3Response) -> str | None:
 
 
 def _expect(response: S3Response, uri: str, method: str) -> None:
-    if not 200 <= response.status < 300:
-        raise OutputLocationError(
-            f"S3 answered {response.status} {_code(response) or ''} to {method} {uri}; nothing was published"
-        )
+    """A server error (5xx) is an OSError, which the task's retry tries again; any other refusal is final."""
+    if 200 <= response.status < 300:
+        return
+    what = f"S3 answered {response.status} {_code(response) or ''} to {method} {uri}"
+    if response.status >= 500:
+        raise OSError(what)
+    raise OutputLocationError(what)

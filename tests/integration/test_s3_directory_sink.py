@@ -154,9 +154,7 @@ def test_a_refused_key_is_named_before_anything_is_planned(stack, ledger, make_t
         assert tx.fetchall("SELECT count(*) FROM {s}.pipelines") == [(0,)]
 
 
-def test_the_s3_server_killed_mid_read_and_after_publish_loses_and_duplicates_nothing(
-    stack, ledger, make_topic
-) -> None:
+def test_s3_server_killed_mid_read_and_after_publish_loses_nothing(stack, ledger, make_topic) -> None:
     """SeaweedFS SIGKILLed (and restarted on its data) while Spark writes, then between publish and commit."""
     topic = make_topic(partitions=2)
     base = f"{stack.s3_bucket}/{uuid.uuid4().hex}"
@@ -177,21 +175,25 @@ def test_the_s3_server_killed_mid_read_and_after_publish_loses_and_duplicates_no
     while not any(a.state == "running" for a in attempts_of(ledger, spec.name)) and time.monotonic() < deadline:
         time.sleep(0.5)
     time.sleep(8)  # Spark is up and reading or writing
+    assert reader.is_alive(), "the read ended before the S3 server could be killed under it"
     devstack.restart_s3(hard=True)
     reader.join(600)
     if failures:
         read(ledger, spec, stack, outcome)
 
+    killed: list[str] = []
+
     def kill_s3(point: str) -> None:
         if point == "after_publish":
             devstack.restart_s3(hard=True)
+            killed.append(point)
 
     faults.add_observer(kill_s3)
     try:
         done = commit(ledger, spec, 1)
     finally:
         faults._observers.remove(kill_s3)
-    assert (done.committed_now, done.records) == (True, 200)
+    assert (done.committed_now, done.records, killed) == (True, 200, ["after_publish"])
     outputs = committed_outputs(ledger, spec.name)
     storage = object_storage(spec.output_root)
     assert_exactly_once(read_output(outputs[0], storage).to_pylist(), produced)
