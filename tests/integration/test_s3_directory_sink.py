@@ -33,19 +33,9 @@ from airflow_kafka_offsets.sinks import ManifestDirectorySink, Publication
 
 from .helpers import assert_exactly_once, produce, refused
 from .pipeline import ACTOR, commit, commit_dies_at, plan, read, sink_of
+from .test_object_store import s3fs
 
 pytestmark = pytest.mark.integration
-
-
-def s3fs(stack) -> pafs.S3FileSystem:
-    creds = stack.s3_credentials()
-    return pafs.S3FileSystem(
-        access_key=creds.access_key,
-        secret_key=creds.secret_key,
-        endpoint_override=creds.endpoint,
-        region=creds.region,
-        force_virtual_addressing=False,
-    )
 
 
 def rows_listing_manifests(stack, prefix: str) -> tuple[list[str], list[dict]]:
