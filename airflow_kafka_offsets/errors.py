@@ -111,6 +111,10 @@ class OutputLocationError(KafkaOffsetsError):
     """An output path is not usable (escapes the output root, not writable, wrong scheme)."""
 
 
+class SparkObjectStoreError(SparkJobError, OutputLocationError):
+    """S3 refused Spark's key at the output location, or its bucket does not exist."""
+
+
 class BackfillRefusedError(ConfigurationError):
     """An ingest step in a backfill run: the cursor, not the run's data interval, decides what it reads."""
 

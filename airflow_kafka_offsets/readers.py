@@ -3,6 +3,8 @@
 The ledger decides what is visible: a location is listed only once its batch is committed,
 and every listed location holds a readable Parquet output (a batch that read no records has
 one file with no rows). Reset batches move cursors only and have no output; they are not listed.
+On S3 a location holds the batch's ``_manifest``, which lists exactly the files of the attempt
+that was published: :func:`output_files` follows it, :func:`read_output` reads them.
 """
 
 from __future__ import annotations
@@ -11,8 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlparse
 
-from airflow_kafka_offsets.errors import BatchNotFoundError
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_kafka_offsets.clients.object_store import S3Access, is_object_store
+from airflow_kafka_offsets.errors import BatchNotFoundError, OutputLocationError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
 
 
 @dataclass(frozen=True)
@@ -58,3 +66,33 @@ def committed_output(ledger: Ledger, pipeline: str, batch_id: int) -> CommittedO
             f"`airflow-kafka-offsets status {pipeline}` lists its batches"
         )
     return found[0]
+
+
+def output_files(output: CommittedOutput, s3: S3Access | None = None) -> list[str]:
+    """The Parquet files that hold a committed batch of a directory sink, as URIs.
+
+    On S3 exactly the files its manifest lists (``s3``: how to reach the bucket, e.g.
+    ``airflow_kafka_offsets.config.object_storage(uri)``); on a filesystem the batch directory's
+    data files. Raises :class:`~airflow_kafka_offsets.errors.OutputLocationError` when a batch
+    on S3 has no manifest, or one of another batch.
+    """
+    if not is_object_store(output.uri):
+        return [f.uri for f in files.Storage().parquet_files(output.uri)]
+    root, pipeline = output.uri.rsplit("/", 2)[:2]
+    manifest = ManifestDirectorySink(root, s3).read_manifest(output.uri)
+    if manifest is None or (manifest.pipeline, manifest.batch_id) != (pipeline, output.batch_id):
+        raise OutputLocationError(
+            f"committed batch {output.batch_id} at {output.uri} has no manifest of its own: the output was changed "
+            "outside the pipeline; replay the batch to publish it again"
+        )
+    return [f.uri for f in manifest.files]
+
+
+def read_output(output: CommittedOutput, s3: S3Access | None = None) -> pa.Table:
+    """A committed batch's records, read from exactly :func:`output_files`."""
+    storage = files.Storage(s3)
+    tables = []
+    for uri in output_files(output, s3):
+        fs, path = storage.filesystem(uri)
+        tables.append(pq.read_table(path, filesystem=fs))
+    return pa.concat_tables(tables)

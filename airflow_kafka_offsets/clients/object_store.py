@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow_kafka_offsets.clients.s3_request import S3Credentials
+from airflow_kafka_offsets.core.s3_refusals import CONNECTION_HINT
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX
 
@@ -111,3 +113,15 @@ def s3a_spark_conf_for_connection(conn_id: str) -> dict[str, str]:
 
     conn = get_connection(conn_id, "S3")
     return s3a_spark_conf(s3_access(conn_id, conn.login, conn.password, conn.extra_dejson))
+
+
+def signing_credentials(access: S3Access, location: str) -> S3Credentials:
+    """The key and endpoint to sign requests that pyarrow cannot make (conditional puts) at ``location``."""
+    if not (access.access_key and access.secret_key):
+        raise ConfigurationError(
+            f"{location} is on S3 and its manifests are written with a signed conditional put, which needs an "
+            f"access key id and secret in {CONNECTION_HINT} (it has none)"
+        )
+    region = access.region or DEFAULT_ENDPOINT_REGION
+    endpoint = access.endpoint_url or f"https://s3.{region}.amazonaws.com"
+    return S3Credentials(endpoint.rstrip("/"), access.access_key, access.secret_key, region, access.session_token)

@@ -29,6 +29,7 @@ from airflow_kafka_offsets.errors import (
     SparkDataLossError,
     SparkExecutorLostError,
     SparkJobError,
+    SparkObjectStoreError,
     SparkOutOfMemoryError,
 )
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX, PRIVATE_CONF
@@ -197,6 +198,7 @@ _ERROR_CLASSES: Mapping[FailureKind, type[SparkJobError]] = {
     FailureKind.DATA_LOSS: SparkDataLossError,
     FailureKind.AUTHENTICATION: SparkAuthenticationError,
     FailureKind.AUTHORIZATION: SparkAuthenticationError,
+    FailureKind.OBJECT_STORE_ACCESS: SparkObjectStoreError,
     FailureKind.CONNECTOR_MISSING: SparkConnectorMissingError,
     FailureKind.OUT_OF_MEMORY: SparkOutOfMemoryError,
     FailureKind.EXECUTOR_LOST: SparkExecutorLostError,

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
+from airflow_kafka_offsets.core.s3_refusals import NO_SUCH_BUCKET, S3Refusal
+
 MAX_EVIDENCE = 400
 
 
@@ -20,6 +22,7 @@ class FailureKind(str, Enum):
     DATA_LOSS = "data_loss"
     AUTHENTICATION = "authentication"
     AUTHORIZATION = "authorization"
+    OBJECT_STORE_ACCESS = "object_store_access"
     CONNECTOR_MISSING = "connector_missing"
     OUT_OF_MEMORY = "out_of_memory"
     EXECUTOR_LOST = "executor_lost"
@@ -67,6 +70,30 @@ def _data_loss(spans: Iterable[tuple[str, int, int]], evidence: str) -> SparkFai
         _DATA_LOSS_NEXT_STEP,
         evidence,
     )
+
+
+# S3A, when S3 refuses the key or the bucket is missing, names the location on the exception's line:
+# "java.nio.file.AccessDeniedException: s3a://b/p: getFileStatus on s3a://b/p: ...S3Exception: Forbidden
+# (Service: S3, Status Code: 403, ...)" or "org.apache.hadoop.fs.s3a.UnknownStoreException: `s3a://b/p':
+# ...NoSuchBucketException: The specified bucket does not exist (... Status Code: 404 ...)".
+_S3_LOCATION = re.compile(r"\bs3a?://[^\s'`:,)]+")
+_S3_MISSING_BUCKET = ("UnknownStoreException", "NoSuchBucketException", "NoSuchBucket:")
+_S3_DENIED = ("AccessDeniedException: s3a://", "AccessDeniedException: s3://", "Status Code: 403")
+_S3_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AccessDenied")
+
+
+def _object_store_refusal(line: str) -> SparkFailure | None:
+    location = _S3_LOCATION.search(line)
+    if location is None:
+        return None
+    if any(marker in line for marker in _S3_MISSING_BUCKET):
+        code = NO_SUCH_BUCKET
+    elif any(marker in line for marker in _S3_DENIED):
+        code = next((c for c in _S3_CODES if c in line), "AccessDenied (403 Forbidden)")
+    else:
+        return None
+    refusal = S3Refusal(location.group(0), code)
+    return SparkFailure(FailureKind.OBJECT_STORE_ACCESS, refusal.cause, refusal.next_step, _evidence(line))
 
 
 _RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
@@ -133,7 +160,7 @@ def classify_line(line: str) -> SparkFailure | None:
     for kind, markers, cause, next_step in _RULES:
         if any(marker in line for marker in markers):
             return SparkFailure(kind, cause, next_step, _evidence(line))
-    return None
+    return _object_store_refusal(line)
 
 
 class FailureScanner:

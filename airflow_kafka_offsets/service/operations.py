@@ -31,7 +31,14 @@ from airflow_kafka_offsets.service.batches import (
     start_attempt,
 )
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
-from airflow_kafka_offsets.sinks import LocalDirectorySink, Publication, Sink, open_sink
+from airflow_kafka_offsets.sinks import (
+    LocalDirectorySink,
+    ManifestDirectorySink,
+    Publication,
+    Sink,
+    directory_sink,
+    open_sink,
+)
 
 log = logging.getLogger(__name__)
 
@@ -281,12 +288,12 @@ def replay_batch(
         )
     sink: Sink = sink_for_spec(ledger, spec)
     if target_root is not None:
-        if not isinstance(sink, LocalDirectorySink):
+        if not isinstance(sink, (LocalDirectorySink, ManifestDirectorySink)):
             raise InvalidPipelineSpecError(
                 f"pipeline {pipeline!r} writes to a {spec.sink.format.value} table: a replay rewrites the batch in "
                 "the table, in place; replay_output_root applies to the directory sink only"
             )
-        sink = LocalDirectorySink(target_root)
+        sink = directory_sink(target_root, object_storage(target_root))
     plan = record.plan
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # ordered against a sweep of the batch's staging

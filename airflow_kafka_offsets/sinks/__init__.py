@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
-from airflow_kafka_offsets.clients.object_store import S3Access
+from airflow_kafka_offsets.clients.object_store import S3Access, is_object_store
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.sinks.base import Publication, Sink
 from airflow_kafka_offsets.sinks.local import LocalDirectorySink
+from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
-__all__ = ["LocalDirectorySink", "Publication", "REPORT_NAME", "Sink", "open_sink"]
+__all__ = [
+    "LocalDirectorySink",
+    "ManifestDirectorySink",
+    "Publication",
+    "REPORT_NAME",
+    "Sink",
+    "directory_sink",
+    "open_sink",
+]
+
+
+def directory_sink(root: str, s3: S3Access | None = None) -> LocalDirectorySink | ManifestDirectorySink:
+    """Parquet directories under ``root``: published by rename on a filesystem, by a manifest on S3."""
+    if is_object_store(root):
+        return ManifestDirectorySink(root, s3)
+    return LocalDirectorySink(root)
 
 
 def open_sink(
@@ -23,13 +39,13 @@ def open_sink(
 
     Iceberg tables are in the SQL catalog ``catalog_name`` (the ledger's schema name: one catalog
     per ledger) in the ledger's database, ``catalog_uri`` (a SQLAlchemy URL). ``s3``: how to reach
-    an ``s3://`` output root (tables only). ``external_catalog_uri``: the database of the spec's
+    an ``s3://`` output root. ``external_catalog_uri``: the database of the spec's
     ``catalog_conn_id``, when its Iceberg catalog is not the ledger's.
 
     The table sinks import their libraries only when a pipeline uses them.
     """
     if spec.sink.format is SinkFormat.DIRECTORY:
-        return LocalDirectorySink(spec.output_root)
+        return directory_sink(spec.output_root, s3)
     try:
         from airflow_kafka_offsets.sinks.files import Storage
 

@@ -63,7 +63,8 @@ class Storage:
     def __init__(self, s3: S3Access | None = None) -> None:
         self.s3 = s3
 
-    def _fs(self, uri: str) -> tuple[pafs.FileSystem, str]:
+    def filesystem(self, uri: str) -> tuple[pafs.FileSystem, str]:
+        """Arrow's filesystem for ``uri`` and the path in it."""
         parsed = urlsplit(uri)
         if parsed.scheme in S3_SCHEMES:
             return self._s3_filesystem(uri), f"{parsed.netloc}{parsed.path}"
@@ -73,21 +74,26 @@ class Storage:
             raise OutputLocationError(f"cannot open {uri!r}: {exc}") from exc
         return fs, str(path)
 
-    def _s3_filesystem(self, uri: str) -> pafs.FileSystem:
+    def s3_access(self, uri: str) -> S3Access:
+        """How to reach ``uri`` on S3; refused when no S3 connection is configured."""
         if self.s3 is None:
             raise OutputLocationError(
                 f"{uri} is on S3 but no S3 connection is configured: set [kafka_offsets] object_storage_conn_id "
                 "to an Airflow connection of type aws"
             )
-        endpoint = urlsplit(self.s3.endpoint_url) if self.s3.endpoint_url else None
+        return self.s3
+
+    def _s3_filesystem(self, uri: str) -> pafs.FileSystem:
+        s3 = self.s3_access(uri)
+        endpoint = urlsplit(s3.endpoint_url) if s3.endpoint_url else None
         return pafs.S3FileSystem(
-            access_key=self.s3.access_key,
-            secret_key=self.s3.secret_key,
-            session_token=self.s3.session_token,
-            region=self.s3.region,
+            access_key=s3.access_key,
+            secret_key=s3.secret_key,
+            session_token=s3.session_token,
+            region=s3.region,
             endpoint_override=endpoint.netloc if endpoint else None,
             scheme=endpoint.scheme if endpoint else "https",
-            force_virtual_addressing=not self.s3.path_style,
+            force_virtual_addressing=not s3.path_style,
         )
 
     def pyiceberg_properties(self) -> dict[str, str]:
@@ -124,7 +130,7 @@ class Storage:
         return options | {k: v for k, v in optional.items() if v}
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
-        fs, path = self._fs(join(staging_uri, REPORT_NAME))
+        fs, path = self.filesystem(join(staging_uri, REPORT_NAME))
         try:
             with fs.open_input_stream(path) as stream:
                 report: dict[str, Any] = json.loads(stream.read().decode("utf-8"))
@@ -132,9 +138,15 @@ class Storage:
             return None
         return report
 
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        fs, path = self.filesystem(uri)
+        fs.create_dir(posixpath.dirname(path), recursive=True)
+        with fs.open_output_stream(path) as out:
+            out.write(data)
+
     def parquet_files(self, staging_uri: str) -> list[DataFile]:
         """The data files of an attempt, sorted; hidden and side outputs (``_*``, ``.*``) are left out."""
-        fs, base = self._fs(staging_uri)
+        fs, base = self.filesystem(staging_uri)
         found = []
         for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
             relative = posixpath.relpath(info.path, base)
@@ -148,29 +160,41 @@ class Storage:
             found.append(DataFile(join(staging_uri, relative), int(info.size or 0), records, modified))
         return sorted(found, key=lambda f: f.uri)
 
-    def subdirectories(self, uri: str) -> list[str]:
-        fs, base = self._fs(uri)
-        infos = fs.get_file_info(pafs.FileSelector(base, recursive=False, allow_not_found=True))
-        return sorted(join(uri, posixpath.basename(i.path)) for i in infos if i.type == pafs.FileType.Directory)
-
     def batch_attempts(self, root: str) -> dict[int, list[str]]:
-        """The attempt directories under ``<root>/batch=<N>/``, per batch number."""
-        found: dict[int, list[str]] = {}
-        for batch_dir in self.subdirectories(root):
-            name = batch_dir.rsplit("/", 1)[-1]
-            if name.startswith("batch=") and name.removeprefix("batch=").isdigit():
-                found[int(name.removeprefix("batch="))] = self.subdirectories(batch_dir)
-        return found
+        """The attempt directories holding files under ``<root>/batch=<N>/``, per batch number.
+
+        Found from the files, so the empty folders an S3 server may keep after a removal are not attempts.
+        """
+        fs, base = self.filesystem(root)
+        found: dict[int, set[str]] = {}
+        for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
+            parts = posixpath.relpath(info.path, base).split("/")
+            if info.type != pafs.FileType.File or len(parts) < 3 or not parts[0].startswith("batch="):
+                continue
+            if parts[0].removeprefix("batch=").isdigit():
+                found.setdefault(int(parts[0].removeprefix("batch=")), set()).add(join(root, parts[0], parts[1]))
+        return {batch: sorted(attempts) for batch, attempts in sorted(found.items())}
 
     def exists(self, uri: str) -> bool:
-        fs, path = self._fs(uri)
-        return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
+        """A file, or a directory holding files (on S3 a prefix exists only through its objects)."""
+        fs, path = self.filesystem(uri)
+        info = fs.get_file_info(path)
+        if info.type != pafs.FileType.Directory:
+            return bool(info.type != pafs.FileType.NotFound)
+        listed = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+        return any(i.type == pafs.FileType.File for i in listed)
 
     def remove_tree(self, uri: str) -> None:
         """Remove a directory, and its parent once that is empty (an attempt, then its batch's directory)."""
-        fs, path = self._fs(uri)
-        if fs.get_file_info(path).type == pafs.FileType.Directory:
-            fs.delete_dir(path)
+        fs, path = self.filesystem(uri)
+        for info in fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True)):
+            if info.type == pafs.FileType.File:
+                fs.delete_file(info.path)
+        try:
+            if fs.get_file_info(path).type == pafs.FileType.Directory:
+                fs.delete_dir(path)
+        except FileNotFoundError:
+            pass  # on S3 the prefix went with its last object (a server may keep an empty folder entry)
         parent = posixpath.dirname(path.rstrip("/"))
         if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
             fs.delete_dir(parent)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.object_store import s3a_spark_conf
 from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.service.operations import sink_for_spec
 from airflow_kafka_offsets.sinks import Sink
@@ -60,3 +65,23 @@ def run_once(ledger: Ledger, spec: PipelineSpec, stack, conn_id: str = "spark_de
         return None
     read(ledger, spec, stack, outcome, conn_id)
     return commit(ledger, spec, outcome.plan.batch_id)
+
+
+def die_at(point: str) -> Callable[[str], None]:
+    """A crash point observer that ends the worker there (its ledger transaction rolls back)."""
+
+    def observer(name: str) -> None:
+        if name == point:
+            raise SystemExit(f"worker killed at {point}")
+
+    return observer
+
+
+def commit_dies_at(ledger: Ledger, spec: PipelineSpec, batch_id: int, point: str) -> None:
+    """Run the commit step and let its worker die at ``point`` (its ledger transaction rolls back)."""
+    faults._observers.append(die_at(point))
+    try:
+        with pytest.raises(SystemExit):
+            commit(ledger, spec, batch_id)
+    finally:
+        faults._observers.pop()

@@ -277,7 +277,7 @@ def test_read_refuses_missing_spark_or_kafka_connection_before_spark_submit(
         ("{tmp}/a-regular-file/out", OutputLocationError, "output root .*a-regular-file/out is not writable"),
         ("/proc/ako-not-writable/out", OutputLocationError, "output root /proc/ako-not-writable/out is not writable"),
         ("relative/out", OutputLocationError, "must be an absolute path or file:// URI"),
-        ("s3://bucket/out", OutputLocationError, "scheme 's3' is not supported by the local sink"),
+        ("s3://no-such-bucket/out", OutputLocationError, "S3 bucket 'no-such-bucket' does not exist"),
         ("   ", InvalidPipelineSpecError, "needs an output_root"),
     ],
 )

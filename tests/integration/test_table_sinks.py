@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,14 +28,13 @@ from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.operations import abort_planned_batch, replay_batch
 from airflow_kafka_offsets.service.sweep import sweep
 from airflow_kafka_offsets.sinks import files
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 
 from .helpers import assert_exactly_once, produce, refused
-from .pipeline import ACTOR, commit, plan, read, run_once, sink_of, submitter
+from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_of, submitter
 
 FORMATS = ["iceberg", "delta"]
 
@@ -74,16 +72,6 @@ def table_commits(stack, ledger: Ledger, spec: PipelineSpec) -> list[dict[str, s
     return [{k: c[k] for k in keys} for c in reversed(history) if keys[1] in c]
 
 
-def die_at(point: str) -> Callable[[str], None]:
-    """A crash point observer that ends the worker there (its ledger transaction rolls back)."""
-
-    def observer(name: str) -> None:
-        if name == point:
-            raise SystemExit(f"worker killed at {point}")
-
-    return observer
-
-
 SPARK_DELTA_READER = """
 import json, sys
 from pyspark.sql import SparkSession
@@ -118,16 +106,6 @@ def spark_delta_rows(spec: PipelineSpec) -> list[dict]:
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     return [{**r, "key": bytes.fromhex(r["key"])} for r in rows]
-
-
-def commit_dies_at(ledger: Ledger, spec: PipelineSpec, batch_id: int, point: str) -> None:
-    """Run the commit step and let its worker die at ``point`` (its ledger transaction rolls back)."""
-    faults._observers.append(die_at(point))
-    try:
-        with pytest.raises(SystemExit):
-            commit(ledger, spec, batch_id)
-    finally:
-        faults._observers.pop()
 
 
 def rows_of(table: pa.Table) -> list[dict]:

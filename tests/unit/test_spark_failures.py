@@ -1,7 +1,8 @@
 """The Spark failure classifier on excerpts of real spark-submit output (Spark 4.2, Kafka 4.1).
 
 The data-loss and connector excerpts come from tests/integration/test_spark_failures.py runs, the
-authentication one from test_security.py, the missing data source from Spark's error-conditions.json;
+authentication one from test_security.py, the S3 ones from spark-submit writing to s3a:// on the stack's
+SeaweedFS with a wrong secret and to a missing bucket; the missing data source from Spark's error-conditions.json;
 the memory and executor-lost excerpts follow Spark's and YARN's wording (they need a cluster to happen).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from airflow_kafka_offsets.clients.spark_submit import spark_job_error
 from airflow_kafka_offsets.core.spark_failures import FailureKind, FailureScanner, classify, merge_spans
-from airflow_kafka_offsets.errors import SparkConnectorMissingError, SparkJobError
+from airflow_kafka_offsets.errors import NOT_RETRYABLE, SparkConnectorMissingError, SparkJobError, SparkObjectStoreError
 
 DATA_LOSS = """\
 26/11/22 02:01:30 ERROR Utils: Aborting task
@@ -44,6 +45,22 @@ pyspark.errors.exceptions.captured.AnalysisException: [DATA_SOURCE_NOT_FOUND] Fa
 
 AUTHENTICATION = """\
 org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed: Invalid username or password
+"""
+
+S3_DENIED = """\
+py4j.protocol.Py4JJavaError: An error occurred while calling o50.parquet.
+: java.nio.file.AccessDeniedException: s3a://kafka-offsets/capture/denied: getFileStatus on s3a://kafka-offsets/capture/denied: software.amazon.awssdk.services.s3.model.S3Exception: Forbidden (Service: S3, Status Code: 403, Request ID: 18EA53911B1EE5087E2E0CF1):null
+	at org.apache.hadoop.fs.s3a.S3AUtils.translateException(S3AUtils.java:277)
+	at org.apache.hadoop.fs.s3a.S3AUtils.translateException(S3AUtils.java:159)
+Caused by: software.amazon.awssdk.services.s3.model.S3Exception: Forbidden (Service: S3, Status Code: 403, Request ID: 18EA53911B1EE5087E2E0CF1)
+	at software.amazon.awssdk.services.s3.model.S3Exception$BuilderImpl.build(S3Exception.java:113)
+"""
+
+S3_NO_BUCKET = """\
+py4j.protocol.Py4JJavaError: An error occurred while calling o51.parquet.
+: org.apache.hadoop.fs.s3a.UnknownStoreException: `s3a://no-such-bucket-ako/capture/x': getFileStatus on s3a://no-such-bucket-ako/capture/x: software.amazon.awssdk.services.s3.model.NoSuchBucketException: The specified bucket does not exist (Service: S3, Status Code: 404, Request ID: 18EA53A332BD265A0EF7C104) (SDK Attempt Count: 1):NoSuchBucket: The specified bucket does not exist (Service: S3, Status Code: 404, Request ID: 18EA53A332BD265A0EF7C104) (SDK Attempt Count: 1)
+	at org.apache.hadoop.fs.s3a.S3AUtils.translateException(S3AUtils.java:285)
+Caused by: software.amazon.awssdk.services.s3.model.NoSuchBucketException: The specified bucket does not exist (Service: S3, Status Code: 404, Request ID: 18EA53A332BD265A0EF7C104) (SDK Attempt Count: 1)
 """
 
 OUT_OF_MEMORY = """\
@@ -84,6 +101,35 @@ def test_authentication():
     failure = classify(AUTHENTICATION.splitlines())
     assert failure.kind is FailureKind.AUTHENTICATION
     assert "Invalid username or password" in failure.evidence
+
+
+def test_s3_refusing_the_key_names_the_bucket_and_the_connection_and_is_not_retried():
+    failure = classify(S3_DENIED.splitlines())
+    assert failure.kind is FailureKind.OBJECT_STORE_ACCESS
+    assert failure.cause == (
+        "S3 refused access to bucket 'kafka-offsets' (AccessDenied, at s3a://kafka-offsets/capture/denied)"
+    )
+    assert "secret" in failure.next_step and "object_storage_conn_id" in failure.next_step
+    assert failure.evidence.startswith("java.nio.file.AccessDeniedException: s3a://kafka-offsets/capture/denied")
+    error = spark_job_error({"pipeline": "orders", "batch_id": 3}, scanner_of(S3_DENIED), "exit 1")
+    assert isinstance(error, SparkObjectStoreError) and isinstance(error, NOT_RETRYABLE)
+    assert str(error).startswith("Spark job for batch 3 of pipeline 'orders' failed: S3 refused access to bucket")
+
+
+def test_a_missing_bucket_is_named_as_missing_not_as_refused_access():
+    failure = classify(S3_NO_BUCKET.splitlines())
+    assert failure.kind is FailureKind.OBJECT_STORE_ACCESS
+    assert failure.cause == "S3 bucket 'no-such-bucket-ako' does not exist (at s3a://no-such-bucket-ako/capture/x)"
+    assert failure.next_step.startswith("create the bucket, or fix the bucket in the output location")
+    # the same words without a location (a bare 'Caused by') name no bucket, so they are not taken alone
+    assert classify(S3_NO_BUCKET.splitlines()[-1:]) is None
+
+
+def scanner_of(text: str) -> FailureScanner:
+    scanner = FailureScanner()
+    for line in text.splitlines():
+        scanner.feed(line)
+    return scanner
 
 
 def test_memory_outranks_the_executor_it_took_down():
