@@ -132,6 +132,18 @@ class Storage:
             return None
         return report
 
+    def write_text(self, uri: str, text: str) -> None:
+        """Write (replace) a small file, e.g. an attempt's report from a Spark Connect client."""
+        fs, path = self._fs(uri)
+        with fs.open_output_stream(path) as stream:
+            stream.write(text.encode("utf-8"))
+
+    def tree_size(self, uri: str) -> int:
+        """Bytes of every file under ``uri`` (what Hadoop's content summary counts)."""
+        fs, base = self._fs(uri)
+        infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
+
     def parquet_files(self, staging_uri: str) -> list[DataFile]:
         """The data files of an attempt, sorted; hidden and side outputs (``_*``, ``.*``) are left out."""
         fs, base = self._fs(staging_uri)

@@ -1,0 +1,136 @@
+"""Spark Connect execution on the real stack: a ``spark_connect`` connection runs the read step on the
+stack's long-lived Connect server (``spark_connect`` fixture) instead of spark-submit.
+
+Exactly-once over successive batches (exact ids, offsets and ledger rows), a worker killed inside the
+commit transaction, and the Connect server killed mid-batch: the attempt fails clearly, the retry
+after the restart reads the batch, and every record is in the output once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+
+import pytest
+from pyspark.sql import SparkSession
+
+import devstack
+from airflow_kafka_offsets.clients.spark_connect import connection_url
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import SparkJobError
+from faults_harness.harness import Context, Pipeline, crash
+from faults_harness.verify import verify
+
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
+from .pipeline import commit, plan, read, run_once
+
+
+def server_application(conn_id: str) -> str:
+    session = SparkSession.builder.remote(connection_url(conn_id)).create()
+    try:
+        return str(session.conf.get("spark.app.id"))
+    finally:
+        session.stop()
+
+
+def attempt_rows(ledger, pipeline: str) -> list[tuple[int, str, str | None, str | None]]:
+    """(batch, state, the report's Spark application, the error's first 60 characters) per attempt."""
+    with ledger.transaction() as tx:
+        rows = tx.fetchall(
+            "SELECT batch_id, state, report->>'application_id', left(error, 60) FROM {s}.attempts"
+            " WHERE pipeline = %s ORDER BY started_at",
+            (pipeline,),
+        )
+    return [(int(b), s, app, err) for b, s, app, err in rows]
+
+
+def test_batches_read_on_the_connect_server_commit_every_record_once(
+    stack, spark_connect, ledger, make_topic, tmp_path
+):
+    topic = make_topic(partitions=3)
+    spec = build_spec("cx", [topic], str(tmp_path))
+    first = produce(stack.bootstrap_servers, topic, 300, 3, "a-")
+    assert run_once(ledger, spec, stack, spark_connect).records == 300
+    second = produce(stack.bootstrap_servers, topic, 90, 3, "b-")
+    assert run_once(ledger, spec, stack, spark_connect).records == 90
+
+    assert_exactly_once(committed_rows(ledger, "cx"), first + second)
+    assert [r[:4] + r[5:] for r in ledger_ranges(ledger, "cx")] == [
+        (1, "committed", topic, 0, 0, 100, 100),
+        (1, "committed", topic, 1, 0, 100, 100),
+        (1, "committed", topic, 2, 0, 100, 100),
+        (2, "committed", topic, 0, 100, 130, 30),
+        (2, "committed", topic, 1, 100, 130, 30),
+        (2, "committed", topic, 2, 100, 130, 30),
+    ]
+    # both attempts ran in the server's one long-lived application: no spark-submit started
+    app = server_application(spark_connect)
+    assert attempt_rows(ledger, "cx") == [(1, "succeeded", app, None), (2, "succeeded", app, None)]
+
+
+def test_a_worker_killed_inside_the_commit_transaction_loses_and_duplicates_nothing(
+    stack, spark_connect, schema, tmp_path
+):
+    """Each step in its own process, as Airflow tasks; the read step's ``spark_default`` is the Connect server."""
+    env = {"AIRFLOW_CONN_SPARK_DEFAULT": os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"]}
+    # a session may change SQL settings only; the server's start decides the rest (its UI too)
+    ctx = Context(stack, schema=schema, workdir=tmp_path, spark_conf={"spark.sql.shuffle.partitions": "3"}, env=env)
+    ctx.ledger().migrate()
+    pipe = Pipeline(ctx, "cxcrash", 0, random.Random(0))
+    pipe.produce(150, "a-")
+    fault = crash("commit", "in_commit_transaction")(pipe)
+    outcome = pipe.run("run1", faults=[fault])
+
+    assert outcome.ok and outcome.committed_now, pipe.failure_tails()
+    assert [(s.step, s.try_number, s.ok) for s in pipe.steps] == [
+        ("plan", 1, True),
+        ("read", 1, True),
+        ("commit", 1, False),
+        ("commit", 2, True),
+    ]
+    assert pipe.workers[2].returncode == -9  # SIGKILL inside the transaction
+    verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
+    assert verdict.ok and (verdict.read, verdict.batches) == (150, 1), verdict.summary() + str(verdict.problems)
+    app = server_application(spark_connect)
+    assert attempt_rows(ctx.ledger(), pipe.name) == [(1, "succeeded", app, None)]
+
+
+def test_the_connect_server_killed_mid_batch_fails_the_attempt_and_the_retry_reads_it_once(
+    stack, spark_connect, ledger, make_topic, tmp_path
+):
+    topic = make_topic(partitions=2)
+    spec = build_spec("cxkill", [topic], str(tmp_path))
+    produced = produce(stack.bootstrap_servers, topic, 4000, 2, "k-")
+    outcome = plan(ledger, spec, stack)
+    killed: list[str] = []
+
+    def kill_when_the_attempt_runs() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not attempt_rows(ledger, "cxkill"):
+            time.sleep(0.01)
+        killed.append(attempt_rows(ledger, "cxkill")[0][1])
+        devstack.restart_spark_connect(hard=True)  # SIGKILL, then the same port and token again
+
+    killer = threading.Thread(target=kill_when_the_attempt_runs)
+    killer.start()
+    with pytest.raises(SparkJobError, match=r"Spark Connect server at localhost:\d+") as failed:
+        read(ledger, spec, stack, outcome, spark_connect)
+    killer.join()
+    assert killed == ["running"]  # the attempt was running when the server was killed
+    print(f"the attempt failed with: {failed.value}")
+    host = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    assert host["password"] not in str(failed.value)  # the token stays out of the error
+    assert [(b, s) for b, s, _, _ in attempt_rows(ledger, "cxkill")] == [(1, "failed")]
+
+    read(ledger, spec, stack, outcome, spark_connect)  # the task's retry, on the restarted server
+    assert commit(ledger, spec, outcome.plan.batch_id).records == 4000
+    assert_exactly_once(committed_rows(ledger, "cxkill"), produced)
+    assert [r[:4] + r[5:] for r in ledger_ranges(ledger, "cxkill")] == [
+        (1, "committed", topic, 0, 0, 2000, 2000),
+        (1, "committed", topic, 1, 0, 2000, 2000),
+    ]
+    app = server_application(spark_connect)
+    assert [(b, s, a) for b, s, a, _ in attempt_rows(ledger, "cxkill")] == [(1, "failed", None), (1, "succeeded", app)]
