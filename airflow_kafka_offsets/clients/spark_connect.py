@@ -15,9 +15,11 @@ settings as session conf, both over the Connect channel.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,6 +32,7 @@ from airflow_kafka_offsets.spark_apps.kafka_batch_contract import PRIVATE_CONF, 
 log = logging.getLogger(__name__)
 
 CONNECT_CONN_TYPE = "spark_connect"
+CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's mark of a Connect-only process
 # Session settings a Connect client may change: the SQL ones of the spark-submit defaults (the
 # others, like the driver's JVM options, belong to the server's start).
 SESSION_DEFAULTS: Mapping[str, str] = {k: v for k, v in DEFAULT_SPARK_CONF.items() if k.startswith("spark.sql.")}
@@ -63,6 +66,30 @@ def connection_url(conn_id: str) -> str:
 def endpoint(url: str) -> str:
     """host:port of a Connect URL, without its parameters (the token)."""
     return urlsplit(url.split(";", 1)[0]).netloc
+
+
+def remote_session(url: str) -> Any:
+    """A new session on the server, built with the Connect client's own builder (pyspark's generic one
+    marks the process Connect-only for good: see :func:`connect_mode`)."""
+    from pyspark.sql.connect.session import SparkSession
+
+    return SparkSession.builder.remote(url).create()
+
+
+@contextmanager
+def connect_mode() -> Iterator[None]:
+    """pyspark's column functions build Connect expressions only while this process is marked Connect
+    (an environment variable); the mark is taken away afterwards, since spark-submit children inherit
+    it and their classic sessions then refuse to start."""
+    before = os.environ.get(CONNECT_MODE_ENV)
+    os.environ[CONNECT_MODE_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CONNECT_MODE_ENV, None)
+        else:
+            os.environ[CONNECT_MODE_ENV] = before
 
 
 class ConnectRuntime:
@@ -138,25 +165,14 @@ class SparkConnectRunner:
 
     def __call__(self, job: Mapping[str, Any]) -> None:
         from pyspark.errors import PySparkException
-        from pyspark.sql import SparkSession
-        from pyspark.sql.connect.client.retries import DefaultPolicy
 
         from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
 
         url = self.check()
         where = endpoint(url)
         try:
-            spark: Any = SparkSession.builder.remote(url).create()
-            spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=MAX_BACKOFF_MS)])
-            with self._lock:
-                self._session = spark
-            try:
-                _set_session_conf(spark, session_conf(self.settings))
-                report = app.run(dict(job), spark, ConnectRuntime(spark, Storage(self.settings.storage)))
-            finally:
-                with self._lock:
-                    self._session = None
-                _release(spark)
+            with connect_mode():
+                report = self._run(url, job)
         except KafkaOffsetsError:
             raise
         except (PySparkException, app.BatchCheckError, RuntimeError, OSError) as exc:
@@ -170,6 +186,24 @@ class SparkConnectRunner:
             where,
             report["application_id"],
         )
+
+    def _run(self, url: str, job: Mapping[str, Any]) -> dict[str, Any]:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+        spark = remote_session(url)
+        spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=MAX_BACKOFF_MS)])
+        with self._lock:
+            self._session = spark
+        try:
+            _set_session_conf(spark, session_conf(self.settings))
+            report: dict[str, Any] = app.run(dict(job), spark, ConnectRuntime(spark, Storage(self.settings.storage)))
+            return report
+        finally:
+            with self._lock:
+                self._session = None
+            _release(spark)
 
 
 def _set_session_conf(spark: Any, conf: Mapping[str, str]) -> None:

@@ -63,7 +63,8 @@ def start(cfg: dict[str, Any], timeout: float = 120) -> int:
     """Start the server and wait until its port answers; returns its pid."""
     procs.require_tool("java", "install a JDK 17, e.g. apt-get install openjdk-17-jre-headless")
     procs.ensure_port_free(cfg["port"], "Spark Connect server", wait_s=10)
-    env = dict(os.environ)
+    # a JVM server, whatever pyspark client runs in this process (its Connect mark is inherited otherwise)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
     env.update(
         {
             "SPARK_HOME": cfg["spark_home"],

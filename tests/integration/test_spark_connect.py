@@ -15,10 +15,9 @@ import threading
 import time
 
 import pytest
-from pyspark.sql import SparkSession
 
 import devstack
-from airflow_kafka_offsets.clients.spark_connect import connection_url
+from airflow_kafka_offsets.clients.spark_connect import connection_url, remote_session
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
 from faults_harness.harness import Context, Pipeline, crash
@@ -29,7 +28,7 @@ from .pipeline import commit, plan, read, run_once
 
 
 def server_application(conn_id: str) -> str:
-    session = SparkSession.builder.remote(connection_url(conn_id)).create()
+    session = remote_session(connection_url(conn_id))
     try:
         return str(session.conf.get("spark.app.id"))
     finally:
@@ -103,7 +102,7 @@ def test_the_connect_server_killed_mid_batch_fails_the_attempt_and_the_retry_rea
 ):
     topic = make_topic(partitions=2)
     spec = build_spec("cxkill", [topic], str(tmp_path))
-    produced = produce(stack.bootstrap_servers, topic, 4000, 2, "k-")
+    produced = produce(stack.bootstrap_servers, topic, 1000, 2, "k-")
     outcome = plan(ledger, spec, stack)
     killed: list[str] = []
 
@@ -126,11 +125,11 @@ def test_the_connect_server_killed_mid_batch_fails_the_attempt_and_the_retry_rea
     assert [(b, s) for b, s, _, _ in attempt_rows(ledger, "cxkill")] == [(1, "failed")]
 
     read(ledger, spec, stack, outcome, spark_connect)  # the task's retry, on the restarted server
-    assert commit(ledger, spec, outcome.plan.batch_id).records == 4000
+    assert commit(ledger, spec, outcome.plan.batch_id).records == 1000
     assert_exactly_once(committed_rows(ledger, "cxkill"), produced)
     assert [r[:4] + r[5:] for r in ledger_ranges(ledger, "cxkill")] == [
-        (1, "committed", topic, 0, 0, 2000, 2000),
-        (1, "committed", topic, 1, 0, 2000, 2000),
+        (1, "committed", topic, 0, 0, 500, 500),
+        (1, "committed", topic, 1, 0, 500, 500),
     ]
     app = server_application(spark_connect)
     assert [(b, s, a) for b, s, a, _ in attempt_rows(ledger, "cxkill")] == [(1, "failed", None), (1, "succeeded", app)]
