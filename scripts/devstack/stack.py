@@ -141,14 +141,7 @@ def start_spark_connect() -> dict[str, Any]:
 
 def restart_spark_connect(hard: bool = False) -> None:
     """Stop (``hard``: SIGKILL, a crash) and start the Connect server on the same port and token."""
-    with state.lock():
-        stack = _require_stack()
-        sc = stack.get("spark_connect")
-        if not sc:
-            raise StackError("this stack has no Spark Connect server; run `scripts/stack up --spark-connect`")
-        spark_connect.stop(sc, hard=hard)
-        sc["pid"] = spark_connect.start(sc)
-        state.save(stack)
+    _restart("spark_connect", spark_connect, hard, "run `scripts/stack up --spark-connect`")
 
 
 def stop_spark_connect() -> None:
@@ -286,13 +279,18 @@ def restart_postgres(mode: str = "fast") -> None:
 
 def restart_s3(hard: bool = False) -> None:
     """Stop (``hard``: SIGKILL) and start the S3 server on the same ports, data and credentials."""
+    _restart("s3", seaweedfs, hard, "run `scripts/stack up` (it adds one)")
+
+
+def _restart(name: str, service: Any, hard: bool, hint: str) -> None:
+    """Stop (``hard``: SIGKILL) and start one recorded service with its recorded config."""
     with state.lock():
         stack = _require_stack()
-        s3 = stack.get("s3")
-        if not s3:
-            raise StackError("this stack has no S3 server; run `scripts/stack up` (it adds one)")
-        seaweedfs.stop(s3, hard=hard)
-        s3["pid"] = seaweedfs.start(s3)
+        cfg = stack.get(name)
+        if not cfg:
+            raise StackError(f"this stack has no {name} service; {hint}")
+        service.stop(cfg, hard=hard)
+        cfg["pid"] = service.start(cfg)
         state.save(stack)
 
 
