@@ -13,18 +13,24 @@ import os
 import random
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import devstack
-from airflow_kafka_offsets.clients.spark_connect import connection_url, remote_session
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.clients.kafka_config import java_client_properties
+from airflow_kafka_offsets.clients.spark_connect import SparkConnectRunner, connection_url, remote_session
+from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
+from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.sinks import LocalDirectorySink
 from faults_harness.harness import Context, Pipeline, crash
 from faults_harness.verify import verify
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
-from .pipeline import commit, plan, read, run_once
+from .pipeline import ACTOR, commit, plan, read, run_once
 
 
 def server_application(conn_id: str) -> str:
@@ -133,3 +139,32 @@ def test_the_connect_server_killed_mid_batch_fails_the_attempt_and_the_retry_rea
     ]
     app = server_application(spark_connect)
     assert [(b, s, a) for b, s, a, _ in attempt_rows(ledger, "cxkill")] == [(1, "failed", None), (1, "succeeded", app)]
+
+
+def test_sasl_credentials_and_the_token_stay_out_of_logs_and_the_servers_files(
+    stack, spark_connect, ledger, make_topic, tmp_path, capfd, caplog
+):
+    """Kafka's SASL password travels as a reader option over the Connect channel, the token inside the
+    connection URL: neither reaches the worker's output, its log, the ledger or the server's log and files."""
+    caplog.set_level("DEBUG")
+    topic = make_topic(partitions=2)
+    produced = produce(stack.bootstrap_servers, topic, 60, 2, "s-")
+    spec = build_spec("cxsasl", [topic], str(tmp_path / "out"))
+    sink = LocalDirectorySink(spec.output_root)
+    planned = plan_batch(ledger, spec, KafkaOffsetsClient(stack.sasl_client_config()).offsets, sink, ACTOR).plan
+    runner = SparkConnectRunner(SparkSettings(conn_id=spark_connect))
+    run_batch(ledger, sink, planned, runner, java_client_properties(stack.sasl_client_config()), ACTOR)
+    assert commit_batch(ledger, sink, "cxsasl", planned.batch_id, ACTOR).records == 60
+    assert_exactly_once(committed_rows(ledger, "cxsasl"), produced)
+
+    token = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])["password"]
+    captured = capfd.readouterr()
+    server = devstack.status()["services"]["spark_connect"]
+    server_files = [p for p in Path(server["log"]).parent.rglob("*") if p.is_file() and p.name != "token"]
+    with ledger.transaction() as tx:
+        ledger_text = json.dumps(tx.fetchall("SELECT * FROM {s}.attempts"), default=str)
+    for secret in (stack.sasl_password, token):
+        assert secret not in captured.out + captured.err + caplog.text
+        assert secret not in ledger_text
+        assert [str(p) for p in server_files if secret.encode() in p.read_bytes()] == []
+    assert "staged by Spark Connect" in caplog.text
