@@ -132,10 +132,15 @@ class _SessionConf(dict[str, str]):
 
 
 def session_conf(settings: SparkSettings) -> dict[str, str]:
-    """The session's settings: the SQL defaults, the user's conf and the private Hadoop settings."""
+    """The session's settings: the SQL defaults, the user's conf and the private Hadoop settings.
+
+    A long-lived server caches one file system per bucket with the settings of whoever opened it
+    first; for the file systems the private settings configure, this session opens its own.
+    """
     private = _SessionConf()
     apply_private_conf({PRIVATE_CONF: dict(settings.private_conf)}, private)
-    return {**SESSION_DEFAULTS, **{k: str(v) for k, v in settings.conf.items()}, **private}
+    own = {f"fs.{key.split('.')[1]}.impl.disable.cache": "true" for key in private if key.startswith("fs.")}
+    return {**SESSION_DEFAULTS, **{k: str(v) for k, v in settings.conf.items()}, **private, **own}
 
 
 class SparkConnectRunner:

@@ -13,19 +13,23 @@ import os
 import random
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 
 import devstack
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
 from airflow_kafka_offsets.clients.spark_connect import SparkConnectRunner, connection_url, remote_session
 from airflow_kafka_offsets.clients.spark_submit import SparkSettings
+from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.sinks.files import Storage
 from faults_harness.harness import Context, Pipeline, crash
 from faults_harness.verify import verify
 
@@ -168,3 +172,21 @@ def test_sasl_credentials_and_the_token_stay_out_of_logs_and_the_servers_files(
         assert secret not in ledger_text
         assert [str(p) for p in server_files if secret.encode() in p.read_bytes()] == []
     assert "staged by Spark Connect" in caplog.text
+
+
+def test_a_batch_for_an_s3_table_is_written_by_the_server_with_the_keys_as_session_conf(
+    stack, spark_connect, ledger, make_topic
+):
+    """The S3 keys reach the server's S3A as session conf; the worker writes the report to S3 itself."""
+    topic = make_topic(partitions=2)
+    root = f"s3://{stack.s3_bucket}/{uuid.uuid4().hex}/lake"
+    spec = build_spec("cxs3", [topic], root, sink={"format": "iceberg", "table": "lake.cxs3"})
+    produced = produce(stack.bootstrap_servers, topic, 80, 2, "s3-")
+    assert run_once(ledger, spec, stack, spark_connect).records == 80
+
+    storage = Storage(object_storage(root))
+    catalog = SqlCatalog(ledger.schema, uri=stack.pg_url(), **storage.pyiceberg_properties())
+    rows = catalog.load_table("lake.cxs3").scan().to_arrow().select(["key", "partition", "offset"]).to_pylist()
+    assert_exactly_once(rows, produced)
+    app = server_application(spark_connect)
+    assert attempt_rows(ledger, "cxs3") == [(1, "succeeded", app, None)]

@@ -61,6 +61,7 @@ def test_session_conf_is_the_sql_defaults_the_users_conf_and_the_private_hadoop_
         "spark.sql.parquet.compression.codec": "zstd",
         "spark.sql.shuffle.partitions": "4",
         "fs.s3a.secret.key": "k",  # the Hadoop key, as the app sets it under spark-submit
+        "fs.s3a.impl.disable.cache": "true",  # not the server's cached file system of another session
     }
     with pytest.raises(ValueError, match="private setting spark.executor.memory"):
         session_conf(SparkSettings(private_conf={"spark.executor.memory": "1g"}))
