@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from airflow_kafka_offsets.clients.spark_connect import (
+    CONNECT_MODE_ENV,
     SparkConnectRunner,
     connect_job_error,
+    connect_mode,
     connection_url,
     endpoint,
     session_conf,
@@ -92,3 +95,12 @@ def test_a_known_cause_in_the_servers_error_is_classified() -> None:
         "Spark job for batch 7 of pipeline 'orders' failed on the Spark Connect server at h:1: "
         "ValueError: [PATH_NOT_FOUND] no"
     )
+
+
+def test_the_connect_mark_lasts_only_while_a_batch_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """spark-submit children inherit the mark, and their classic sessions then refuse to start."""
+    monkeypatch.delenv(CONNECT_MODE_ENV, raising=False)
+    with pytest.raises(RuntimeError), connect_mode():
+        assert os.environ[CONNECT_MODE_ENV] == "1"
+        raise RuntimeError("the batch failed")
+    assert CONNECT_MODE_ENV not in os.environ
