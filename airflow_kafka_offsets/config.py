@@ -74,6 +74,7 @@ def spark_settings(
         packages=split_list(packages) or split_list(config_value("spark_packages", "")),
         conf=dict(conf or {}),
         private_conf=dict(private_conf or {}),
+        storage=storage,
         executor_cores=executor_cores,
         executor_memory=executor_memory,
         driver_memory=driver_memory,

@@ -1,6 +1,9 @@
 """Read exact Kafka offset ranges with Spark and stage them as Parquet.
 
-Submitted by airflow-kafka-offsets through spark-submit. It imports nothing
+Submitted by airflow-kafka-offsets through spark-submit (``main``, the driver's JVM at hand:
+:class:`JvmRuntime`), or, with a Spark Connect connection, imported by the package and
+run in the worker's process against the Connect server (``run`` with the package's
+runtime; the Kafka read and the Parquet write run on the server). It imports nothing
 from Airflow (executors and cluster drivers do not have it) and shares only
 two documented JSON formats with the package, defined with the names and the range check
 in ``kafka_batch_contract.py`` beside it:
@@ -40,21 +43,16 @@ import json
 import math
 import os
 import sys
+from typing import Protocol
 
-# Shipped beside this file (spark-submit --py-files); the package imports the same module.
-from kafka_batch_contract import (
-    CONNECTOR_JAR,
-    DAY_COLUMN,
-    ERRORS_DIR,
-    JOB_FORMAT,
-    REPORT_FORMAT,
-    REPORT_NAME,
-    apply_private_conf,
-    range_problems,
-)
 from pyspark import SparkFiles
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+if __package__:  # imported by the package (Spark Connect mode): the contract is its sibling module
+    from . import kafka_batch_contract as contract
+else:  # spark-submit ships the contract beside this file (--py-files)
+    import kafka_batch_contract as contract
 
 CORRUPT = "_corrupt_record"
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
@@ -77,8 +75,8 @@ def load_job(job_file: str) -> dict:
         if os.path.exists(path):
             with open(path, encoding="utf-8") as handle:
                 job = json.load(handle)
-            if job.get("format") != JOB_FORMAT:
-                raise ValueError(f"unsupported job format {job.get('format')!r}, expected {JOB_FORMAT}")
+            if job.get("format") != contract.JOB_FORMAT:
+                raise ValueError(f"unsupported job format {job.get('format')!r}, expected {contract.JOB_FORMAT}")
             return job
     raise FileNotFoundError(f"job file {job_file} not found (looked in {candidates})")
 
@@ -97,12 +95,12 @@ def connector_version(spark: SparkSession) -> str | None:
     if version:
         return str(version)
     source = cls.getProtectionDomain().getCodeSource()
-    match = CONNECTOR_JAR.search(str(source.getLocation().getPath())) if source else None
+    match = contract.CONNECTOR_JAR.search(str(source.getLocation().getPath())) if source else None
     return match.group(1) if match else None
 
 
-def check_versions(spark: SparkSession) -> None:
-    """Fail early when pyspark, the JVM Spark and the Kafka connector disagree."""
+def check_pyspark_version(spark: SparkSession) -> None:
+    """Fail early when the Python files of pyspark are not the Spark they drive."""
     import pyspark
 
     if pyspark.__version__ != spark.version:
@@ -110,6 +108,11 @@ def check_versions(spark: SparkSession) -> None:
             f"pyspark {pyspark.__version__} drives Spark {spark.version}: the Python files do not match the "
             "JVM (pyspark-client installed over pyspark?); reinstall pyspark at Spark's version"
         )
+
+
+def check_versions(spark: SparkSession) -> None:
+    """Fail early when pyspark, the JVM Spark and the Kafka connector disagree."""
+    check_pyspark_version(spark)
     found = connector_version(spark)
     if found is not None and found != spark.version:
         raise RuntimeError(
@@ -118,9 +121,47 @@ def check_versions(spark: SparkSession) -> None:
         )
 
 
-def min_partitions(spark: SparkSession, job: dict) -> int | None:
+class Runtime(Protocol):
+    """What the app needs beyond DataFrames: the driver's JVM under spark-submit (:class:`JvmRuntime`),
+    the package's worker under Spark Connect (``airflow_kafka_offsets.clients.spark_connect``)."""
+
+    def check_versions(self) -> None: ...
+
+    def parallelism(self) -> int: ...
+
+    def output_bytes(self, uri: str) -> int: ...
+
+    def write_report(self, staging_uri: str, text: str) -> None: ...
+
+
+class JvmRuntime:
+    """spark-submit: the driver's JVM holds the classpath and Hadoop's file systems."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def check_versions(self) -> None:
+        check_versions(self.spark)
+
+    def parallelism(self) -> int:
+        return self.spark.sparkContext.defaultParallelism
+
+    def output_bytes(self, uri: str) -> int:
+        path, fs = hadoop_path(self.spark, uri)
+        return int(fs.getContentSummary(path).getLength())
+
+    def write_report(self, staging_uri: str, text: str) -> None:
+        path, fs = hadoop_path(self.spark, staging_uri.rstrip("/") + "/" + contract.REPORT_NAME)
+        stream = fs.create(path, True)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+
+def min_partitions(runtime: Runtime, job: dict) -> int | None:
     """The job's min_partitions, or None for one task per range, or more tasks when that leaves cores idle."""
-    return wanted_partitions(job["ranges"], spark.sparkContext.defaultParallelism, job.get("min_partitions"))
+    return wanted_partitions(job["ranges"], runtime.parallelism(), job.get("min_partitions"))
 
 
 def wanted_partitions(ranges: list[dict], parallelism: int, configured: int | None) -> int | None:
@@ -137,7 +178,7 @@ def wanted_partitions(ranges: list[dict], parallelism: int, configured: int | No
     return wanted if wanted > len(ranges) else None
 
 
-def read_ranges(spark: SparkSession, job: dict) -> DataFrame:
+def read_ranges(spark: SparkSession, job: dict, runtime: Runtime) -> DataFrame:
     ranges = job["ranges"]
     assign: dict[str, list[int]] = {}
     starting: dict[str, dict[str, int]] = {}
@@ -154,7 +195,7 @@ def read_ranges(spark: SparkSession, job: dict) -> DataFrame:
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")
     )
-    tasks = min_partitions(spark, job)
+    tasks = min_partitions(runtime, job)
     if tasks:
         reader = reader.option("minPartitions", str(tasks))
     for key, value in job["kafka"].items():
@@ -221,7 +262,7 @@ def summarize(written: DataFrame, decoding: bool = False) -> list[dict]:
 
 def check_against_ranges(job: dict, partitions: list[dict]) -> None:
     """Every offset inside its range, none twice; gaps (markers, compaction) are allowed."""
-    problems = range_problems(job["ranges"], partitions)
+    problems = contract.range_problems(job["ranges"], partitions)
     if problems:
         raise BatchCheckError("; ".join(problems))
 
@@ -232,20 +273,11 @@ def hadoop_path(spark: SparkSession, uri: str):
     return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
 
 
-def write_report(spark: SparkSession, staging_uri: str, report: dict) -> None:
-    path, fs = hadoop_path(spark, staging_uri.rstrip("/") + "/" + REPORT_NAME)
-    stream = fs.create(path, True)
-    try:
-        stream.write(bytearray(json.dumps(report, sort_keys=True).encode("utf-8")))
-    finally:
-        stream.close()
-
-
-def run(job: dict, spark: SparkSession) -> dict:
-    check_versions(spark)
+def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
+    runtime.check_versions()
     staging = job["staging_uri"]
     decode = job.get("decode")
-    records = read_ranges(spark, job)
+    records = read_ranges(spark, job, runtime)
     if decode:
         records = with_decoded(records, decode["schema"])
     writer = records.write.mode("overwrite")
@@ -253,9 +285,9 @@ def run(job: dict, spark: SparkSession) -> dict:
         # The UTC day whatever the session time zone: Iceberg's day() transform and Delta's
         # partition values are computed the same way.
         records = records.withColumn(
-            DAY_COLUMN, F.expr("date_from_unix_date(CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
+            contract.DAY_COLUMN, F.expr("date_from_unix_date(CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
         )
-        writer = records.write.mode("overwrite").partitionBy(DAY_COLUMN)
+        writer = records.write.mode("overwrite").partitionBy(contract.DAY_COLUMN)
     writer.parquet(staging)
     # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
     written = spark.read.schema(records.schema).parquet(staging)
@@ -265,20 +297,19 @@ def run(job: dict, spark: SparkSession) -> dict:
         errors = written.where(F.col("decode_error").isNotNull())
         errors.select("topic", "partition", "offset", "timestamp", "key", "value", "decode_error").write.mode(
             "overwrite"
-        ).parquet(staging.rstrip("/") + "/" + ERRORS_DIR)
-    path, fs = hadoop_path(spark, staging)
+        ).parquet(staging.rstrip("/") + "/" + contract.ERRORS_DIR)
     report = {
-        "format": REPORT_FORMAT,
+        "format": contract.REPORT_FORMAT,
         "pipeline": job["pipeline"],
         "batch_id": job["batch_id"],
         "attempt_id": job["attempt_id"],
         "spark_version": spark.version,
-        "application_id": spark.sparkContext.applicationId,
-        "master": spark.sparkContext.master,
-        "output_bytes": int(fs.getContentSummary(path).getLength()),
+        "application_id": spark.conf.get("spark.app.id"),
+        "master": spark.conf.get("spark.master"),
+        "output_bytes": runtime.output_bytes(staging),
         "partitions": partitions,
     }
-    write_report(spark, staging, report)
+    runtime.write_report(staging, json.dumps(report, sort_keys=True))
     return report
 
 
@@ -289,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = SparkSession.builder.getOrCreate()
     try:
         job = load_job(args.job_file)
-        apply_private_conf(job, spark.sparkContext._jsc.hadoopConfiguration())
-        report = run(job, spark)
+        contract.apply_private_conf(job, spark.sparkContext._jsc.hadoopConfiguration())
+        report = run(job, spark, JvmRuntime(spark))
         records = sum(p["records"] for p in report["partitions"])
         print(f"kafka_range_batch: {job['pipeline']} batch {job['batch_id']}: {records} records staged", flush=True)
     finally:

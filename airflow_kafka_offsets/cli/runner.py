@@ -27,7 +27,7 @@ def _actor(command: str) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     request = request_from_args(args)
     # Imported here, so that --help and bad input answer without loading Airflow's connection code.
-    from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter
+    from airflow_kafka_offsets.clients.spark_execution import batch_runner
     from airflow_kafka_offsets.config import ledger_schema, spark_settings
     from airflow_kafka_offsets.core.operation_fields import operation
     from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if operation(request.operation).uses_spark:
         with ledger.transaction() as tx:
             output_root = tx.output_root(request.pipeline)
-        submit = SparkBatchSubmitter(spark_settings(args.spark_conn_id, jars=args.spark_jars, output_root=output_root))
+        submit = batch_runner(spark_settings(args.spark_conn_id, jars=args.spark_jars, output_root=output_root))
         properties = kafka_hook.spark_properties()
     ctx = OperationContext(ledger, kafka_hook.get_conn(), _actor(command_name(args.operation)), submit, properties)
     result = run_operation(request, ctx)

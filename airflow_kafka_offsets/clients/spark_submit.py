@@ -20,6 +20,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_offsets.clients.object_store import S3Access
 from airflow_kafka_offsets.clients.versions import check_connector_jars, connector_coordinates, local_pyspark_version
 from airflow_kafka_offsets.core.spark_failures import FailureKind, FailureScanner
 from airflow_kafka_offsets.errors import (
@@ -79,6 +80,8 @@ class SparkSettings:
     # Settings that hold secrets (only spark.hadoop.*, e.g. object_store.s3a_spark_conf): in the job
     # file, applied by the app to its Hadoop configuration before any I/O; never on the command line.
     private_conf: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # How the worker reaches an s3:// output itself (Spark Connect mode writes the report from there).
+    storage: S3Access | None = None
     executor_cores: int | None = None
     executor_memory: str | None = None
     driver_memory: str | None = None

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.clients.spark_execution import BatchRunner, batch_runner
+from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.config import config_value, ledger_schema, spark_settings
 from airflow_kafka_offsets.core.model import BatchPlan
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
@@ -347,7 +348,7 @@ class KafkaBatchSparkOperator(KafkaBatchStepOperator):
         self.driver_memory = driver_memory
         self.num_executors = num_executors
         self.total_executor_cores = total_executor_cores
-        self._submitter: SparkBatchSubmitter | None = None
+        self._submitter: BatchRunner | None = None
 
     def settings(self, context: Context | None = None, output_uri: str | None = None) -> SparkSettings:
         """Spark's settings; with a context, Spark's own OpenLineage events name this task as parent;
@@ -374,7 +375,7 @@ class KafkaBatchSparkOperator(KafkaBatchStepOperator):
             return None
         sink = self.sink_for(ledger)
         lineage = self.pipeline_lineage(ledger, sink)
-        self._submitter = submitter = SparkBatchSubmitter(self.settings(context, plan.output_uri))
+        self._submitter = submitter = batch_runner(self.settings(context, plan.output_uri))
         if plan.readable_ranges:
             submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
         report = run_batch(

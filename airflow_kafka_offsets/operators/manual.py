@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter
+from airflow_kafka_offsets.clients.spark_execution import batch_runner
 from airflow_kafka_offsets.config import spark_settings
 from airflow_kafka_offsets.core.operation_fields import operation, parse_request
 from airflow_kafka_offsets.hooks import KafkaClusterHook
@@ -88,7 +88,7 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
         if operation(request.operation).uses_spark:
             with ledger.transaction() as tx:
                 output_root = tx.output_root(request.pipeline)
-            submit = SparkBatchSubmitter(
+            submit = batch_runner(
                 spark_settings(
                     self.spark_conn_id,
                     jars=self.spark_jars,

@@ -144,6 +144,12 @@ class Storage:
         with fs.open_output_stream(path) as out:
             out.write(data)
 
+    def tree_size(self, uri: str) -> int:
+        """Bytes of every file under ``uri`` (what Hadoop's content summary counts)."""
+        fs, base = self.filesystem(uri)
+        infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
+
     def parquet_files(self, staging_uri: str) -> list[DataFile]:
         """The data files of an attempt, sorted; hidden and side outputs (``_*``, ``.*``) are left out."""
         fs, base = self.filesystem(staging_uri)

@@ -1,5 +1,6 @@
 """Local development stack for airflow-kafka-offsets: PostgreSQL 15, a Kafka KRaft
-broker, an S3 server (SeaweedFS) and (optionally) a Spark standalone cluster, all on 127.0.0.1.
+broker, an S3 server (SeaweedFS) and (optionally) a Spark standalone cluster and a Spark Connect
+server, all on 127.0.0.1.
 
 CLI: ``scripts/stack up|down|status|env|jars`` (= ``python -m devstack`` with
 PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
@@ -12,6 +13,8 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     devstack.restart_kafka(); devstack.restart_postgres(); devstack.restart_s3()
     devstack.start_airflow()          # api-server, scheduler, dag-processor, triggerer on dags/
     devstack.stop_airflow()
+    devstack.start_spark_connect()    # a Spark Connect server; its `spark_connect` connection
+    devstack.restart_spark_connect(hard=True)   # crash and start it again, same port and token
     devstack.down()
 
 The broker has a second client listener, SASL_PLAINTEXT with mechanism PLAIN, for one user
@@ -37,11 +40,14 @@ from .stack import (
     restart_kafka,
     restart_postgres,
     restart_s3,
+    restart_spark_connect,
     start_airflow,
     start_spark_cluster,
+    start_spark_connect,
     status,
     stop_airflow,
     stop_spark_cluster,
+    stop_spark_connect,
     up,
 )
 
@@ -53,11 +59,14 @@ __all__ = [
     "restart_kafka",
     "restart_postgres",
     "restart_s3",
+    "restart_spark_connect",
     "airflow_cli",
     "start_airflow",
     "start_spark_cluster",
+    "start_spark_connect",
     "status",
     "stop_airflow",
     "stop_spark_cluster",
+    "stop_spark_connect",
     "up",
 ]

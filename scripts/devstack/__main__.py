@@ -36,6 +36,11 @@ def _print_status(st: dict, show_password: bool = False) -> None:
         print(f"  postgres DSN       {c['pg_dsn']}  (password in {c['pg_password_file']})")
         if c["spark_master_url"]:
             print(f"  spark master       {c['spark_master_url']}")
+        if c.get("spark_connect_url"):
+            print(
+                f"  spark connect      {c['spark_connect_url']}  (connection spark_connect_default, type "
+                f"spark_connect; token in {c['spark_connect_token_file']})"
+            )
         if c.get("s3_endpoint"):
             print(
                 f"  S3 endpoint        {c['s3_endpoint']}  (bucket {c['s3_bucket']}, region {c['s3_region']}, "
@@ -63,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka + S3 [+ Spark cluster]")
     up.add_argument("--spark-cluster", action="store_true", help="also start a Spark standalone master + worker")
     up.add_argument(
+        "--spark-connect",
+        action="store_true",
+        help="also start a Spark Connect server (exported as the spark_connect connection spark_connect_default)",
+    )
+    up.add_argument(
         "--airflow",
         action="store_true",
         help="also start Airflow (api-server, scheduler, dag-processor, triggerer) on the project's dags/",
@@ -83,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.cmd == "up":
-            stack.up(spark_cluster=args.spark_cluster)
+            stack.up(spark_cluster=args.spark_cluster, spark_connect_server=args.spark_connect)
             if args.airflow:
                 stack.start_airflow()
             _print_status(stack.status())

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import seaweedfs, state
+from . import seaweedfs, spark_connect, state
 from .errors import StackError
 from .s3_request import S3Credentials
 
 S3_CONN_ID = "kafka_offsets_s3"
+SPARK_CONNECT_CONN_ID = "spark_connect_default"  # SparkConnectHook's default connection
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,13 @@ class StackInfo:
     s3_access_key: str | None = None
     s3_secret_key: str | None = None
     s3a_jars: tuple[str, ...] = ()
+    # The Spark Connect server (`up --spark-connect`) as a `spark_connect` connection (holds the token).
+    spark_connect: dict[str, Any] | None = None
+
+    @property
+    def spark_connect_url(self) -> str | None:
+        """sc://host:port, without the token."""
+        return f"sc://{self.spark_connect['host']}:{self.spark_connect['port']}" if self.spark_connect else None
 
     def __repr__(self) -> str:  # keep the passwords out of logs and tracebacks
         return (
@@ -47,7 +55,8 @@ class StackInfo:
             f"sasl_bootstrap_servers={self.sasl_bootstrap_servers!r}, "
             f"sasl_username={self.sasl_username!r}, "
             f"pg={self.pg_user}@{self.pg_host}:{self.pg_port}/{self.pg_database}, "
-            f"spark_master_url={self.spark_master_url!r}, s3_endpoint={self.s3_endpoint!r}, "
+            f"spark_master_url={self.spark_master_url!r}, spark_connect_url={self.spark_connect_url!r}, "
+            f"s3_endpoint={self.s3_endpoint!r}, "
             f"s3_bucket={self.s3_bucket!r}, state_dir={self.state_dir!r})"
         )
 
@@ -134,6 +143,8 @@ class StackInfo:
             env["AIRFLOW_CONN_SPARK_CLUSTER"] = json.dumps(
                 {"conn_type": "spark", "host": scheme_host, "port": int(port)}
             )
+        if self.spark_connect:
+            env[f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}"] = json.dumps(self.spark_connect)
         if self.s3_endpoint:
             env[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"] = json.dumps(self.s3_connection())
             env["AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID"] = S3_CONN_ID
@@ -161,6 +172,7 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
         spark_master_url=spark.get("master_url"),
         state_dir=stack["state_dir"],
         s3a_jars=tuple(stack.get("s3a_jars", ())),
+        spark_connect=spark_connect.connection(stack["spark_connect"]) if stack.get("spark_connect") else None,
         **_sasl(kafka),
         **_s3(stack.get("s3")),
     )

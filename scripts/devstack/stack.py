@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, state
+from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, spark_connect, state
 from . import spark_cluster as spark
 from .errors import StackError
 from .info import StackInfo
@@ -20,8 +20,8 @@ def _say(msg: str) -> None:
     print(f"devstack: {msg}", file=sys.stderr, flush=True)
 
 
-def up(spark_cluster: bool = False) -> StackInfo:
-    """Start (or reuse) PostgreSQL + Kafka + the S3 server, and a Spark cluster if asked; return StackInfo."""
+def up(spark_cluster: bool = False, spark_connect_server: bool = False) -> StackInfo:
+    """Start (or reuse) PostgreSQL + Kafka + the S3 server, and a Spark cluster or Connect server if asked."""
     with state.lock():
         sd = state.ensure_state_dir()
         stack = state.load() or {"version": STACK_VERSION, "state_dir": str(sd)}
@@ -37,6 +37,9 @@ def up(spark_cluster: bool = False) -> StackInfo:
         state.save(stack)
         if spark_cluster or stack.get("spark"):
             stack["spark"] = _ensure_spark(sd, stack.get("spark"))
+            state.save(stack)
+        if spark_connect_server or stack.get("spark_connect"):
+            stack["spark_connect"] = _ensure_spark_connect(sd, stack)
             state.save(stack)
         return info.from_stack(stack)
 
@@ -111,6 +114,44 @@ def _ensure_spark(sd: Path, sc: dict[str, Any] | None) -> dict[str, Any]:
     sc = sc or spark.configure(sd)
     _say(f"starting Spark standalone master + worker ({sc['master_url']})")
     return spark.start(sc)
+
+
+def _ensure_spark_connect(sd: Path, stack: dict[str, Any]) -> dict[str, Any]:
+    sc = stack.get("spark_connect")
+    if sc and spark_connect.is_running(sc) and procs.port_open(sc["port"], sc["host"]):
+        _say(f"Spark Connect server already running (pid {sc['pid']}, {sc['host']}:{sc['port']})")
+        return sc
+    if sc:
+        spark_connect.stop(sc)
+    else:
+        sc = spark_connect.configure(sd, stack["connector_jars"], stack["s3a_jars"])
+    _say(f"starting Spark Connect server on {sc['host']}:{sc['port']}")
+    sc["pid"] = spark_connect.start(sc)
+    return sc
+
+
+def start_spark_connect() -> dict[str, Any]:
+    """Start (or reuse) the Spark Connect server of the running stack; returns its Airflow connection."""
+    with state.lock():
+        stack = _require_stack()
+        stack["spark_connect"] = _ensure_spark_connect(Path(stack["state_dir"]), stack)
+        state.save(stack)
+        return spark_connect.connection(stack["spark_connect"])
+
+
+def restart_spark_connect(hard: bool = False) -> None:
+    """Stop (``hard``: SIGKILL, a crash) and start the Connect server on the same port and token."""
+    _restart("spark_connect", spark_connect, hard, "run `scripts/stack up --spark-connect`")
+
+
+def stop_spark_connect() -> None:
+    """Stop the Spark Connect server (if any) and forget it."""
+    with state.lock():
+        stack = state.load()
+        if stack.get("spark_connect"):
+            spark_connect.stop(stack["spark_connect"])
+            shutil.rmtree(stack.pop("spark_connect")["base_dir"], ignore_errors=True)
+            state.save(stack)
 
 
 def start_spark_cluster() -> str:
@@ -192,6 +233,9 @@ def down(keep_data: bool = False) -> None:
         if stack.get("spark"):
             _say("stopping Spark worker + master")
             spark.stop(stack["spark"])
+        if stack.get("spark_connect"):
+            _say("stopping the Spark Connect server")
+            spark_connect.stop(stack["spark_connect"])
         if stack.get("s3"):
             _say("stopping the S3 server")
             # its data is deleted next unless kept: skip the filer's ~17 s graceful drain then
@@ -204,6 +248,7 @@ def down(keep_data: bool = False) -> None:
             postgres.stop(stack["postgres"])
         if keep_data:
             stack.pop("spark", None)  # spark has no data worth keeping; `up` starts it anew
+            stack.pop("spark_connect", None)
             if stack:
                 state.save(stack)
             _say(f"data kept in {sd}")
@@ -234,13 +279,18 @@ def restart_postgres(mode: str = "fast") -> None:
 
 def restart_s3(hard: bool = False) -> None:
     """Stop (``hard``: SIGKILL) and start the S3 server on the same ports, data and credentials."""
+    _restart("s3", seaweedfs, hard, "run `scripts/stack up` (it adds one)")
+
+
+def _restart(name: str, service: Any, hard: bool, hint: str) -> None:
+    """Stop (``hard``: SIGKILL) and start one recorded service with its recorded config."""
     with state.lock():
         stack = _require_stack()
-        s3 = stack.get("s3")
-        if not s3:
-            raise StackError("this stack has no S3 server; run `scripts/stack up` (it adds one)")
-        seaweedfs.stop(s3, hard=hard)
-        s3["pid"] = seaweedfs.start(s3)
+        cfg = stack.get(name)
+        if not cfg:
+            raise StackError(f"this stack has no {name} service; {hint}")
+        service.stop(cfg, hard=hard)
+        cfg["pid"] = service.start(cfg)
         state.save(stack)
 
 
@@ -302,6 +352,16 @@ def status() -> dict[str, Any]:
             "alive_workers": spark.alive_workers(sc),
             "log": sc["worker_log"],
         }
+    cs = stack.get("spark_connect")
+    if cs:
+        alive = spark_connect.is_running(cs)
+        services["spark_connect"] = {
+            "pid": cs.get("pid"),
+            "alive": alive,
+            "answers": alive and procs.port_open(cs["port"], cs["host"]),
+            "address": f"sc://{spark_connect.CLIENT_HOST}:{cs['port']}",
+            "log": cs["log"],
+        }
     s3 = stack.get("s3")
     if s3:
         alive = seaweedfs.is_running(s3)
@@ -340,6 +400,8 @@ def status() -> dict[str, Any]:
             "pg_dsn": f"host={si.pg_host} port={si.pg_port} user={si.pg_user} dbname={si.pg_database}",
             "pg_password_file": pg["password_file"],
             "spark_master_url": si.spark_master_url,
+            "spark_connect_url": si.spark_connect_url,
+            "spark_connect_token_file": cs["token_file"] if cs else None,
             "connector_jars": list(si.connector_jars),
             "kafka_libs_dir": si.kafka_libs_dir,
             "airflow_env_vars": sorted(si.airflow_env()),

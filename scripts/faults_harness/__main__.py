@@ -9,6 +9,7 @@ state, a stray output directory, a ledger gap...).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -33,10 +34,19 @@ from faults_harness.harness import (
 )
 from faults_harness.procs import kill_everything_started
 
+# kinds that kill spark-submit's processes or wait for them: a Spark Connect read has none of its own
+SPARK_PROCESS_KINDS = (
+    "during_spark_read",
+    "during_parquet_write",
+    "spark_orphaned",
+    "postgres_restart",
+    "kafka_restart",
+)
+
 
 def parse_kinds(value: str) -> list[str]:
     if value in ("", "all"):
-        return list(KINDS)
+        return []  # every kind that applies
     kinds = [k.strip() for k in value.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS and not set(kinds_of(k)) <= set(CHAINABLE)]
     if unknown:
@@ -58,9 +68,13 @@ def run(
     keep: bool = False,
     shuffle: bool = True,
     out=print,
+    spark_connect: dict | None = None,
 ) -> tuple[list[TrialResult], list[str], bool]:
-    """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok."""
-    kinds = kinds or list(KINDS)
+    """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok.
+
+    ``spark_connect``: a ``spark_connect`` connection the read steps use as ``spark_default``.
+    """
+    kinds = kinds or [k for k in KINDS if not (spark_connect and k in SPARK_PROCESS_KINDS)]
     seed = seed if seed is not None else random.SystemRandom().randrange(1_000_000)
     info = devstack.current()
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ako-faults-"))
@@ -72,6 +86,9 @@ def run(
         records=records,
         recovery=recovery,
     )
+    if spark_connect:  # a session may change SQL settings only
+        ctx.env = {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connect)}
+        ctx.spark_conf = {"spark.sql.shuffle.partitions": "3"}
     ctx.ledger().migrate()
     order = [(kind, i) for i in range(trials) for kind in kinds]
     if shuffle:
@@ -108,8 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kinds",
         type=parse_kinds,
-        default=list(KINDS),
+        default=[],
         help=f"comma-separated fault kinds or 'all' (default); known: {', '.join(KINDS)}",
+    )
+    parser.add_argument(
+        "--spark-connect",
+        action="store_true",
+        help="read on the stack's Spark Connect server (spark_default of type spark_connect); "
+        f"{', '.join(SPARK_PROCESS_KINDS)} do not apply",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (timings, variants, order)")
     parser.add_argument(
@@ -133,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(KINDS))
         return 0
+    spark_process = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(SPARK_PROCESS_KINDS))
+    if args.spark_connect and spark_process:
+        parser.error(f"{', '.join(spark_process)} kill or wait for spark-submit's processes: not with --spark-connect")
     low, _, high = args.records.partition("-")
     records = (int(low), int(high or low))
     if args.trials < 1 or args.batches < 1 or records[0] < 1 or records[1] < records[0]:
@@ -141,14 +167,24 @@ def main(argv: list[str] | None = None) -> int:
         started_here = not devstack.status().get("up")
     except devstack.StackError:
         started_here = True
-    info = devstack.up()
+    info = devstack.up(spark_connect_server=args.spark_connect)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     print(f"faults: stack {info!r}", flush=True)
     began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in the finally blocks
     try:
-        _, _, ok = run(args.trials, args.kinds, args.seed, args.batches, records, args.recovery, keep=args.keep)
+        connect = info.spark_connect if args.spark_connect else None
+        _, _, ok = run(
+            args.trials,
+            args.kinds,
+            args.seed,
+            args.batches,
+            records,
+            args.recovery,
+            keep=args.keep,
+            spark_connect=connect,
+        )
     finally:
         if started_here and not args.keep_stack:
             devstack.down()

@@ -59,6 +59,7 @@ class Context:
     spark_conf: dict[str, str] = field(
         default_factory=lambda: {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "3"}
     )
+    env: dict[str, str] = field(default_factory=dict)  # for every worker, e.g. a spark_connect spark_default
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -216,6 +217,7 @@ class Pipeline:
             {
                 "PGAPPNAME": f"faults-worker-{uuid.uuid4().hex[:12]}",  # to find its sessions
                 SPARK_CONF_ENV: json.dumps(self.ctx.spark_conf),
+                **self.ctx.env,
                 **(extra_env or {}),
             },
         )

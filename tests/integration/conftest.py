@@ -43,6 +43,25 @@ def spark_cluster(stack: devstack.StackInfo) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def spark_connect(stack: devstack.StackInfo) -> Iterator[str]:
+    """A warm Spark Connect server (one query answered) and its ``spark_connect`` connection's id."""
+    from airflow_kafka_offsets.clients.spark_connect import connection_url, remote_session
+
+    already_running = devstack.status()["services"].get("spark_connect", {}).get("alive", False)
+    started = time.monotonic()
+    conn = devstack.start_spark_connect()
+    conn_id = "spark_connect_default"
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+    session = remote_session(connection_url(conn_id))
+    assert session.range(1000).count() == 1000
+    session.stop()
+    print(f"Spark Connect server warm in {time.monotonic() - started:.0f}s")
+    yield conn_id
+    if not already_running:
+        devstack.stop_spark_connect()
+
+
+@pytest.fixture(scope="session")
 def airflow_db(stack: devstack.StackInfo) -> str:
     """`airflow db migrate` once per session on the throwaway AIRFLOW_HOME."""
     airflow = str(Path(sys.executable).parent / "airflow")

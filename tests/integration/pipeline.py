@@ -8,7 +8,8 @@ import pytest
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.object_store import s3a_spark_conf
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.clients.spark_execution import BatchRunner, batch_runner
+from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
@@ -20,15 +21,17 @@ from airflow_kafka_offsets.sinks import Sink
 ACTOR = {"dag_id": "tests", "run_id": "manual"}
 
 
-def submitter(stack, conn_id: str = "spark_default", output_root: str | None = None) -> SparkBatchSubmitter:
-    """The stack's Spark with the Kafka connector (and S3A, with its settings, for an s3:// output only:
-    its 36 jars would be copied into every local batch's Spark for nothing)."""
+def submitter(stack, conn_id: str = "spark_default", output_root: str | None = None) -> BatchRunner:
+    """The stack's Spark with the Kafka connector (and S3A with its settings, for an s3:// output only:
+    its 36 jars would be copied into every local batch's Spark for nothing); spark-submit, or Spark
+    Connect for a spark_connect connection."""
     storage = object_storage(output_root) if output_root else None
-    return SparkBatchSubmitter(
+    return batch_runner(
         SparkSettings(
             conn_id=conn_id,
             jars=(*stack.connector_jars, *(stack.s3a_jars if storage else ())),
             private_conf=s3a_spark_conf(storage) if storage else {},
+            storage=storage,
         )
     )
 

@@ -24,9 +24,16 @@ PLAN = BatchPlan("orders", 7, 0, (PartitionRange("t", 0, 10, 20, 10), PartitionR
 
 
 def test_app_and_package_share_one_contract_module() -> None:
-    assert Path(sys.modules[app.range_problems.__module__].__file__).resolve() == Path(contract.__file__).resolve()
-    assert app.REPORT_NAME == SINK_REPORT_NAME == contract.REPORT_NAME
-    assert app.JOB_FORMAT == contract.JOB_FORMAT
+    assert Path(app.contract.__file__).resolve() == Path(contract.__file__).resolve()
+    assert app.contract.REPORT_NAME == SINK_REPORT_NAME == contract.REPORT_NAME
+
+
+def test_the_package_imports_the_app_with_its_sibling_contract() -> None:
+    """Spark Connect mode runs the app in the worker's process, imported from the package."""
+    from airflow_kafka_offsets.spark_apps import kafka_range_batch as packaged
+
+    assert packaged.contract is contract
+    assert Path(packaged.__file__).read_text() == Path(app.__file__).read_text()
     assert PACKAGE_CONNECTOR_JAR is contract.CONNECTOR_JAR
 
 

@@ -1,0 +1,263 @@
+"""Run one batch attempt against a long-lived Spark Connect server instead of spark-submit.
+
+The connection is the Spark provider's ``spark_connect`` type (``SparkConnectHook``: host, port,
+login = user id, password = token, extra ``use_ssl``). The app's own code
+(``spark_apps/kafka_range_batch.py``: read, write, summarize, check) runs in this process on a
+remote session, so no JVM starts here; the Kafka read and the Parquet write run on the server.
+The report the commit step checks is the same file with the same fields as under spark-submit;
+this process writes it (and measures the output) through the sink's storage, as the JVM does there.
+
+Secrets: the token stays inside the connection URL handed to pyspark in this process (no command
+line, never logged), Kafka settings travel as reader options and the private ``spark.hadoop.*``
+settings as session conf, both over the Connect channel.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF, SparkSettings, spark_job_error
+from airflow_kafka_offsets.core.spark_failures import FailureScanner
+from airflow_kafka_offsets.errors import ConfigurationError, KafkaOffsetsError, SparkJobError
+from airflow_kafka_offsets.sinks.files import Storage
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import PRIVATE_CONF, apply_private_conf
+
+log = logging.getLogger(__name__)
+
+CONNECT_CONN_TYPE = "spark_connect"
+CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's mark of a Connect-only process
+# Session settings a Connect client may change: the SQL ones of the spark-submit defaults (the
+# others, like the driver's JVM options, belong to the server's start).
+SESSION_DEFAULTS: Mapping[str, str] = {k: v for k, v in DEFAULT_SPARK_CONF.items() if k.startswith("spark.sql.")}
+# pyspark retries an unreachable server for about ten minutes by default; a server that died
+# mid-batch has lost the attempt anyway: fail within seconds, and let the task retry.
+RETRIES = 4
+MAX_BACKOFF_MS = 4000
+PARALLELISM_PROBE_ROWS = 1 << 16
+_SPLITS = re.compile(r"Range \(0, \d+, step=1, splits=(\d+)\)")
+# spark-submit settings a Connect session cannot change (the server's own start decides them)
+SUBMIT_ONLY = ("executor_cores", "executor_memory", "driver_memory", "num_executors", "total_executor_cores")
+
+
+def connection_url(conn_id: str) -> str:
+    """The ``sc://`` URL of a ``spark_connect`` connection (holds the token: never log it)."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    from airflow_kafka_offsets.hooks.connections import get_connection
+
+    conn = get_connection(conn_id, "Spark Connect")
+    if not (conn.host or "").strip():
+        raise ConfigurationError(
+            f"Spark Connect connection {conn_id!r} has no host: set it to the server (e.g. host localhost, port 15002)"
+        )
+    try:
+        return str(SparkConnectHook(conn_id).get_connection_url())
+    except ValueError as exc:
+        raise ConfigurationError(f"Spark Connect connection {conn_id!r}: {exc}") from exc
+
+
+def endpoint(url: str) -> str:
+    """host:port of a Connect URL, without its parameters (the token)."""
+    return urlsplit(url.split(";", 1)[0]).netloc
+
+
+def remote_session(url: str) -> Any:
+    """A new session on the server, built with the Connect client's own builder (pyspark's generic one
+    marks the process Connect-only for good: see :func:`connect_mode`)."""
+    from pyspark.sql.connect.session import SparkSession
+
+    return SparkSession.builder.remote(url).create()
+
+
+@contextmanager
+def connect_mode() -> Iterator[None]:
+    """pyspark's column functions build Connect expressions only while this process is marked Connect
+    (an environment variable); the mark is taken away afterwards, since spark-submit children inherit
+    it and their classic sessions then refuse to start."""
+    before = os.environ.get(CONNECT_MODE_ENV)
+    os.environ[CONNECT_MODE_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CONNECT_MODE_ENV, None)
+        else:
+            os.environ[CONNECT_MODE_ENV] = before
+
+
+class ConnectRuntime:
+    """The app's :class:`Runtime` on a Connect session: checks and files from this process."""
+
+    def __init__(self, spark: Any, storage: Storage) -> None:
+        self.spark = spark
+        self.storage = storage
+
+    def check_versions(self) -> None:
+        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+        app.check_pyspark_version(self.spark)
+
+    def parallelism(self) -> int:
+        """Spark's default parallelism on the server: the tasks its plan splits a range of rows into.
+
+        Read from the physical plan (one analysis call, no job: a job costs a warm server more than
+        the rest of a small batch's set-up); 1 when the plan does not say.
+        """
+        plan = self.spark.range(0, PARALLELISM_PROBE_ROWS)._explain_string(extended=False)
+        found = _SPLITS.search(plan)
+        return int(found.group(1)) if found else 1
+
+    def output_bytes(self, uri: str) -> int:
+        return self.storage.tree_size(uri)
+
+    def write_report(self, staging_uri: str, text: str) -> None:
+        from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
+
+        self.storage.write_bytes(staging_uri.rstrip("/") + "/" + REPORT_NAME, text.encode("utf-8"))
+
+
+class _SessionConf(dict[str, str]):
+    """``apply_private_conf``'s Hadoop configuration for a Connect session: the settings are sent as
+    session conf, which Spark merges into the Hadoop configuration of every read and write."""
+
+    def set(self, key: str, value: str) -> None:
+        self[key] = value
+
+
+def session_conf(settings: SparkSettings) -> dict[str, str]:
+    """The session's settings: the SQL defaults, the user's conf and the private Hadoop settings.
+
+    A long-lived server caches one file system per bucket with the settings of whoever opened it
+    first; for the file systems the private settings configure, this session opens its own.
+    """
+    private = _SessionConf()
+    apply_private_conf({PRIVATE_CONF: dict(settings.private_conf)}, private)
+    own = {f"fs.{key.split('.')[1]}.impl.disable.cache": "true" for key in private if key.startswith("fs.")}
+    return {**SESSION_DEFAULTS, **{k: str(v) for k, v in settings.conf.items()}, **private, **own}
+
+
+class SparkConnectRunner:
+    """Callable that runs one job (see :func:`airflow_kafka_offsets.service.batches.build_job`) on a Connect server."""
+
+    def __init__(self, settings: SparkSettings) -> None:
+        self.settings = settings
+        self._session: Any = None
+        self._lock = threading.Lock()
+
+    def check(self) -> str:
+        """Refuse a connection Spark Connect cannot use (before any ledger write); returns its URL."""
+        url = connection_url(self.settings.conn_id)
+        ignored = [name for name in SUBMIT_ONLY if getattr(self.settings, name) is not None]
+        if ignored:
+            raise ConfigurationError(
+                f"{', '.join(ignored)} cannot be set with the Spark Connect connection {self.settings.conn_id!r}: "
+                "the server's own start decides them; drop them, or use a spark connection (spark-submit)"
+            )
+        return url
+
+    def kill(self) -> None:
+        """Interrupt what the session runs on the server: the task was killed."""
+        with self._lock:
+            if self._session is not None:
+                self._session.interruptAll()
+
+    def __call__(self, job: Mapping[str, Any]) -> None:
+        from pyspark.errors import PySparkException
+
+        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+        url = self.check()
+        where = endpoint(url)
+        try:
+            with connect_mode():
+                report = self._run(url, job)
+        except KafkaOffsetsError:
+            raise
+        except (PySparkException, app.BatchCheckError, RuntimeError, OSError) as exc:
+            raise connect_job_error(job, where, exc) from exc
+        records = sum(p["records"] for p in report["partitions"])
+        log.info(
+            "pipeline %s: batch %s: %s records staged by Spark Connect at %s (%s)",
+            job["pipeline"],
+            job["batch_id"],
+            records,
+            where,
+            report["application_id"],
+        )
+
+    def _run(self, url: str, job: Mapping[str, Any]) -> dict[str, Any]:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+        spark = remote_session(url)
+        spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=MAX_BACKOFF_MS)])
+        with self._lock:
+            self._session = spark
+        try:
+            _set_session_conf(spark, session_conf(self.settings))
+            report: dict[str, Any] = app.run(dict(job), spark, ConnectRuntime(spark, Storage(self.settings.storage)))
+            return report
+        finally:
+            with self._lock:
+                self._session = None
+            _release(spark)
+
+
+def _set_session_conf(spark: Any, conf: Mapping[str, str]) -> None:
+    """All settings in one call (pyspark's builder sends its options the same way, but ignores refusals)."""
+    from pyspark.errors import PySparkException
+
+    try:
+        spark.conf._set_all(configs=dict(conf), silent=False)
+    except PySparkException as exc:
+        if "CANNOT_MODIFY_CONFIG" not in str(exc):
+            raise
+        first = str(exc).splitlines()[0]
+        raise ConfigurationError(
+            f"a Spark Connect session cannot change this setting ({first}): the server's own start decides it; "
+            "set it there, or leave it out of spark_conf"
+        ) from exc
+
+
+def _release(spark: Any) -> None:
+    """End the server-side session; a server that is gone has ended it already."""
+    try:
+        spark.stop()
+    except Exception as exc:  # noqa: BLE001 - the attempt's own outcome is what matters
+        log.warning("Spark Connect session could not be released: %s", type(exc).__name__)
+
+
+def connect_job_error(job: Mapping[str, Any], where: str, exc: BaseException) -> SparkJobError:
+    """The exception for a failed Connect attempt: a known cause with its next step, an unreachable
+    server, or the server's first line."""
+    scanner = FailureScanner()
+    for line in str(exc).splitlines():
+        scanner.feed(line)
+    if scanner.found is not None:
+        return spark_job_error(job, scanner, "")
+    what = f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    if _unreachable(exc):
+        detail = next((line for line in lines if line.startswith(("status", "details"))), first)  # gRPC's own
+        return SparkJobError(
+            f"{what}: the Spark Connect server at {where} did not answer ({detail[:300]}); the attempt is lost. "
+            "Next: start the server again (scripts/stack up --spark-connect locally), then retry the read"
+        )
+    return SparkJobError(f"{what} on the Spark Connect server at {where}: {type(exc).__name__}: {first[:1000]}")
+
+
+_UNREACHABLE = ("UNAVAILABLE", "failed to connect to all addresses", "Connection refused", "Socket closed")
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """gRPC said the server is unavailable (pyspark raises the last such error once its retries run out)."""
+    return any(marker in str(exc) for marker in _UNREACHABLE)

@@ -1,0 +1,106 @@
+"""The execution-mode seam and the Spark Connect runner's pure parts (the server itself: integration tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from airflow_kafka_offsets.clients.spark_connect import (
+    CONNECT_MODE_ENV,
+    SparkConnectRunner,
+    connect_job_error,
+    connect_mode,
+    connection_url,
+    endpoint,
+    session_conf,
+)
+from airflow_kafka_offsets.clients.spark_execution import batch_runner
+from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.errors import ConfigurationError, SparkDataLossError, SparkJobError
+
+JOB = {"pipeline": "orders", "batch_id": 7}
+CONNECT = {"conn_type": "spark_connect", "host": "localhost", "port": 15002, "password": "s3cr3t-token"}
+
+
+def test_the_connection_type_picks_the_execution_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("AIRFLOW_CONN_CX", json.dumps(CONNECT))
+    assert type(batch_runner(SparkSettings())) is SparkBatchSubmitter
+    assert type(batch_runner(SparkSettings(conn_id="cx"))) is SparkConnectRunner
+    # a connection that cannot be read stays with spark-submit, whose check names it
+    assert type(batch_runner(SparkSettings(conn_id="nowhere"))) is SparkBatchSubmitter
+
+
+def test_connect_url_follows_the_spark_provider_and_its_endpoint_hides_the_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_CX", json.dumps(CONNECT))
+    url = connection_url("cx")
+    assert url == "sc://localhost:15002/;token=s3cr3t-token"
+    assert endpoint(url) == "localhost:15002"
+
+
+def test_connect_connection_without_host_or_with_submit_only_settings_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_CX", json.dumps({"conn_type": "spark_connect"}))
+    with pytest.raises(ConfigurationError, match="'cx' has no host"):
+        SparkConnectRunner(SparkSettings(conn_id="cx")).check()
+    monkeypatch.setenv("AIRFLOW_CONN_CX", json.dumps(CONNECT))
+    with pytest.raises(ConfigurationError, match="executor_memory, num_executors cannot be set"):
+        SparkConnectRunner(SparkSettings(conn_id="cx", executor_memory="4g", num_executors=2)).check()
+
+
+def test_session_conf_is_the_sql_defaults_the_users_conf_and_the_private_hadoop_settings() -> None:
+    settings = SparkSettings(
+        conf={"spark.sql.shuffle.partitions": "4"},
+        private_conf={"spark.hadoop.fs.s3a.secret.key": "k"},
+    )
+    assert session_conf(settings) == {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.parquet.compression.codec": "zstd",
+        "spark.sql.shuffle.partitions": "4",
+        "fs.s3a.secret.key": "k",  # the Hadoop key, as the app sets it under spark-submit
+        "fs.s3a.impl.disable.cache": "true",  # not the server's cached file system of another session
+    }
+    with pytest.raises(ValueError, match="private setting spark.executor.memory"):
+        session_conf(SparkSettings(private_conf={"spark.executor.memory": "1g"}))
+
+
+def test_an_unreachable_server_is_named_with_the_next_step() -> None:
+    grpc = RuntimeError(
+        "<_InactiveRpcError of RPC that terminated with:\n\tstatus = StatusCode.UNAVAILABLE\n"
+        '\tdetails = "failed to connect to all addresses"\n>'
+    )
+    error = connect_job_error(JOB, "localhost:15002", grpc)
+    assert type(error) is SparkJobError
+    assert str(error) == (
+        "Spark job for batch 7 of pipeline 'orders' failed: the Spark Connect server at localhost:15002 did not "
+        "answer (status = StatusCode.UNAVAILABLE); the attempt is lost. Next: start the server again "
+        "(scripts/stack up --spark-connect locally), then retry the read"
+    )
+
+
+def test_a_known_cause_in_the_servers_error_is_classified() -> None:
+    lost = RuntimeError(
+        "[KAFKA_DATA_LOSS] Some data may have been lost because they are not available in Kafka any more\n"
+        "Could not read records in offset [150, 300) for topic partition orders-0"
+    )
+    assert isinstance(connect_job_error(JOB, "localhost:15002", lost), SparkDataLossError)
+    other = connect_job_error(JOB, "h:1", ValueError("[PATH_NOT_FOUND] no\nat frame"))
+    assert str(other) == (
+        "Spark job for batch 7 of pipeline 'orders' failed on the Spark Connect server at h:1: "
+        "ValueError: [PATH_NOT_FOUND] no"
+    )
+
+
+def test_the_connect_mark_lasts_only_while_a_batch_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """spark-submit children inherit the mark, and their classic sessions then refuse to start."""
+    monkeypatch.delenv(CONNECT_MODE_ENV, raising=False)
+    with pytest.raises(RuntimeError), connect_mode():
+        assert os.environ[CONNECT_MODE_ENV] == "1"
+        raise RuntimeError("the batch failed")
+    assert CONNECT_MODE_ENV not in os.environ
