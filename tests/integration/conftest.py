@@ -22,6 +22,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 import devstack
 from airflow_kafka_offsets.ledger import Ledger
 
+from . import pipeline
+
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[devstack.StackInfo]:
@@ -59,6 +61,18 @@ def spark_connect(stack: devstack.StackInfo) -> Iterator[str]:
     yield conn_id
     if not already_running:
         devstack.stop_spark_connect()
+
+
+@pytest.fixture()
+def batches_on_spark_connect(spark_connect: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test's batches through tests/integration/pipeline.py run on the warm Spark Connect server.
+
+    For tests whose subject is the ledger, the sinks or the operations rather than spark-submit:
+    the app and its checks are the same, without a JVM start per batch. spark-submit itself stays
+    covered by the smoke, failure, security, crash, cluster, fault and DAG tests.
+    """
+    monkeypatch.setattr(pipeline, "SPARK_CONN_ID", spark_connect)
+    return spark_connect
 
 
 @pytest.fixture(scope="session")

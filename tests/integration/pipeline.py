@@ -19,6 +19,10 @@ from airflow_kafka_offsets.service.operations import sink_for_spec
 from airflow_kafka_offsets.sinks import Sink
 
 ACTOR = {"dag_id": "tests", "run_id": "manual"}
+# The Spark connection of read() and run_once() when a test names none. A module whose subject is
+# not spark-submit itself runs its batches on the session's warm Spark Connect server instead
+# (pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")): seconds per batch, not a JVM each.
+SPARK_CONN_ID = "spark_default"
 
 
 def submitter(stack, conn_id: str = "spark_default", output_root: str | None = None) -> BatchRunner:
@@ -47,12 +51,12 @@ def plan(ledger: Ledger, spec: PipelineSpec, stack) -> PlanOutcome:
     return plan_batch(ledger, spec, kafka.offsets, sink, ACTOR)
 
 
-def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_id: str = "spark_default"):
+def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_id: str | None = None):
     return run_batch(
         ledger,
         sink_of(ledger, spec),
         outcome.plan,
-        submitter(stack, conn_id, spec.output_root),
+        submitter(stack, conn_id or SPARK_CONN_ID, spec.output_root),
         {"bootstrap.servers": stack.bootstrap_servers},
         ACTOR,
     )
@@ -62,7 +66,7 @@ def commit(ledger: Ledger, spec: PipelineSpec, batch_id: int) -> CommitOutcome:
     return commit_batch(ledger, sink_of(ledger, spec), spec.name, batch_id, ACTOR)
 
 
-def run_once(ledger: Ledger, spec: PipelineSpec, stack, conn_id: str = "spark_default") -> CommitOutcome | None:
+def run_once(ledger: Ledger, spec: PipelineSpec, stack, conn_id: str | None = None) -> CommitOutcome | None:
     outcome = plan(ledger, spec, stack)
     if outcome.plan is None:
         return None

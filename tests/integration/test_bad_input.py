@@ -16,6 +16,8 @@ from airflow_kafka_offsets.errors import DecodeErrorThresholdError
 from .helpers import committed_rows, local_path
 from .pipeline import plan, read, run_once
 
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
 BIG = 3 * 1024 * 1024
 
 

@@ -33,6 +33,8 @@ from faults_harness.worker import PAUSE_ENV
 from .helpers import assert_exactly_once, committed_rows, local_path
 from .pipeline import ACTOR, plan, read
 
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
 REPO = Path(__file__).resolve().parents[2]
 
 

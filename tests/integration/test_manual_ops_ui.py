@@ -26,6 +26,8 @@ from airflow_kafka_offsets.ledger import Ledger
 from .helpers import produce
 from .pipeline import run_once
 
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
 DAG_ID = "kafka_offsets_manual_ops"
 PIPELINE = "demo_events"  # the form's default
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"

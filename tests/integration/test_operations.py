@@ -26,6 +26,8 @@ from airflow_kafka_offsets.sinks import LocalDirectorySink
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
 from .pipeline import ACTOR, plan, run_once, submitter
 
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
 
 def kafka_client(stack) -> KafkaOffsetsClient:
     return KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})

@@ -21,6 +21,8 @@ from airflow_kafka_offsets.sinks import LocalDirectorySink
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
 from .pipeline import ACTOR, commit, plan, read, run_once
 
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
 
 def test_transactional_producer_aborted_records_never_reach_the_output(stack, ledger, make_topic, tmp_path):
     topic = make_topic(partitions=2)

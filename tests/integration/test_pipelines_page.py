@@ -33,6 +33,8 @@ from .helpers import produce
 from .pipeline import ACTOR, plan
 from .test_manual_ops_ui import login, wait_until
 
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"
 
 

@@ -18,6 +18,8 @@ from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
 from .pipeline import ACTOR, commit, plan, read, run_once
 from .test_operations import kafka_client
 
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
 LEDGER_TABLES = ("pipelines", "cursors", "batches", "batch_ranges", "attempts", "audit")
 
 

@@ -36,6 +36,8 @@ from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 from .helpers import assert_exactly_once, produce, refused
 from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_of, submitter
 
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
 FORMATS = ["iceberg", "delta"]
 
 
