@@ -88,35 +88,28 @@ def scheduled_example(airflow_ui, stack, make_topic, tmp_path) -> Iterator[dict[
         reparse(airflow_ui, DEFAULT_INTERVAL_S)
 
 
-def batches(ledger: Ledger, pipeline: str) -> list[tuple]:
-    """(batch, state, kind, run that planned it, run that committed it) of every batch."""
+# (batch, state, kind, run that planned it, run that committed it) of every batch
+BATCHES = (
+    "SELECT batch_id, state, kind, planned_by->>'run_id', committed_by->>'run_id'"
+    " FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id"
+)
+# (batch, state, Airflow run, try) of every Spark attempt, oldest first
+ATTEMPTS = (
+    "SELECT batch_id, state, actor->>'run_id', (actor->>'try_number')::int"
+    " FROM {s}.attempts WHERE pipeline = %s ORDER BY started_at"
+)
+AUDIT = "SELECT event, batch_id FROM {s}.audit WHERE pipeline = %s ORDER BY id"
+
+
+def rows(ledger: Ledger, query: str, pipeline: str) -> list[tuple]:
     with ledger.transaction() as tx:
-        return tx.fetchall(
-            "SELECT batch_id, state, kind, planned_by->>'run_id', committed_by->>'run_id'"
-            " FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id",
-            (pipeline,),
-        )
-
-
-def attempts(ledger: Ledger, pipeline: str) -> list[tuple]:
-    """(batch, state, Airflow run, try) of every Spark attempt, oldest first."""
-    with ledger.transaction() as tx:
-        return tx.fetchall(
-            "SELECT batch_id, state, actor->>'run_id', (actor->>'try_number')::int"
-            " FROM {s}.attempts WHERE pipeline = %s ORDER BY started_at",
-            (pipeline,),
-        )
-
-
-def audit_events(ledger: Ledger, pipeline: str) -> list[tuple]:
-    with ledger.transaction() as tx:
-        return tx.fetchall("SELECT event, batch_id FROM {s}.audit WHERE pipeline = %s ORDER BY id", (pipeline,))
+        return tx.fetchall(query, (pipeline,))
 
 
 def wait_for_batch(ledger: Ledger, pipeline: str, batch_id: int, timeout: float = 240) -> str:
     """The run that planned ``batch_id`` (the scheduler's), once it has."""
     return wait_until(
-        lambda: next((b[3] for b in batches(ledger, pipeline) if b[0] == batch_id), None),
+        lambda: next((b[3] for b in rows(ledger, BATCHES, pipeline) if b[0] == batch_id), None),
         f"a scheduled run to plan batch {batch_id}",
         timeout,
     )
@@ -145,7 +138,7 @@ def kill_read_mid_spark(airflow: dict, ledger: Ledger, pipeline: str, run_id: st
     assert ti["try_number"] == 1
     pid = ti["pid"]
     wait_until(lambda: spark_running_under(pid), f"Spark under the read task (pid {pid})", 120)
-    assert [a[:2] for a in attempts(ledger, pipeline) if a[2] == run_id] == [(2, "running")]
+    assert [a[:2] for a in rows(ledger, ATTEMPTS, pipeline) if a[2] == run_id] == [(2, "running")]
     # The task runner leads its own process group (Airflow's supervisor puts it there): the group is
     # the task and its Spark driver, never the supervisor or the executor.
     assert os.getpgid(pid) == pid
@@ -195,7 +188,7 @@ def test_scheduler_ingests_waves_exactly_once_retries_a_read_killed_mid_spark_an
     # the scheduler made the runs, one per batch, each planned and committed its own batch
     assert runs[0] != runs[1]
     assert {runs_of(airflow_ui, DAG_ID)[r]["run_type"] for r in runs} == {"scheduled"}
-    assert batches(ledger, pipeline) == [(k, "committed", "ingest", r, r) for k, r in enumerate(runs, 1)]
+    assert rows(ledger, BATCHES, pipeline) == [(k, "committed", "ingest", r, r) for k, r in enumerate(runs, 1)]
     assert [(r[0], r[1], r[3], r[4], r[5], r[6], r[7]) for r in ledger_ranges(ledger, pipeline)] == ranges_of(
         batch_waves
     )
@@ -207,12 +200,12 @@ def test_scheduler_ingests_waves_exactly_once_retries_a_read_killed_mid_spark_an
         (1, "success"),
         (2, "success"),
     ]
-    assert attempts(ledger, pipeline) == [
+    assert rows(ledger, ATTEMPTS, pipeline) == [
         (1, "succeeded", runs[0], 1),
         (2, "dead", runs[1], 1),
         (2, "succeeded", runs[1], 2),
     ]
-    assert audit_events(ledger, pipeline) == [(e, k) for k in (1, 2) for e in ("planned", "committed")]
+    assert rows(ledger, AUDIT, pipeline) == [(e, k) for k in (1, 2) for e in ("planned", "committed")]
 
     # a manual operation through the REST API: rewind partition 0 by 3 records
     before = run_ids(airflow_ui)
@@ -233,5 +226,5 @@ def test_scheduler_ingests_waves_exactly_once_retries_a_read_killed_mid_spark_an
         (topic, 0, end0, end0 - 3)
     ]
     assert ledger.cursors(pipeline) == {TP(topic, 0): end0 - 3, TP(topic, 1): end1}
-    assert batches(ledger, pipeline)[2][:3] == (3, "committed", "reset")
-    assert audit_events(ledger, pipeline)[-1] == ("reset", 3)
+    assert rows(ledger, BATCHES, pipeline)[2][:3] == (3, "committed", "reset")
+    assert rows(ledger, AUDIT, pipeline)[-1] == ("reset", 3)
