@@ -1,4 +1,4 @@
-"""Scheduled exactly-once ingest of a Kafka topic into Parquet, every five minutes.
+"""Scheduled exactly-once ingest of a Kafka topic into Parquet, every five minutes by default.
 
 Connections: ``kafka_default`` (extra: {"bootstrap.servers": ...}),
 ``postgres_default`` (the ledger database) and ``spark_default`` (the Spark
@@ -6,6 +6,8 @@ master). Variables (with defaults): ``kafka_offsets_demo_topic``,
 ``kafka_offsets_demo_pipeline``, ``kafka_offsets_demo_output``,
 ``kafka_offsets_demo_max_records``, and for a table instead of Parquet directories
 ``kafka_offsets_demo_sink_format`` (``iceberg`` or ``delta``) with ``kafka_offsets_demo_table``.
+``kafka_offsets_demo_interval_seconds`` (default 300) sets the schedule; unlike the others it is
+read when Airflow parses this file, so a change applies from the next parse.
 
 Each commit emits one asset event through the alias ``kafka_offsets/<pipeline>``;
 ``kafka_batch_consumer_example`` is scheduled on it for the default pipeline ``demo_events``.
@@ -15,14 +17,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Variable
 
 from airflow_kafka_offsets.operators import kafka_ingest_task_group
 
 with DAG(
     dag_id="kafka_ingest_example",
     description="Kafka topic -> Parquet, exactly once, offsets in the PostgreSQL ledger",
-    schedule=timedelta(minutes=5),
+    schedule=timedelta(seconds=int(Variable.get("kafka_offsets_demo_interval_seconds", default=300))),
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,

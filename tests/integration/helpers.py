@@ -18,9 +18,18 @@ from confluent_kafka import Producer
 from airflow_kafka_offsets.ledger import Ledger
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int, tag: str = "") -> list[dict]:
-    """Produce ``count`` records round-robin over partitions; returns what was acknowledged, with offsets."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+def produce(
+    bootstrap: str, topic: str, count: int, partitions: int, tag: str = "", transactional: bool = False
+) -> list[dict]:
+    """Produce ``count`` records round-robin over partitions; returns what was acknowledged, with offsets.
+
+    ``transactional``: in one Kafka transaction, so a plan sees all of them or none (each partition
+    then also gets a commit marker, one offset)."""
+    config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    producer = Producer({**config, "transactional.id": uuid.uuid4().hex} if transactional else config)
+    if transactional:
+        producer.init_transactions(30)
+        producer.begin_transaction()
     acked: list[dict] = []
 
     def on_delivery(err, msg):
@@ -40,6 +49,8 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, tag: str = 
         if i % 1000 == 0:
             producer.poll(0)
     assert producer.flush(60) == 0
+    if transactional:
+        producer.commit_transaction(30)
     assert len(acked) == count
     return acked
 

@@ -7,6 +7,7 @@ checks what they did to (and read from) the ledger. Screenshots go to ``out/scre
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ import devstack
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.sinks import REPORT_NAME
 
-from .helpers import produce
+from .helpers import committed_rows, local_path, produce
 from .pipeline import run_once
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
@@ -174,7 +176,7 @@ def demo_pipeline(stack, airflow_ui, make_topic, tmp_path_factory) -> tuple[Ledg
     return ledger, topic
 
 
-def test_trigger_form_runs_status_and_a_dry_run_reset_with_its_defaults(airflow_ui, browser, demo_pipeline, stack):
+def test_trigger_form_runs_status_a_dry_run_reset_and_a_replay(airflow_ui, browser, demo_pipeline, stack):
     ledger, topic = demo_pipeline
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     login(browser, airflow_ui)
@@ -218,6 +220,38 @@ def test_trigger_form_runs_status_and_a_dry_run_reset_with_its_defaults(airflow_
     assert [b.plan.batch_id for b in ledger.committed_batches(PIPELINE)] == batches
     show_task_log(browser, airflow_ui, run_id, "reset demo_events to-latest: dry run, nothing changed")
     browser.save_screenshot(str(SCREENSHOTS / "manual_ops_reset_dry_run.png"))
+
+    # replay of the committed batch 1: its records read again, its output rebuilt in place
+    (batch,) = ledger.committed_batches(PIPELINE)
+    rows = sorted((r["partition"], r["offset"], r["key"]) for r in committed_rows(ledger, PIPELINE))
+    form = open_form(browser, airflow_ui)
+    choose(browser, form, "operation", "replay")
+    open_section(form, "Replay")
+    form.find_element(By.NAME, "element_replay_first_batch").send_keys("1")
+    form.find_element(By.NAME, "element_replay_last_batch").send_keys("1")
+    assert trigger_button(form).is_enabled()
+    assert invalid_markers(form) == []
+    form.screenshot(str(SCREENSHOTS / "manual_ops_form_replay.png"))
+    before = run_ids(airflow_ui)
+    trigger_button(form).click()
+    run_id = wait_for_new_run(airflow_ui, before)
+    assert result_of(airflow_ui, run_id) == {"replayed": [1], "outputs": [batch.plan.output_uri]}
+    with ledger.transaction() as tx:
+        original, replay = tx.attempts(PIPELINE, [1])
+    assert (original.state, replay.state) == ("succeeded", "succeeded")
+    assert (replay.actor["dag_id"], replay.actor["run_id"]) == (DAG_ID, run_id)
+    # the new attempt read exactly the batch's ranges: [0, 5) of each partition
+    assert [(p.topic_partition, p.records, p.min_offset, p.max_offset) for p in replay.report.partitions] == [
+        (TP(topic, 0), 5, 0, 4),
+        (TP(topic, 1), 5, 0, 4),
+    ]
+    report = json.loads((local_path(batch.plan.output_uri) / REPORT_NAME).read_text())
+    assert report["attempt_id"] == replay.attempt_id  # the output now is the replay's
+    assert sorted((r["partition"], r["offset"], r["key"]) for r in committed_rows(ledger, PIPELINE)) == rows
+    assert ledger.committed_batches(PIPELINE) == [batch]
+    assert ledger.cursors(PIPELINE) == {TP(topic, 0): 5, TP(topic, 1): 5}
+    show_task_log(browser, airflow_ui, run_id, f"replayed batch 1 -> {batch.plan.output_uri}")
+    browser.save_screenshot(str(SCREENSHOTS / "manual_ops_replay_run.png"))
 
 
 def test_trigger_form_refuses_bad_input_in_the_page(airflow_ui, browser):

@@ -7,6 +7,7 @@ Spark attempt. The page must show exactly that, and only to a logged-in user.
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 import urllib.error
@@ -168,7 +169,8 @@ def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, 
     browser.get(f"{airflow_ui['url']}/")
     browser.find_element(By.CSS_SELECTOR, 'a[aria-label="Kafka pipelines"]').click()  # in the side navigation
     wait_until(lambda: "/plugin/kafka-pipelines" in browser.current_url, "the plugin page")
-    browser.switch_to.frame(wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0])
+    frame = wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0]
+    browser.switch_to.frame(frame)
     try:
         browser.find_element(By.LINK_TEXT, pipeline).click()
         wait_until(lambda: "Partitions" in browser.find_element(By.TAG_NAME, "body").text, "the pipeline's page")
@@ -179,9 +181,20 @@ def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, 
         assert cells == [[topic, "0", "3", "8", "5"], [topic, "1", "3", "8", "5"]]
         assert browser.find_element(By.ID, "total-lag").text == "10"
         assert browser.find_element(By.ID, "in-flight").text.startswith(f"batch {in_flight} since ")
+        bottom = browser.execute_script(
+            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
+        )
     finally:
         browser.switch_to.default_content()
-    browser.save_screenshot(str(SCREENSHOTS / "pipelines_page.png"))
+    save_top(browser, SCREENSHOTS / "pipelines_page.png", frame.rect["y"] + int(bottom) + 24)
+
+
+def save_top(driver, path: Path, height: int) -> None:
+    """A screenshot of the window's top ``height`` pixels: the page without the blank space below it."""
+    width = driver.execute_script("return window.innerWidth")
+    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": clip})
+    path.write_bytes(base64.b64decode(shot["data"]))
 
 
 def test_the_pages_transactions_are_read_only(ledger):

@@ -7,12 +7,22 @@ empty environment.
 
 from __future__ import annotations
 
+import configparser
+import importlib.metadata
+import inspect
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
+
+import devstack
+from airflow_kafka_offsets.config import DEFAULT_LEDGER_SCHEMA
+from airflow_kafka_offsets.operators import kafka_ingest_task_group
+from devstack import airflow as stack_airflow
+from devstack.info import StackInfo
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -227,3 +237,67 @@ def test_airflow_image_matches_pins(services, pins):
             for source in sources:
                 assert (REPO / source).exists(), source
                 assert f"!{source}" in ignore, f"{source} is excluded from the build context"
+
+
+def test_airflow_runs_what_the_stack_deployment_runs(services, tmp_path):
+    """`scripts/stack up --airflow` and compose's Airflow: the same DAGs, connections, ledger schema and plugin."""
+    password_file = tmp_path / "pg-password"
+    password_file.write_text("unused")
+    schema = inspect.signature(devstack.start_airflow).parameters["ledger_schema"].default
+    pg = {"user": "u", "host": "127.0.0.1", "port": 5432, "password_file": str(password_file)}
+    home = Path(stack_airflow.configure(tmp_path, pg, schema)["home"])
+    stack_cfg = configparser.ConfigParser(interpolation=None)
+    stack_cfg.read(home / "airflow.cfg")
+    compose_env = env(services["airflow"])
+
+    # DAGs: the repository's dags/ in both, run by the same executor
+    dags_folder = compose_env["AIRFLOW__CORE__DAGS_FOLDER"]
+    (source,) = [s for s, t in volume_mounts(services["airflow"]) if t == dags_folder]
+    assert (REPO / source).resolve() == Path(stack_cfg["core"]["dags_folder"]) == REPO / "dags"
+    assert compose_env["AIRFLOW__CORE__EXECUTOR"] == stack_cfg["core"]["executor"] == "LocalExecutor"
+    # the ledger: the package's default schema in both
+    assert stack_cfg["kafka_offsets"]["ledger_schema"] == DEFAULT_LEDGER_SCHEMA
+    assert "AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA" not in compose_env
+
+    # connections: compose defines only ones the stack's deployment has, of the same type, and every
+    # one the example DAGs use by default
+    stack = StackInfo(
+        bootstrap_servers="127.0.0.1:9092",
+        pg_host="127.0.0.1",
+        pg_port=5432,
+        pg_user="u",
+        pg_password="unused",
+        pg_database="ledger",
+        connector_jars=(),
+        kafka_libs_dir="",
+        spark_master_url=None,
+        state_dir=str(tmp_path),
+        s3_endpoint="http://127.0.0.1:8333",
+        s3_bucket="kafka-offsets",
+        s3_region="us-east-1",
+        s3_access_key="unused",
+        s3_secret_key="unused",
+    ).airflow_env()
+    stack_conns = {k: json.loads(v)["conn_type"] for k, v in stack.items() if k.startswith("AIRFLOW_CONN_")}
+    compose_conns = {
+        k: json.loads(interpolate(v))["conn_type"] for k, v in compose_env.items() if k.startswith("AIRFLOW_CONN_")
+    }
+    assert compose_conns.items() <= stack_conns.items()
+    defaults = inspect.signature(kafka_ingest_task_group).parameters
+    used = {defaults[p].default for p in ("kafka_conn_id", "postgres_conn_id", "spark_conn_id")}
+    assert {f"AIRFLOW_CONN_{c.upper()}" for c in used} <= set(compose_conns)
+    storage = "AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID"
+    if storage in compose_env:
+        assert compose_env[storage] == stack[storage]
+        assert f"AIRFLOW_CONN_{compose_env[storage].upper()}" in compose_conns
+
+    # the plugin: an entry point of the installed package (the stack's venv), which the image installs
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["entry-points"]
+    installed = {e.name: e.value for e in importlib.metadata.entry_points(group="airflow.plugins")}
+    assert declared["airflow.plugins"] == {"kafka_offsets": "airflow_kafka_offsets.plugins:KafkaPipelinesPlugin"}
+    assert installed["kafka_offsets"] == declared["airflow.plugins"]["kafka_offsets"]
+    dockerfile = AIRFLOW_DOCKERFILE.read_text(encoding="utf-8")
+    assert re.search(r"^COPY .*\bpyproject\.toml\b.* /opt/airflow-kafka-offsets/$", dockerfile, re.MULTILINE)
+    assert re.search(
+        r"pip install .*-c /opt/airflow-kafka-offsets/constraints\.txt /opt/airflow-kafka-offsets\s", dockerfile
+    )
