@@ -71,7 +71,7 @@ def form_connection(stack: devstack.StackInfo, secret: str) -> str:
 
 
 def test_a_batch_to_s3_runs_on_a_connection_of_the_new_type(
-    stack, ledger, make_topic, batches_on_spark_connect, monkeypatch
+    stack, ledger, make_topic, batches_on_spark_connect, monkeypatch, capfd, caplog
 ) -> None:
     monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID", "lake_form_s3")
     topic = make_topic(partitions=2)
@@ -92,3 +92,7 @@ def test_a_batch_to_s3_runs_on_a_connection_of_the_new_type(
     outputs = committed_outputs(ledger, spec.name)
     assert [o.batch_id for o in outputs] == [1]
     assert_exactly_once(pa.concat_tables([read_output(o, storage) for o in outputs]).to_pylist(), produced)
+    captured = capfd.readouterr()
+    assert stack.s3_secret_key not in captured.out + captured.err + caplog.text
+    with ledger.transaction() as tx:
+        assert stack.s3_secret_key not in json.dumps(tx.fetchall("SELECT * FROM {s}.attempts"), default=str)
