@@ -17,6 +17,8 @@ __all__ = ["__version__", "get_provider_info"]
 
 def get_provider_info() -> dict[str, Any]:
     """Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
+    from airflow_kafka_offsets.core.object_storage_connection import connection_type_info
+
     return {
         "package-name": "airflow-kafka-offsets",
         "name": "Kafka Offsets (exactly-once Kafka to Spark batches)",
@@ -37,9 +39,11 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_kafka_offsets.hooks.kafka",
                     "airflow_kafka_offsets.hooks.ledger",
+                    "airflow_kafka_offsets.hooks.object_storage",
                 ],
             }
         ],
+        "connection-types": [connection_type_info()],
         "triggers": [
             {
                 "integration-name": "Kafka Offsets",
@@ -96,6 +100,14 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "string",
                         "example": "kafka_default",
                         "default": "kafka_default",
+                    },
+                    "object_storage_conn_id": {
+                        "description": "Connection of the S3 object storage holding s3:// output roots: of "
+                        "type kafka_offsets_object_storage (S3-compatible object storage) or aws.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "lake_s3",
+                        "default": "aws_default",
                     },
                     "ledger_schema": {
                         "description": "PostgreSQL schema holding the ledger tables.",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from airflow_kafka_offsets.clients.object_store import S3Access, is_object_store, s3_access, s3a_spark_conf
+from airflow_kafka_offsets.clients.object_store import S3Access, is_object_store, s3a_spark_conf
 from airflow_kafka_offsets.clients.spark_submit import SparkSettings, split_list
 
 CONFIG_SECTION = "kafka_offsets"
@@ -27,15 +27,14 @@ def ledger_schema(explicit: str | None = None) -> str:
 
 
 def object_storage(location: str) -> S3Access | None:
-    """How to reach ``location``: None for local paths; for ``s3://`` the ``aws`` connection named by
+    """How to reach ``location``: None for local paths; for ``s3://`` the S3 connection named by
     ``[kafka_offsets] object_storage_conn_id`` (default ``aws_default``)."""
     if not is_object_store(location):
         return None
-    from airflow_kafka_offsets.hooks.connections import get_connection
+    from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
 
-    conn_id = config_value("object_storage_conn_id", "aws_default")
-    conn = get_connection(conn_id, f"S3 (for {location})")
-    return s3_access(conn_id, conn.login, conn.password, conn.extra_dejson)
+    conn_id = config_value("object_storage_conn_id", ObjectStorageHook.default_conn_name)
+    return ObjectStorageHook(conn_id, purpose=f"for {location}").get_conn()
 
 
 def iceberg_catalog_uri(conn_id: str) -> str:

@@ -1,10 +1,11 @@
-"""S3 access from an Airflow ``aws`` connection, as Spark's S3A settings (``spark.hadoop.fs.s3a.*``).
+"""S3 access from an Airflow connection, as Spark's S3A settings (``spark.hadoop.fs.s3a.*``).
 
-The connection has the Amazon provider's ``aws`` shape, so users of that provider define it once:
-login = access key id, password = secret access key (or ``aws_access_key_id`` /
+The connection is of the provider's own type (its form: :mod:`~airflow_kafka_offsets.core.object_storage_connection`)
+or of the Amazon provider's ``aws`` type, so users of that provider define it once. Both are read
+alike: login = access key id, password = secret access key (or ``aws_access_key_id`` /
 ``aws_secret_access_key`` in the extra), and in the extra ``aws_session_token``, ``region_name``,
-``endpoint_url`` (or ``service_config: {"s3": {"endpoint_url": ...}}``) and
-``config_kwargs: {"s3": {"addressing_style": "path" | "virtual" | "auto"}}``. The settings hold the
+``endpoint_url`` (or ``service_config: {"s3": {"endpoint_url": ...}}``) and ``addressing_style``
+(or ``config_kwargs: {"s3": {"addressing_style": ...}}``): ``path``, ``virtual`` or ``auto``. The settings hold the
 secret: hand them to :class:`~airflow_kafka_offsets.clients.spark_submit.SparkSettings` as
 ``private_conf``, which ships them in the private job file, never on the command line.
 """
@@ -17,6 +18,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_kafka_offsets.clients.s3_request import S3Credentials
+from airflow_kafka_offsets.core.object_storage_connection import (
+    ADDRESSING_STYLE,
+    ADDRESSING_STYLES,
+    ENDPOINT_URL,
+    REGION,
+    SESSION_TOKEN,
+)
 from airflow_kafka_offsets.core.s3_refusals import CONNECTION_HINT
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX
@@ -53,33 +61,35 @@ def _nested(extra: Mapping[str, Any], *keys: str) -> Any:
 
 
 def s3_access(conn_id: str, login: str | None, password: str | None, extra: Mapping[str, Any]) -> S3Access:
-    """Read an ``aws`` connection's fields; refuses a half-given key or an endpoint that is not http(s)."""
+    """Read an S3 connection's fields; refuses a half-given key or an endpoint that is not http(s)."""
     access_key = login or extra.get("aws_access_key_id") or None
     secret_key = password or extra.get("aws_secret_access_key") or None
     if bool(access_key) != bool(secret_key):
         missing = "secret access key (password)" if access_key else "access key id (login)"
         raise ConfigurationError(f"S3 connection {conn_id!r} has no {missing}: give both or neither")
-    session_token = extra.get("aws_session_token") or None
+    session_token = extra.get(SESSION_TOKEN) or None
     if session_token and not access_key:
-        raise ConfigurationError(f"S3 connection {conn_id!r} has aws_session_token but no access key id and secret")
-    endpoint = _nested(extra, "service_config", "s3", "endpoint_url") or extra.get("endpoint_url") or None
+        raise ConfigurationError(
+            f"S3 connection {conn_id!r} has a session token ({SESSION_TOKEN}) but no access key id and secret"
+        )
+    endpoint = _nested(extra, "service_config", "s3", ENDPOINT_URL) or extra.get(ENDPOINT_URL) or None
     if endpoint is not None:
         parts = urlsplit(str(endpoint))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigurationError(
-                f"S3 connection {conn_id!r} has endpoint_url {endpoint!r}: give http(s)://host[:port]"
+                f"S3 connection {conn_id!r} has {ENDPOINT_URL} {endpoint!r}: give http(s)://host[:port]"
             )
-    style = _nested(extra, "config_kwargs", "s3", "addressing_style") or "auto"
-    if style not in ("path", "virtual", "auto"):
+    style = _nested(extra, "config_kwargs", "s3", ADDRESSING_STYLE) or extra.get(ADDRESSING_STYLE) or "auto"
+    if style not in ADDRESSING_STYLES:
         raise ConfigurationError(
-            f"S3 connection {conn_id!r} has addressing_style {style!r}: use 'path', 'virtual' or 'auto'"
+            f"S3 connection {conn_id!r} has {ADDRESSING_STYLE} {style!r}: use 'path', 'virtual' or 'auto'"
         )
     return S3Access(
         access_key=access_key,
         secret_key=secret_key,
         session_token=session_token,
         endpoint_url=str(endpoint) if endpoint else None,
-        region=extra.get("region_name") or (DEFAULT_ENDPOINT_REGION if endpoint else None),
+        region=extra.get(REGION) or (DEFAULT_ENDPOINT_REGION if endpoint else None),
         # 'auto' on a custom endpoint means path style: host:port servers have no per-bucket host names
         path_style=style == "path" or (style == "auto" and endpoint is not None),
     )
@@ -108,11 +118,10 @@ def s3a_spark_conf(access: S3Access) -> dict[str, str]:
 
 
 def s3a_spark_conf_for_connection(conn_id: str) -> dict[str, str]:
-    """The S3A settings of an Airflow ``aws`` connection (for ``SparkSettings.private_conf``)."""
-    from airflow_kafka_offsets.hooks.connections import get_connection
+    """The S3A settings of an Airflow S3 connection (for ``SparkSettings.private_conf``)."""
+    from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
 
-    conn = get_connection(conn_id, "S3")
-    return s3a_spark_conf(s3_access(conn_id, conn.login, conn.password, conn.extra_dejson))
+    return s3a_spark_conf(ObjectStorageHook(conn_id).get_conn())
 
 
 def signing_credentials(access: S3Access, location: str) -> S3Credentials:

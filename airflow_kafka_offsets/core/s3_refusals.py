@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-CONNECTION_HINT = "the aws connection named by [kafka_offsets] object_storage_conn_id"
+CONNECTION_HINT = "the S3 connection named by [kafka_offsets] object_storage_conn_id"
 NO_SUCH_BUCKET = "NoSuchBucket"
 
 

@@ -79,7 +79,7 @@ class Storage:
         if self.s3 is None:
             raise OutputLocationError(
                 f"{uri} is on S3 but no S3 connection is configured: set [kafka_offsets] object_storage_conn_id "
-                "to an Airflow connection of type aws"
+                "to an Airflow connection of type kafka_offsets_object_storage or aws"
             )
         return self.s3
 

@@ -79,7 +79,7 @@ def test_s3_service_endpoint_wins_and_https_enables_ssl_and_auto_means_path_styl
     [
         ("K", None, {}, "S3 connection 'lake' has no secret access key (password): give both or neither"),
         (None, SECRET, {}, "S3 connection 'lake' has no access key id (login): give both or neither"),
-        (None, None, {"aws_session_token": "T"}, "has aws_session_token but no access key id and secret"),
+        (None, None, {"aws_session_token": "T"}, "has a session token (aws_session_token) but no access key id and"),
         ("K", SECRET, {"endpoint_url": "127.0.0.1:9000"}, "endpoint_url '127.0.0.1:9000': give http(s)://host[:port]"),
         ("K", SECRET, {"config_kwargs": {"s3": {"addressing_style": "dns"}}}, "addressing_style 'dns': use 'path'"),
     ],

@@ -1,0 +1,36 @@
+"""S3-compatible object storage from an Airflow connection: the provider's own type, or ``aws``.
+
+The provider registers the connection type (its form is declared in the provider info, see
+:mod:`airflow_kafka_offsets.core.object_storage_connection`), so Airflow's UI offers it without
+the Amazon provider; an ``aws`` connection is read by the same code.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import BaseHook
+
+from airflow_kafka_offsets.clients.object_store import S3Access, s3_access
+from airflow_kafka_offsets.core.object_storage_connection import CONN_TYPE, HOOK_NAME, check_conn_type
+from airflow_kafka_offsets.hooks.connections import get_connection
+
+
+class ObjectStorageHook(BaseHook):
+    """Who to be and where S3 is, from the connection ``object_storage_conn_id`` (its secret stays in
+    the returned :class:`S3Access`, never in a message or its repr)."""
+
+    conn_name_attr = "object_storage_conn_id"
+    default_conn_name = "aws_default"
+    conn_type = CONN_TYPE
+    hook_name = HOOK_NAME
+
+    def __init__(self, object_storage_conn_id: str = default_conn_name, purpose: str = "") -> None:
+        """``purpose`` (e.g. ``"for s3://lake/out"``) goes into the errors that name the connection."""
+        super().__init__()
+        self.object_storage_conn_id = object_storage_conn_id
+        self.purpose = purpose
+
+    def get_conn(self) -> S3Access:
+        conn_id = self.object_storage_conn_id
+        conn = get_connection(conn_id, f"S3 ({self.purpose})" if self.purpose else "S3")
+        check_conn_type(conn_id, conn.conn_type)
+        return s3_access(conn_id, conn.login, conn.password, conn.extra_dejson)
