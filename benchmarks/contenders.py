@@ -27,6 +27,7 @@ from benchmarks.common import REPO, parquet_rows, run
 
 ACTOR = {"dag_id": "benchmarks", "run_id": "bench"}
 STREAMING_APP = Path(__file__).with_name("streaming_app.py")
+TRIVIAL_APP = Path(__file__).with_name("trivial_app.py")
 
 
 def children_cpu() -> float:
@@ -253,6 +254,33 @@ class StreamingRunner:
             "records": rows,
             "output_files": files,
             "output_bytes": size,
+            "spark": parse_event_log(events, start, end),
+        }
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return result
+
+
+class TrivialSubmitRunner:
+    """``spark.range(10).count()`` through spark-submit with the package's jars and settings: the floor."""
+
+    def __init__(self, info: Any, workdir: Path, spark_conf: Mapping[str, str]) -> None:
+        self.info = info
+        self.workdir = workdir
+        self.spark_conf = dict(spark_conf)
+
+    def __call__(self, topic: str, expected: int) -> dict[str, Any]:
+        run_dir = self.workdir / f"trivial-{uuid.uuid4().hex[:8]}"
+        events = run_dir / "eventlog"
+        argv = spark_submit_argv(
+            self.info, {**self.spark_conf, **event_log_conf(events)}, TRIVIAL_APP, [], "bench-trivial-submit"
+        )
+        cpu0 = children_cpu()
+        start = time.time()
+        run(argv, timeout=600)
+        end = time.time()
+        result = {
+            "seconds": round(end - start, 3),
+            "cpu_s": round(children_cpu() - cpu0, 1),
             "spark": parse_event_log(events, start, end),
         }
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -131,6 +131,15 @@ def overhead_lines(results: dict) -> list[str]:
         "seconds; the Spark phases come from Spark's event log.",
         "",
     ]
+    trivial = ov.get("trivial_submit")
+    if trivial:
+        sec = trivial["seconds"]
+        out += [
+            f"A trivial spark-submit (`spark.range(10).count()`, same jars and Spark settings), timed alternately: "
+            f"{_f(sec['median'], 2)} s ({_f(sec['min'], 2)}-{_f(sec['max'], 2)}); the batch takes "
+            f"{_f(ov['vs_trivial_submit'], 2)}x that.",
+            "",
+        ]
     base = (ov.get("baseline") or {}).get("median")
     if base:
         rows = [

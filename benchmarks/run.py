@@ -208,11 +208,15 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
 
 
 def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
 
     dataset = datagen.produce(info.bootstrap_servers, args.overhead_records, args.partitions, args.record_bytes)
     ledger = _ledger(info)
-    runners = {"package": contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions)}
+    runners = {
+        "package": contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions),
+        "trivial_submit": contenders.TrivialSubmitRunner(info, workdir, {**DEFAULT_SPARK_CONF, **args.extra_conf}),
+    }
     if args.baseline:
         runners["package_baseline"] = _baseline_runner(info, ledger, workdir, args)
     runs: dict[str, list[dict]] = {name: [] for name in runners}
@@ -233,7 +237,12 @@ def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, An
         "repeat": args.overhead_repeat,
         "median": _spark_split_median(runs["package"]),
         "runs": runs["package"],
+        "trivial_submit": {
+            "seconds": spread([r["seconds"] for r in runs["trivial_submit"]]),
+            "runs": runs["trivial_submit"],
+        },
     }
+    out["vs_trivial_submit"] = round(out["median"]["total_s"] / out["trivial_submit"]["seconds"]["median"], 2)
     if args.baseline:
         out["baseline"] = {"median": _spark_split_median(runs["package_baseline"]), "runs": runs["package_baseline"]}
     return out
