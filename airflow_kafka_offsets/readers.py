@@ -41,7 +41,7 @@ def committed_outputs(ledger: Ledger, pipeline: str, since_batch: int | None = N
     """The outputs of the pipeline's committed batches in batch order, after ``since_batch`` if given.
 
     An incremental reader passes the last batch id it has read. Raises
-    :class:`~airflow_kafka_offsets.errors.BatchNotFoundError` for a pipeline the ledger does not know.
+    :class:`~airflow_kafka_offsets.errors.PipelineNotFoundError` for a pipeline the ledger does not know.
     """
     with ledger.transaction() as tx:
         tx.pipeline_spec(pipeline)  # an unknown pipeline is an error, not an empty list

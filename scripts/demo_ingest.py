@@ -29,7 +29,7 @@ from pyiceberg.exceptions import NoSuchTableError
 
 import devstack
 from airflow_kafka_offsets.clients.object_store import s3_access
-from airflow_kafka_offsets.errors import BatchNotFoundError
+from airflow_kafka_offsets.errors import PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.readers import committed_outputs
 from airflow_kafka_offsets.sinks.files import Storage, location_uri
@@ -112,7 +112,7 @@ def committed_keys(info: devstack.StackInfo, sink_format: str, output: str) -> C
     if sink_format == "directory":
         try:
             outputs = committed_outputs(ledger, PIPELINE)
-        except BatchNotFoundError:  # no DAG run yet
+        except PipelineNotFoundError:  # no DAG run yet
             return keys
         for batch in outputs:
             table = ds.dataset(batch.path, format="parquet").to_table(columns=["key"])
