@@ -41,7 +41,7 @@ class SparkFailure:
 # Spark's Kafka source, when records of a requested range are gone (failOnDataLoss=true), says
 # "KafkaIllegalStateException: Some data may have been lost ..." and, a few lines below, per task
 # "Reason: Could not read records in offset [150, 300) for topic partition orders-0".
-_LOST_SPAN = re.compile(r"offset \[(?P<start>\d+), (?P<end>\d+)\) for topic partition (?P<tp>\S+?-\d+)\b")
+_LOST_SPAN = re.compile(r"offset \[(?P<start>\d+), (?P<end>\d+)\) for topic partition (?P<tp>\S+-\d+)\b")
 _DATA_LOSS_MARKERS = ("Some data may have been lost", "Could not read records in offset")
 _DATA_LOSS_NEXT_STEP = (
     "these records cannot be read again: abort the planned batch ('abort' operation) and plan again; the plan "

@@ -8,6 +8,8 @@ the memory and executor-lost excerpts follow Spark's and YARN's wording (they ne
 
 from __future__ import annotations
 
+import pytest
+
 from airflow_kafka_offsets.clients.spark_submit import spark_job_error
 from airflow_kafka_offsets.core.spark_failures import FailureKind, FailureScanner, classify, merge_spans
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, SparkConnectorMissingError, SparkJobError, SparkObjectStoreError
@@ -84,6 +86,12 @@ def test_data_loss_names_topic_partition_and_the_spans_of_every_task():
     )
     assert "abort the planned batch" in failure.next_step and "on_data_loss='skip'" in failure.next_step
     assert failure.evidence.startswith("org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data")
+
+
+@pytest.mark.parametrize("topic", ["3284841249", "t-3284841249", "events-2024", "orders.v2-7"])
+def test_data_loss_names_the_partition_of_a_topic_whose_name_ends_in_digits(topic):
+    failure = classify([f"Reason: Could not read records in offset [0, 300) for topic partition {topic}-12"])
+    assert f"Spark could not read {topic}-12 offsets [0, 300) (retention" in failure.cause
 
 
 def test_missing_connector_classes_and_a_missing_data_source():
