@@ -19,7 +19,6 @@ from collections import Counter
 from pathlib import Path
 
 import psycopg2
-import pyarrow.dataset as ds
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from deltalake import DeltaTable
@@ -31,7 +30,7 @@ import devstack
 from airflow_kafka_offsets.clients.object_store import s3_access
 from airflow_kafka_offsets.errors import PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.readers import committed_outputs
+from airflow_kafka_offsets.readers import committed_outputs, read_output
 from airflow_kafka_offsets.sinks.files import Storage, location_uri
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,9 +104,11 @@ def run(cmd: list[str], env: dict[str, str], quiet: bool = False) -> None:
 
 def committed_keys(info: devstack.StackInfo, sink_format: str, output: str) -> Counter:
     """Keys in the committed output, read as the README tells readers to: the ledger's committed
-    directories, or the table (PyIceberg / delta-rs, which know nothing of the ledger)."""
+    batches (on S3, the files each batch's ``_manifest`` lists), or the table (PyIceberg /
+    delta-rs, which know nothing of the ledger)."""
     ledger = Ledger(lambda: psycopg2.connect(info.pg_dsn()), schema=SCHEMA)
     ledger.migrate()  # a no-op once the first DAG run has created the ledger
+    s3 = s3_access("s3", info.s3_access_key, info.s3_secret_key, info.s3_connection()["extra"])
     keys: Counter = Counter()
     if sink_format == "directory":
         try:
@@ -115,10 +116,9 @@ def committed_keys(info: devstack.StackInfo, sink_format: str, output: str) -> C
         except PipelineNotFoundError:  # no DAG run yet
             return keys
         for batch in outputs:
-            table = ds.dataset(batch.path, format="parquet").to_table(columns=["key"])
-            keys.update(key.decode() for key in table.column("key").to_pylist())
+            keys.update(key.decode() for key in read_output(batch, s3).column("key").to_pylist())
         return keys
-    storage = Storage(s3_access("s3", info.s3_access_key, info.s3_secret_key, info.s3_connection()["extra"]))
+    storage = Storage(s3)
     try:
         if sink_format == "iceberg":
             catalog = SqlCatalog(SCHEMA, uri=info.pg_url(), **storage.pyiceberg_properties())
@@ -141,10 +141,8 @@ def main() -> int:
     parser.add_argument(
         "--sink", choices=["directory", "iceberg", "delta"], default="directory", help="where batches land"
     )
-    parser.add_argument("--s3", action="store_true", help="write to the stack's S3 server (table sinks)")
+    parser.add_argument("--s3", action="store_true", help="write to the stack's S3 server")
     args = parser.parse_args()
-    if args.s3 and args.sink == "directory":
-        parser.error("--s3 needs a table sink: --sink iceberg or --sink delta")
 
     info = devstack.current()
     work = Path(os.environ.get("AKO_DEMO_DIR", Path(tempfile.gettempdir()) / "ako-demo"))
@@ -183,7 +181,8 @@ def main() -> int:
         f"{sum(keys[k] for k in produced)} of them: lost {lost}, duplicated {duplicated}"
     )
     if args.sink == "directory":
-        print(f"demo: Parquet output under {output}/{PIPELINE}/batch=*/")
+        published = "the files each batch=*/_manifest lists" if args.s3 else "batch=*/"
+        print(f"demo: Parquet output under {output}/{PIPELINE}/: {published}")
     else:
         print(f"demo: {args.sink} table {TABLES[args.sink]} under {output}, read without the ledger")
     return 1 if lost or duplicated else 0

@@ -25,14 +25,14 @@ ACTOR = {"dag_id": "tests", "run_id": "manual"}
 SPARK_CONN_ID = "spark_default"
 
 
-def submitter(stack, conn_id: str = "spark_default", output_root: str | None = None) -> BatchRunner:
-    """The stack's Spark with the Kafka connector (and S3A with its settings, for an s3:// output only:
-    its 36 jars would be copied into every local batch's Spark for nothing); spark-submit, or Spark
-    Connect for a spark_connect connection."""
+def submitter(stack, conn_id: str | None = None, output_root: str | None = None) -> BatchRunner:
+    """The stack's Spark (``SPARK_CONN_ID`` unless ``conn_id`` is given) with the Kafka connector (and
+    S3A with its settings, for an s3:// output only: its 36 jars would be copied into every local
+    batch's Spark for nothing); spark-submit, or Spark Connect for a spark_connect connection."""
     storage = object_storage(output_root) if output_root else None
     return batch_runner(
         SparkSettings(
-            conn_id=conn_id,
+            conn_id=conn_id or SPARK_CONN_ID,
             jars=(*stack.connector_jars, *(stack.s3a_jars if storage else ())),
             private_conf=s3a_spark_conf(storage) if storage else {},
             storage=storage,
@@ -56,7 +56,7 @@ def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_i
         ledger,
         sink_of(ledger, spec),
         outcome.plan,
-        submitter(stack, conn_id or SPARK_CONN_ID, spec.output_root),
+        submitter(stack, conn_id, spec.output_root),
         {"bootstrap.servers": stack.bootstrap_servers},
         ACTOR,
     )

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 
@@ -15,6 +17,8 @@ from .helpers import ledger_ranges, produce
 from .pipeline import run_once
 
 BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
 
 def airflow_cli(*args: str) -> subprocess.CompletedProcess:

@@ -24,6 +24,7 @@ from airflow_kafka_offsets.service import operations as ops
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
+from . import pipeline
 from .pipeline import ACTOR, plan, run_once, submitter
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
@@ -312,11 +313,12 @@ def test_cli_json_is_one_document_for_every_subcommand_and_matches_the_ledger(
     assert ledger.batch("clij", reset["batch_id"]).state.value == "committed"
 
     produce(stack.bootstrap_servers, topic, 4, partitions=1)
-    catch = cli_json("catch-up", *common, "--max-batches", "5")
+    on_connect = ("--spark-conn-id", pipeline.SPARK_CONN_ID)
+    catch = cli_json("catch-up", *common, *on_connect, "--max-batches", "5")
     assert catch == {"batches": 1, "records": 8, "lag_left": 0}
     assert ledger.cursors("clij") == {TP(topic, 0): 12}
 
-    replay = cli_json("replay", *common, "--batches", "1", "--output-root", str(tmp_path / "again"))
+    replay = cli_json("replay", *common, *on_connect, "--batches", "1", "--output-root", str(tmp_path / "again"))
     assert replay == {"replayed": [1], "outputs": [f"file://{tmp_path / 'again'}/clij/batch=000000000001"]}
     assert ledger.cursors("clij") == {TP(topic, 0): 12}
 
