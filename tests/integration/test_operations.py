@@ -23,8 +23,8 @@ from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecErr
 from airflow_kafka_offsets.service import operations as ops
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
-from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
 from . import pipeline
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
 from .pipeline import ACTOR, plan, run_once, submitter
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
