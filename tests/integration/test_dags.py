@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from airflow_kafka_offsets.core.model import TopicPartition as TP
@@ -23,13 +25,17 @@ def run_dag():
 
 
 @pytest.fixture()
-def example_dag_env(monkeypatch, stack, airflow_db, make_topic, tmp_path, schema):
+def example_dag_env(monkeypatch, stack, airflow_db, spark_connect, make_topic, tmp_path, schema):
+    """The example DAG as it is, its read steps on the warm Spark Connect server (its spark_default
+    connection is the server's): spark-submit under DAG runs is the subject of test_concurrency and
+    test_scheduled_ingest."""
     topic = make_topic(partitions=3)
     pipeline = f"example_{schema}"
     monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_TOPIC", topic)
     monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_PIPELINE", pipeline)
     monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_OUTPUT", str(tmp_path / "out"))
     monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA", schema)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     return topic, pipeline
 
 

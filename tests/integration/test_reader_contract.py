@@ -1,6 +1,6 @@
 """The reader contract: every location committed_outputs() lists is readable by readers this package did not
 write (pyarrow.dataset, Spark), after an empty first batch, a skip batch and a reset, and together they hold
-exactly the committed records. Two spark-submits for the batches with records, one Spark session to read.
+exactly the committed records. The batches run on the warm Spark Connect server, one local Spark session reads.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTP
 from pyspark.sql import SparkSession
@@ -21,6 +22,8 @@ from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA, output_schema
 from .helpers import assert_exactly_once, produce
 from .pipeline import ACTOR, commit, plan, run_once
 from .test_operations import kafka_client
+
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
 
 def test_every_listed_output_is_readable_after_empty_skip_and_reset_batches(
