@@ -60,7 +60,7 @@ def literal_topics(topics: object) -> tuple[str, ...] | None:
     if not isinstance(topics, (str, list, tuple)):
         return None
     try:
-        return validate_topics("", topics)  # "{" and " " are no topic name's: a template fails here
+        return validate_topics("", topics)  # no topic name holds "{" or " ": a template fails here
     except InvalidPipelineSpecError:
         return None
 
