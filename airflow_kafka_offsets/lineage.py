@@ -1,15 +1,19 @@
 """What Airflow and OpenLineage are told a pipeline reads and writes.
 
-Airflow assets: each topic is ``kafka://<first bootstrap server>/<topic>`` (the apache-kafka
-provider's scheme); the output is an asset whose URI is the pipeline's output location (its
-directory under the directory sink's root, the Iceberg or Delta table's location). The commit step declares the
-output through the alias ``kafka_offsets/<pipeline>``: an alias is known from the pipeline
-name alone (the location is only known once the spec is stored), and a task emits through an
-alias only what it adds at run time, so a run that commits nothing emits nothing. Downstream
-DAGs schedule on ``pipeline_output_alias(pipeline)``.
+Airflow assets: each topic is ``kafka://<server>/<topic>`` (the apache-kafka provider's scheme and
+asset factory), the server being the first bootstrap server of the Kafka connection unless the
+DAG names one. The plan step declares them as its inlets when the DAG is parsed, if the topics are
+literal (see :func:`literal_topics`), so they are in Airflow's asset graph before any run; the read
+and commit steps add the same assets as inlets when they handle a batch. The output is an asset
+whose URI is the pipeline's output location (its directory under the directory sink's root, the
+Iceberg or Delta table's location). The commit step declares the output through the alias
+``kafka_offsets/<pipeline>``: an alias is known from the pipeline name alone (the location is only
+known once the spec is stored), and a task emits through an alias only what it adds at run time, so
+a run that commits nothing emits nothing. Downstream DAGs schedule on
+``pipeline_output_alias(pipeline)``.
 
-OpenLineage: the same topics (namespace ``kafka://<first bootstrap server>``, name = topic) in,
-the sink's location out, and a ``kafkaOffsets`` run facet naming the batch and its ranges.
+OpenLineage: the same topics (namespace ``kafka://<server>``, name = topic) in, the sink's location
+out, and a ``kafkaOffsets`` run facet naming the batch and its ranges.
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from airflow.providers.apache.kafka.assets.kafka import create_asset
 from airflow.sdk import Asset, AssetAlias
 
 from airflow_kafka_offsets.core.model import BatchPlan
+from airflow_kafka_offsets.core.spec import validate_topics
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.sinks.files import join
 
 if TYPE_CHECKING:
@@ -41,8 +48,21 @@ def kafka_server(bootstrap_servers: str) -> str:
     return bootstrap_servers.split(",")[0].strip()
 
 
-def topic_asset(bootstrap_servers: str, topic: str) -> Asset:
-    return Asset(uri=f"kafka://{kafka_server(bootstrap_servers)}/{topic}")
+def topic_asset(server: str, topic: str) -> Asset:
+    """The topic as the apache-kafka provider's asset factory names it: ``kafka://<server>/<topic>``."""
+    return create_asset(server=server, topic=topic)
+
+
+def literal_topics(topics: object) -> tuple[str, ...] | None:
+    """The topics when the DAG file names them as they are, so parsing knows them; None when a
+    template or an XComArg names them (known only once rendered), or a name is invalid (the plan
+    step says why when it runs)."""
+    if not isinstance(topics, (str, list, tuple)):
+        return None
+    try:
+        return validate_topics("", topics)  # no topic name holds "{" or " ": a template fails here
+    except InvalidPipelineSpecError:
+        return None
 
 
 def output_asset(location: str) -> Asset:
@@ -64,7 +84,7 @@ class BatchLineage:
     this run read or committed (None when it did nothing)."""
 
     pipeline: str
-    bootstrap_servers: str
+    server: str  # names the topics: kafka://<server>/<topic>
     topics: tuple[str, ...]
     output: Mapping[str, Any]  # the sink's describe(): format, location, table
     plan: BatchPlan | None = None
@@ -79,7 +99,7 @@ class BatchLineage:
         return str(self.output["location"])
 
     def inlets(self) -> list[Asset]:
-        return [topic_asset(self.bootstrap_servers, t) for t in self.topics]
+        return [topic_asset(self.server, t) for t in self.topics]
 
     def batch_facts(self) -> dict[str, Any]:
         """What the asset event and the run facet say about the batch."""
@@ -101,7 +121,7 @@ class BatchLineage:
         from airflow.providers.common.compat.openlineage.facet import Dataset
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        namespace = f"kafka://{kafka_server(self.bootstrap_servers)}"
+        namespace = f"kafka://{self.server}"
         inputs = [Dataset(namespace=namespace, name=t) for t in self.topics]
         if self.plan is None:
             return OperatorLineage(inputs=inputs)

@@ -6,8 +6,10 @@ master). Variables (with defaults): ``kafka_offsets_demo_topic``,
 ``kafka_offsets_demo_pipeline``, ``kafka_offsets_demo_output``,
 ``kafka_offsets_demo_max_records``, and for a table instead of Parquet directories
 ``kafka_offsets_demo_sink_format`` (``iceberg`` or ``delta``) with ``kafka_offsets_demo_table``.
-``kafka_offsets_demo_interval_seconds`` (default 300) sets the schedule; unlike the others it is
-read when Airflow parses this file, so a change applies from the next parse.
+``kafka_offsets_demo_interval_seconds`` (default 300) sets the schedule. The schedule and the
+topic are read when Airflow parses this file (a change applies from the next parse), so the topic
+is in Airflow's asset graph as ``kafka://<bootstrap server>/<topic>``, the plan task's inlet,
+before any run.
 
 Each commit emits one asset event through the alias ``kafka_offsets/<pipeline>``;
 ``kafka_batch_consumer_example`` is scheduled on it for the default pipeline ``demo_events``.
@@ -38,7 +40,7 @@ with DAG(
     kafka_ingest_task_group(
         "ingest",
         pipeline="{{ var.value.get('kafka_offsets_demo_pipeline', 'demo_events') }}",
-        topics="{{ var.value.get('kafka_offsets_demo_topic', 'demo-events') }}",
+        topics=Variable.get("kafka_offsets_demo_topic", default="demo-events"),
         output_root="{{ var.value.get('kafka_offsets_demo_output', '/tmp/kafka-offsets-demo') }}",
         sink={
             "format": "{{ var.value.get('kafka_offsets_demo_sink_format', 'directory') }}",

@@ -37,6 +37,17 @@ class KafkaClusterHook(KafkaBaseHook):
             ) from exc
         return config
 
+    def bootstrap_servers(self) -> str:
+        """The connection's ``bootstrap.servers``, read without building the client config (no
+        callbacks, no OAuth token): what names the cluster in asset URIs, also when a DAG is parsed."""
+        servers = self.get_connection(self.kafka_config_id).extra_dejson.get("bootstrap.servers")
+        if not isinstance(servers, str) or not servers.strip():
+            raise ConfigurationError(
+                f"Kafka connection {self.kafka_config_id!r} names no bootstrap.servers: add them to its Config Dict "
+                "(extra)."
+            )
+        return servers
+
     def get_conn(self) -> KafkaOffsetsClient:
         return KafkaOffsetsClient(self.client_config(), timeout_s=self.timeout_s)
 

@@ -30,7 +30,15 @@ from airflow_kafka_offsets.errors import (
 )
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.lineage import BatchLineage, openlineage_parent_conf, output_asset, pipeline_output_alias
+from airflow_kafka_offsets.lineage import (
+    BatchLineage,
+    kafka_server,
+    literal_topics,
+    openlineage_parent_conf,
+    output_asset,
+    pipeline_output_alias,
+    topic_asset,
+)
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.operations import pipeline_sink, sink_for_spec
@@ -161,7 +169,55 @@ class KafkaOffsetsBaseOperator(BaseOperator):
         return pipeline_sink(ledger, self.pipeline)
 
 
-class KafkaBatchStepOperator(KafkaOffsetsBaseOperator):
+NOT_IN_ASSET_GRAPH = (
+    "%s: the Kafka topics are not in the DAG's asset graph (%s); the read and commit tasks name them as inlets "
+    "when they handle a batch"
+)
+
+
+class KafkaTopicAssetsOperator(KafkaOffsetsBaseOperator):
+    """A step of a pipeline that reads Kafka: it names the pipeline's topics as the assets
+    ``kafka://<server>/<topic>``, the same URIs whether declared when the DAG is parsed or added
+    when the task runs (so Airflow never holds two assets for one topic).
+
+    :param kafka_asset_server: the server in those URIs and in OpenLineage namespaces (default: the
+        first bootstrap server of the Kafka connection). Give it when the dag-processor cannot read
+        the connection; then parsing does not read it either.
+    """
+
+    def __init__(self, *, kafka_asset_server: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kafka_asset_server = kafka_asset_server
+
+    def asset_server(self) -> str:
+        """The server naming the topics: the one given, else the connection's first bootstrap server."""
+        if self.kafka_asset_server:
+            return self.kafka_asset_server
+        return kafka_server(KafkaClusterHook(self.kafka_conn_id).bootstrap_servers())
+
+    def declare_topic_inlets(self, topics: object) -> None:
+        """At parse time: the topics as the task's inlets, so Airflow's asset graph shows them before any
+        run. Not when a template names the topics or the Kafka connection, or the connection cannot be
+        read while parsing: a log line says why, and the read and commit steps name them when they run."""
+        names = literal_topics(topics)
+        if names is None:
+            self.log.info(NOT_IN_ASSET_GRAPH, self.task_id, f"{topics!r} are no literal topic names")
+        elif not self.kafka_asset_server and "{{" in self.kafka_conn_id:
+            self.log.info(NOT_IN_ASSET_GRAPH, self.task_id, f"the Kafka connection {self.kafka_conn_id!r} is templated")
+        else:
+            try:
+                server = self.asset_server()
+            except ConfigurationError as exc:
+                self.log.warning(
+                    NOT_IN_ASSET_GRAPH + "; give kafka_asset_server to name their server",
+                    self.task_id,
+                    str(exc).rstrip("."),
+                )
+            else:
+                self.inlets = [*self.inlets, *(topic_asset(server, t) for t in names)]
+
+
+class KafkaBatchStepOperator(KafkaTopicAssetsOperator):
     """Tells Airflow and OpenLineage what the step read and wrote when it handled a batch: the
     pipeline's topics (as the task's inlets), its output, and the batch."""
 
@@ -172,8 +228,7 @@ class KafkaBatchStepOperator(KafkaOffsetsBaseOperator):
         that fails then fails the step before it reads or commits, not after)."""
         with ledger.transaction() as tx:
             topics = tx.pipeline_spec(self.pipeline).topics
-        bootstrap = KafkaClusterHook(self.kafka_conn_id).client_config()["bootstrap.servers"]
-        return BatchLineage(self.pipeline, bootstrap, tuple(topics), sink.describe())
+        return BatchLineage(self.pipeline, self.asset_server(), tuple(topics), sink.describe())
 
     def handled(self, lineage: BatchLineage, plan: BatchPlan, records: int) -> BatchLineage:
         """The batch this run read or committed: the task's inlets and its OpenLineage COMPLETE event."""
@@ -187,11 +242,13 @@ class KafkaBatchStepOperator(KafkaOffsetsBaseOperator):
         return self._lineage.openlineage() if self._lineage is not None else None
 
 
-class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
+class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
     """Write the next batch's exact offset ranges to the ledger, or return the batch already planned.
 
     Returns ``{"pipeline", "batch_id", "records_planned", "replayed"}``; ``batch_id`` is None when
     Kafka holds nothing new. Pass the task's ``output`` as ``batch_id`` of the read and commit steps.
+    Literal topics are the task's inlets from the moment the DAG is parsed
+    (:meth:`KafkaTopicAssetsOperator.declare_topic_inlets`).
 
     :param topics: the pipeline's topics (a list, or a comma-separated string; templated).
     :param output_root: where batch N lands, as ``<root>/<pipeline>/batch=<N>/`` with the directory sink;
@@ -254,6 +311,7 @@ class KafkaBatchPlanOperator(KafkaOffsetsBaseOperator):
         self.json_schema = json_schema
         self.max_decode_errors = max_decode_errors
         self.kafka_timeout_s = kafka_timeout_s
+        self.declare_topic_inlets(topics)
 
     def run(self, context: Context) -> dict[str, Any]:
         refuse_backfill(context, self.pipeline)
@@ -472,12 +530,16 @@ def kafka_ingest_task_group(
     postgres_conn_id: str = "postgres_default",
     spark_conn_id: str = "spark_default",
     ledger_schema: str | None = None,
+    kafka_asset_server: str | None = None,
     plan_kwargs: PlanOptions | None = None,
     spark_kwargs: SparkOptions | None = None,
     commit_kwargs: Mapping[str, Any] | None = None,
 ) -> TaskGroup:
     """plan >> read >> commit for one pipeline, the batch id passed by XCom.
 
+    Literal ``topics`` are the plan task's inlets in Airflow's asset graph as soon as the DAG is
+    parsed (``kafka://<server>/<topic>``, the server from the Kafka connection, or
+    ``kafka_asset_server``); templated ones become the read and commit tasks' inlets when they run.
     ``plan_kwargs`` and ``spark_kwargs`` take the documented keys of :class:`PlanOptions` and
     :class:`SparkOptions`; ``commit_kwargs`` any BaseOperator argument of the commit task.
     """
@@ -486,6 +548,7 @@ def kafka_ingest_task_group(
         "kafka_conn_id": kafka_conn_id,
         "postgres_conn_id": postgres_conn_id,
         "ledger_schema": ledger_schema,
+        "kafka_asset_server": kafka_asset_server,
     }
     with TaskGroup(group_id=group_id) as group:
         plan = KafkaBatchPlanOperator(

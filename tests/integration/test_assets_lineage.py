@@ -4,7 +4,8 @@
 must hold exactly one asset event (through the pipeline's alias) whose extra names that batch,
 and the OpenLineage file transport COMPLETE events naming the Kafka topic, the output and the
 batch. A real scheduler: the commit's event triggers ``kafka_batch_consumer_example``, which
-reads exactly that batch.
+reads exactly that batch. The real dag-processor: parsing alone puts each ingest DAG's topic in
+Airflow's asset graph as ``kafka://<server>/<topic>``, consumed by the DAG's plan task.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg2
 
@@ -24,11 +26,13 @@ import devstack
 from airflow_kafka_offsets.lineage import pipeline_output_alias
 
 from .helpers import produce
+from .test_manual_ops_ui import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "kafka_ingest_example"
 CONSUMER_DAG_ID = "kafka_batch_consumer_example"
 CONSUMER_PIPELINE = "demo_events"  # the pipeline the consumer example is scheduled on
+LAG_DAG_ID, LAG_TOPIC = "kafka_lag_ingest_example", "lag-events"  # dags/kafka_lag_ingest_example.py
 
 
 def airflow_dags_test(env: dict[str, str], logical_date: str) -> str:
@@ -136,6 +140,10 @@ def test_commit_emits_one_asset_event_and_openlineage_facets(stack, airflow_db, 
         (complete,) = completes_of(second, task)
         assert (complete["inputs"], complete["outputs"]) == ([], [])
         assert "kafkaOffsets" not in complete["run"]["facets"]
+    # the plan task's inlet, declared when the DAG was parsed, is its input in every run
+    for events in (after_first, second):
+        (complete,) = completes_of(events, "plan")
+        assert [{k: d[k] for k in ("namespace", "name")} for d in complete["inputs"]] == [topic_dataset]
 
 
 def api(airflow: dict, path: str, method: str = "GET", body: dict | None = None) -> Any:
@@ -211,3 +219,29 @@ def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_u
             "partitions": {f"{topic}/0": [0, 19, 20], f"{topic}/1": [0, 19, 20]},
         }
     ]
+
+
+def request_parse(airflow: dict, dag_id: str) -> None:
+    """Ask the dag-processor to parse the DAG's file now."""
+    api(airflow, f"parseDagFile/{api(airflow, f'dags/{dag_id}/details')['file_token']}", "PUT")
+
+
+def consumers_of(airflow: dict, uri: str) -> list[tuple[str, str]]:
+    """(dag, task) of each task that has the asset as an inlet in Airflow's asset graph."""
+    assets = api(airflow, f"assets?uri_prefix_pattern={quote(uri, safe='')}&limit=100")["assets"]
+    return sorted((t["dag_id"], t["task_id"]) for a in assets if a["uri"] == uri for t in a["consuming_tasks"])
+
+
+def test_parsing_puts_each_ingest_dags_topic_in_the_asset_graph(airflow_ui, stack, make_topic):
+    server = stack.bootstrap_servers.split(",")[0]
+    topic = make_topic(partitions=1)  # new: no run has read it, only a parse can name it
+    api(airflow_ui, "variables", "POST", {"key": "kafka_offsets_demo_topic", "value": topic})
+    try:
+        request_parse(airflow_ui, DAG_ID)
+        consumers = wait_until(
+            lambda: consumers_of(airflow_ui, f"kafka://{server}/{topic}"), f"kafka://{server}/{topic} as an inlet", 90
+        )
+    finally:
+        api(airflow_ui, "variables/kafka_offsets_demo_topic", "DELETE")
+    assert consumers == [(DAG_ID, "ingest.plan")]
+    assert consumers_of(airflow_ui, f"kafka://{server}/{LAG_TOPIC}") == [(LAG_DAG_ID, "ingest.plan")]

@@ -26,7 +26,7 @@ from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.ledger import Ledger
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
-from .test_assets_lineage import DAG_ID, api, runs_of
+from .test_assets_lineage import DAG_ID, api, request_parse, runs_of
 from .test_manual_ops_ui import DAG_ID as MANUAL_OPS_DAG_ID
 from .test_manual_ops_ui import result_of, run_ids, wait_for_new_run, wait_until
 
@@ -37,8 +37,7 @@ PARTITIONS = 2
 
 def reparse(airflow: dict, interval_s: int, timeout: float = 120) -> None:
     """Ask the dag-processor to parse the example DAG now; wait until its schedule is ``interval_s``."""
-    details = api(airflow, f"dags/{DAG_ID}/details")
-    api(airflow, f"parseDagFile/{details['file_token']}", "PUT")
+    request_parse(airflow, DAG_ID)
     summary = str(timedelta(seconds=interval_s))
     wait_until(
         lambda: api(airflow, f"dags/{DAG_ID}/details")["timetable_summary"] == summary,

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import structlog.testing
 from airflow.sdk import DAG, Asset, AssetAlias
 from airflow.sdk.api.datamodels._generated import DagRunType
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
@@ -100,6 +101,7 @@ def test_task_group_wires_plan_read_commit_by_xcom() -> None:
         assert isinstance(task.batch_id, PlainXComArg)
         assert task.batch_id.operator is plan and task.batch_id.key == "return_value"
     assert (plan.kafka_conn_id, plan.postgres_conn_id, read.spark_conn_id) == ("k", "pg", "sp")
+    assert {t.kafka_asset_server for t in (plan, read, commit)} == {None}
     assert plan.max_records_per_batch == 100 and read.min_partitions == 4
     for task in (plan, read, commit):
         assert {"pipeline", "kafka_conn_id", "postgres_conn_id", "ledger_schema"} <= set(task.template_fields)
@@ -241,6 +243,67 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
     assert op.get_openlineage_facets_on_complete(None) is None and op.inlets == []
 
 
+TOPIC_ASSETS = [Asset(uri="kafka://127.0.0.1:9/orders"), Asset(uri="kafka://127.0.0.1:9/refunds")]
+
+
+def test_literal_topics_are_the_plan_tasks_inlets_when_the_dag_is_parsed() -> None:
+    with DAG("parsed", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+        kafka_ingest_task_group("ingest", pipeline="orders", topics="refunds,orders", output_root="/out")
+    plan, read, commit = (dag.get_task(f"ingest.{t}") for t in ("plan", "read", "commit"))
+    assert plan.inlets == TOPIC_ASSETS  # the first bootstrap server of kafka_default
+    assert (read.inlets, commit.inlets) == ([], [])  # theirs are added when they handle a batch
+
+
+def test_a_given_kafka_asset_server_names_the_topics_at_parse_and_at_run_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No connection is read while parsing; the read step's run-time inlets and OpenLineage namespace
+    use the same server, not the connection's (127.0.0.1:9), so each topic is one asset."""
+    server = "kafka.example.com:9092"
+    plan = KafkaBatchPlanOperator(
+        task_id="plan",
+        pipeline="orders",
+        topics="orders",
+        output_root="/out",
+        kafka_conn_id="undefined",
+        kafka_asset_server=server,
+    )
+    assert plan.inlets == [Asset(uri=f"kafka://{server}/orders")]
+    monkeypatch.setattr(ingest, "load_batch", lambda ledger, pipeline, batch_id: PLAN)
+    monkeypatch.setattr(KafkaBatchSparkOperator, "ledger", lambda self: SpecLedger())
+    monkeypatch.setattr(KafkaBatchSparkOperator, "sink_for", lambda self, ledger: SINK)
+    monkeypatch.setattr(SparkBatchSubmitter, "check", lambda self: ((), ()))
+    report = BatchReport("orders", 4, (PartitionReport("orders", 0, 9, 10, 18, 9, 90),), 900, "4.2.0")
+    monkeypatch.setattr(ingest, "run_batch", lambda *args, **kwargs: report)
+    read = KafkaBatchSparkOperator(task_id="read", pipeline="orders", batch_id=4, kafka_asset_server=server)
+    read.execute(context())
+    assert read.inlets == plan.inlets
+    lineage = read.get_openlineage_facets_on_complete(None)
+    assert lineage is not None and [d.namespace for d in lineage.inputs] == [f"kafka://{server}"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "level", "why"),
+    [
+        ({"topics": "{{ var.value.topic }}"}, "info", "'{{ var.value.topic }}' are no literal topic names"),
+        ({"kafka_conn_id": "{{ var.value.c }}"}, "info", "the Kafka connection '{{ var.value.c }}' is templated"),
+        ({"kafka_conn_id": "undefined"}, "warning", "Kafka connection 'undefined' is not defined in Airflow"),
+        ({"kafka_conn_id": "bare"}, "warning", "Kafka connection 'bare' names no bootstrap.servers"),
+    ],
+)
+def test_topics_unknown_while_parsing_leave_the_asset_graph_with_a_log_line(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, str], level: str, why: str
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_BARE", json.dumps({"conn_type": "kafka", "extra": {}}))
+    with structlog.testing.capture_logs() as logs:
+        plan = KafkaBatchPlanOperator(
+            task_id="plan", pipeline="orders", output_root="/out", **{"topics": "orders", **kwargs}
+        )
+    assert plan.inlets == []
+    (line,) = [log for log in logs if "asset graph" in log["event"]]
+    assert line["log_level"] == level
+    assert line["event"].startswith(f"plan: the Kafka topics are not in the DAG's asset graph ({why}")
+    assert "when they handle a batch" in line["event"]
+
+
 def test_on_kill_stops_the_running_spark_submit() -> None:
     killed: list[str] = []
     op = KafkaBatchSparkOperator(task_id="read", pipeline="orders")
@@ -318,6 +381,9 @@ def test_hooks_name_missing_or_incomplete_connections(monkeypatch: pytest.Monkey
         KafkaClusterHook("bare").client_config()
     with pytest.raises(Exception, match="Kafka connection 'no_such_kafka' is not defined in Airflow"):
         KafkaClusterHook("no_such_kafka").get_conn()
+    with pytest.raises(Exception, match="Kafka connection 'bare' names no bootstrap.servers: add them"):
+        KafkaClusterHook("bare").bootstrap_servers()
+    assert KafkaClusterHook().bootstrap_servers() == "127.0.0.1:9"
 
 
 def test_the_kafka_hook_is_the_apache_kafka_providers() -> None:
@@ -345,6 +411,13 @@ def test_example_dags_import_without_errors() -> None:
     bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
     assert bag.import_errors == {}
     assert {"kafka_ingest_example", "kafka_offsets_manual_ops", "kafka_batch_consumer_example"} <= set(bag.dag_ids)
+    # the ingest examples name their topic literally (the variable is read while parsing): inlets from the start
+    assert bag.dags["kafka_ingest_example"].get_task("ingest.plan").inlets == [
+        Asset(uri="kafka://127.0.0.1:9/demo-events")
+    ]
+    assert bag.dags["kafka_lag_ingest_example"].get_task("ingest.plan").inlets == [
+        Asset(uri="kafka://127.0.0.1:9/lag-events")
+    ]
 
 
 @pytest.mark.parametrize("run_type", ["backfill", DagRunType.BACKFILL])
