@@ -86,6 +86,8 @@ def render(results: dict[str, Any]) -> str:
         batch = median(r[phase] for r in per["package"])
         trivial = median(r[phase] for r in per["trivial"])
         lines.append(f"| {phase} | {_s(batch)} | {_s(trivial)} |")
+    cpu = [median(r.get("cpu_s") for r in results[name]["runs"]) for name in ("package", "trivial")]
+    lines.append(f"| CPU seconds of the processes (user + system) | {_s(cpu[0])} | {_s(cpu[1])} |")
     for name in ("package", "trivial"):
         lines += ["", f"## Timeline: {name} (median seconds since the worker's start)", ""]
         lines += ["| at s | step |", "| ---: | --- |"]

@@ -24,7 +24,8 @@ from pathlib import Path  # noqa: E402
 from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
-from pyspark.sql import DataFrame, DataFrameWriter, SparkSession  # noqa: E402
+from pyspark.sql import DataFrameWriter, SparkSession  # noqa: E402
+from pyspark.sql.classic.dataframe import DataFrame  # noqa: E402 - what spark.range returns under spark-submit
 
 MARKS.append(("pyspark imported", time.time()))
 REPO = Path(__file__).resolve().parents[1]
