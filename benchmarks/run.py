@@ -174,6 +174,18 @@ def _baseline_runner(info: Any, ledger: Any, workdir: Path, args: argparse.Names
     )
 
 
+def rate_figures(records: int, payload_bytes: int, seconds: float, cpu_s: float | None, cores: int) -> dict[str, Any]:
+    """records/s and MB/s, per core of the machine (every contender may use them all), and per CPU second used."""
+    rate, mb_rate = records / seconds, payload_bytes / MB / seconds
+    return {
+        "records_per_s": round(rate, 1),
+        "mb_per_s": round(mb_rate, 2),
+        "records_per_s_per_core": round(rate / cores, 1),
+        "mb_per_s_per_core": round(mb_rate / cores, 2),
+        "records_per_cpu_s": round(records / cpu_s, 1) if cpu_s else None,
+    }
+
+
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
@@ -208,19 +220,13 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
     base = None
     for name in args.contender_list:
         seconds = spread([r["seconds"] for r in runs[name]])
-        rate = dataset.records / seconds["median"]
-        mb_rate = dataset.payload_bytes / MB / seconds["median"]
         cpu = median(r.get("cpu_s") for r in runs[name])
         entry = {
             "seconds": seconds,
-            "records_per_s": round(rate, 1),
-            "mb_per_s": round(mb_rate, 2),
-            # per core of the machine (every contender may use them all), and per CPU second it did use
-            "records_per_s_per_core": round(rate / cores, 1),
-            "mb_per_s_per_core": round(mb_rate / cores, 2),
-            "records_per_cpu_s": round(dataset.records / cpu, 1) if cpu else None,
+            **rate_figures(dataset.records, dataset.payload_bytes, seconds["median"], cpu, cores),
             "runs": runs[name],
         }
+        rate = entry["records_per_s"]
         if name.startswith("package"):
             entry["median_split"] = _spark_split_median(runs[name])
         if name == "package":

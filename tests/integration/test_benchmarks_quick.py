@@ -1,4 +1,5 @@
-"""The benchmark harness still runs: its scaling part, tiny sizes, on the real ledger (seconds).
+"""The benchmark harness still runs: its scaling part on the real ledger and its Spark Connect part on the
+session's warm server, tiny sizes (seconds).
 
 Figures are not checked (they are not tests); only that the harness produced its JSON and
 Markdown with the expected keys, so it cannot silently rot.
@@ -15,35 +16,38 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
+def run_harness(*args: str, timeout: float) -> None:
+    """``python -m benchmarks.run`` with these arguments, as scripts/bench runs it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "scripts")])}
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.run",
-            "--only",
-            "scaling",
-            "--scaling-partitions",
-            "2,20",
-            "--scaling-history",
-            "10,200",
-            "--history-partitions",
-            "2",
-            "--scaling-batches",
-            "2",
-            "--label",
-            "quick-test",
-            "--out-dir",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "benchmarks.run", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
+    run_harness(
+        "--only",
+        "scaling",
+        "--scaling-partitions",
+        "2,20",
+        "--scaling-history",
+        "10,200",
+        "--history-partitions",
+        "2",
+        "--scaling-batches",
+        "2",
+        "--label",
+        "quick-test",
+        "--out-dir",
+        str(tmp_path),
+        timeout=120,
+    )
 
     results = json.loads((tmp_path / "quick-test.json").read_text())
     assert {"format", "label", "command", "params", "machine", "started_at", "finished_at", "scaling"} <= set(results)
@@ -69,32 +73,21 @@ def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: s
     readme.write_text(
         "before\n<!-- benchmarks:summary:start -->\nold figures\n<!-- benchmarks:summary:end -->\nafter\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "scripts")])}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.run",
-            "--only",
-            "connect",
-            "--connect-records",
-            "200",
-            "--connect-batches",
-            "1",
-            "--label",
-            "quick-connect",
-            "--out-dir",
-            str(tmp_path),
-            "--update-readme",
-            str(readme),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
+    run_harness(
+        "--only",
+        "connect",
+        "--connect-records",
+        "200",
+        "--connect-batches",
+        "1",
+        "--label",
+        "quick-connect",
+        "--out-dir",
+        str(tmp_path),
+        "--update-readme",
+        str(readme),
         timeout=300,
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     results = json.loads((tmp_path / "quick-connect.json").read_text())
     connect = results["connect"]

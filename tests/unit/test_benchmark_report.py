@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.report import goals, readme_summary, render, update_readme
+from benchmarks.run import rate_figures
 
 
 def results() -> dict:
@@ -87,3 +88,14 @@ def test_update_readme_replaces_only_the_marked_block(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no <!-- benchmarks:summary:start -->"):
         update_readme(readme, results(), "t.md")
     assert readme.read_text() == "no markers\n"
+
+
+def test_rate_figures_per_core_and_per_cpu_second() -> None:
+    assert rate_figures(1_000_000, 500_000_000, 50.0, 80.0, 2) == {
+        "records_per_s": 20_000.0,
+        "mb_per_s": 10.0,
+        "records_per_s_per_core": 10_000.0,
+        "mb_per_s_per_core": 5.0,
+        "records_per_cpu_s": 12_500.0,
+    }
+    assert rate_figures(10, 10, 1.0, None, 2)["records_per_cpu_s"] is None
