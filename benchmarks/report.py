@@ -407,7 +407,7 @@ def readme_summary(results: dict, results_name: str) -> str:
     load = (m.get("loadavg_at_start") or ["?"])[0], (results.get("loadavg_at_end") or ["?"])[0]
     lines = [
         README_START,
-        f"Generated from `{results_name}` (`{results['command']}`, {results['started_at']} UTC; "
+        f"Generated from `{results_name}` (run {results['started_at']} UTC, its command and every table there; "
         f"{m.get('cpu_cores')} cores, load average {load[0]} at start and {load[1]} at end).",
         "",
         *goal_lines(results)[2:],
@@ -424,6 +424,7 @@ def readme_summary(results: dict, results_name: str) -> str:
                 f"{c['vs_package']:.2f}x" if c.get("vs_package") else "-",
             ]
             for name, c in tp.items()
+            if name != "package_baseline"  # an experiment's contender, in the results file
         ]
         ds = results["throughput"]["dataset"]
         lines += [
