@@ -59,18 +59,23 @@ def parse_event_log(directory: Path, submit_start: float, submit_end: float) -> 
     jobs: dict[int, dict[str, float]] = {}
     stages = []
     tasks: dict[int, dict[str, float]] = {}
+    events: list[tuple[str, float]] = []  # (what, epoch seconds): the timeline profile_setup.py prints
     with open(files[0], encoding="utf-8") as handle:
         for line in handle:
             event = json.loads(line)
             kind = event.get("Event")
             if kind == "SparkListenerApplicationStart":
                 app_start = event["Timestamp"] / 1000
+                events.append(("SparkContext started (application start)", app_start))
             elif kind == "SparkListenerApplicationEnd":
                 app_end = event["Timestamp"] / 1000
+                events.append(("application end", app_end))
             elif kind == "SparkListenerJobStart":
                 jobs.setdefault(event["Job ID"], {})["start"] = event["Submission Time"] / 1000
+                events.append((f"job {event['Job ID']} start", event["Submission Time"] / 1000))
             elif kind == "SparkListenerJobEnd":
                 jobs.setdefault(event["Job ID"], {})["end"] = event["Completion Time"] / 1000
+                events.append((f"job {event['Job ID']} end", event["Completion Time"] / 1000))
             elif kind == "SparkListenerTaskEnd":
                 metrics = event.get("Task Metrics") or {}
                 acc = tasks.setdefault(event["Stage ID"], {"run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0})
@@ -80,6 +85,9 @@ def parse_event_log(directory: Path, submit_start: float, submit_end: float) -> 
             elif kind == "SparkListenerStageCompleted":
                 info = event["Stage Info"]
                 if "Submission Time" in info and "Completion Time" in info:
+                    what = f"stage {info['Stage ID']} ({info['Number of Tasks']} tasks, {info['Stage Name'][:40]})"
+                    events.append((f"{what} submitted", info["Submission Time"] / 1000))
+                    events.append((f"{what} completed", info["Completion Time"] / 1000))
                     stages.append(
                         {
                             "stage": info["Stage ID"],
@@ -108,6 +116,7 @@ def parse_event_log(directory: Path, submit_start: float, submit_end: float) -> 
             ({**s, **{k: round(v, 3) for k, v in tasks.get(s["stage"], {}).items()}} for s in stages),
             key=lambda s: s["stage"],
         ),
+        "events": sorted(events, key=lambda e: e[1]),
     }
 
 
@@ -199,6 +208,8 @@ class PackageRunner:
                 "commit_s": round(t3 - t2, 3),
             },
             "spark": split,
+            # the worker's own steps as epoch seconds, to lay beside the event log's (profile_setup.py)
+            "epochs": {"start": t0, "planned": t1, **marks, "ran": t2, "committed": t3},
         }
         shutil.rmtree(run_dir, ignore_errors=True)
         return result
@@ -263,16 +274,18 @@ class StreamingRunner:
 class TrivialSubmitRunner:
     """``spark.range(10).count()`` through spark-submit with the package's jars and settings: the floor."""
 
-    def __init__(self, info: Any, workdir: Path, spark_conf: Mapping[str, str]) -> None:
+    def __init__(self, info: Any, workdir: Path, spark_conf: Mapping[str, str], app: Path = TRIVIAL_APP) -> None:
+        """``app`` replaces trivial_app.py (profile_setup.py's timed wrapper of it)."""
         self.info = info
         self.workdir = workdir
         self.spark_conf = dict(spark_conf)
+        self.app = app
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
         run_dir = self.workdir / f"trivial-{uuid.uuid4().hex[:8]}"
         events = run_dir / "eventlog"
         argv = spark_submit_argv(
-            self.info, {**self.spark_conf, **event_log_conf(events)}, TRIVIAL_APP, [], "bench-trivial-submit"
+            self.info, {**self.spark_conf, **event_log_conf(events)}, self.app, [], "bench-trivial-submit"
         )
         cpu0 = children_cpu()
         start = time.time()
@@ -282,6 +295,7 @@ class TrivialSubmitRunner:
             "seconds": round(end - start, 3),
             "cpu_s": round(children_cpu() - cpu0, 1),
             "spark": parse_event_log(events, start, end),
+            "epochs": {"start": start, "submit_start": start, "submit_end": end},
         }
         shutil.rmtree(run_dir, ignore_errors=True)
         return result

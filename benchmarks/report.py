@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,65 @@ LABELS = {
     "python_consumer": "Python consumer (confluent-kafka + pyarrow)",
     "kafka_consumer_perf": "Kafka ConsumerPerformance (reads only: the ceiling)",
 }
+
+
+# The figures issue 13 asks of the harness: (key, what, target as (bound, "max"|"min") or None)
+GOALS: list[tuple[str, str, tuple[float, str] | None]] = [
+    ("package_vs_structured_streaming", "throughput: package ÷ Structured Streaming (AvailableNow), records/s", None),
+    ("package_vs_python_consumer", "throughput: package ÷ the hand-written Python consumer, records/s", None),
+    ("batch_vs_trivial_submit", "small batch (spark-submit) ÷ a trivial spark-submit, wall seconds", (1.2, "max")),
+    ("trivial_submit_s", "trivial spark-submit (`spark.range(10).count()`), seconds", None),
+    ("connect_batch_s", "small batch on a warm Spark Connect server, plan to commit, seconds", (1.5, "max")),
+]
+README_START = "<!-- benchmarks:summary:start -->"
+README_END = "<!-- benchmarks:summary:end -->"
+
+
+def goals(results: dict) -> dict[str, float | None]:
+    """The ratios and figures of :data:`GOALS` from one results file (None: its section did not run)."""
+    tp = (results.get("throughput") or {}).get("contenders", {})
+    ov = results.get("overhead") or {}
+    cn = results.get("connect") or {}
+
+    def rate_ratio(other: str) -> float | None:
+        if "package" not in tp or other not in tp:
+            return None
+        return round(tp["package"]["records_per_s"] / tp[other]["records_per_s"], 3)
+
+    trivial = (ov.get("trivial_submit") or {}).get("seconds", {}).get("median")
+    return {
+        "package_vs_structured_streaming": rate_ratio("structured_streaming"),
+        "package_vs_python_consumer": rate_ratio("python_consumer"),
+        "batch_vs_trivial_submit": ov.get("vs_trivial_submit"),
+        "trivial_submit_s": round(trivial, 3) if trivial is not None else None,
+        "connect_batch_s": (cn.get("median") or {}).get("total_s"),
+    }
+
+
+def _target(target: tuple[float, str] | None, value: float | None) -> tuple[str, str]:
+    if target is None:
+        return "-", "-"
+    bound, kind = target
+    text = f"{'≤' if kind == 'max' else '≥'} {bound:g}"
+    if value is None:
+        return text, "-"
+    met = value <= bound if kind == "max" else value >= bound
+    return text, "yes" if met else "no"
+
+
+def goal_lines(results: dict) -> list[str]:
+    found = results.get("goals") or goals(results)
+    rows = []
+    for key, what, target in GOALS:
+        value = found.get(key)
+        if value is None:
+            continue
+        text, met = _target(target, value)
+        unit = "x" if "vs" in key else " s"
+        rows.append([what, f"{value:.2f}{unit}", text, met])
+    if not rows:
+        return []
+    return ["## Summary", ""] + _table(["figure", "value", "target", "met"], rows) + [""]
 
 
 def median_of(values) -> float | None:
@@ -78,15 +138,21 @@ def throughput_lines(results: dict) -> list[str]:
                 f"{_f(s['median'])} ({_f(s['min'])}-{_f(s['max'])})",
                 _f(c["records_per_s"], 0),
                 _f(c["mb_per_s"]),
+                _f(c.get("records_per_s_per_core"), 0),
+                _f(c.get("mb_per_s_per_core"), 2),
                 f"{c['vs_package']:.2f}x" if c.get("vs_package") else "-",
                 _f(cpu),
+                _f(c.get("records_per_cpu_s"), 0),
             ]
         )
-    out += _table(["contender", "seconds", "records/s", "MB/s", "vs package", "CPU s"], rows)
+    headers = ["contender", "seconds", "records/s", "MB/s", "records/s per core", "MB/s per core", "vs package"]
+    out += _table([*headers, "CPU s", "records per CPU s"], rows)
     out += [
         "",
+        f"Per core: divided by the machine's {tp.get('cores', '?')} cores (every contender may use them all). "
         "CPU s: user + system CPU seconds of the contender's processes (spark-submit's JVMs and Python, "
-        "the consumer), median; the machine has 2 cores shared with other work.",
+        "the consumer), median; records per CPU s: records over those CPU seconds. The machine is shared "
+        "with other work.",
     ]
     perf = tp["contenders"].get("kafka_consumer_perf", {})
     tool = (perf.get("runs") or [{}])[0].get("tool_reported") if perf else None
@@ -150,6 +216,34 @@ def overhead_lines(results: dict) -> list[str]:
         return out + _table(["phase", "seconds", "baseline seconds (before tuning)"], rows) + [""]
     rows = [[label, _f(ov["median"].get(key), 2)] for key, label in OVERHEAD_PHASES if key in ov["median"]]
     return out + _table(["phase", "seconds"], rows) + [""]
+
+
+def connect_lines(results: dict) -> list[str]:
+    cn = results.get("connect")
+    if not cn:
+        return []
+    sec, med = cn["seconds"], cn["median"]
+    return [
+        "## Spark Connect: one small batch on a warm server",
+        "",
+        f"{cn['records']:,} records ({cn['partitions']} partitions) per batch, a fresh topic each, through "
+        f"plan_batch, run_batch and commit_batch with the `spark_connect` connection, after one uncounted batch; "
+        f"median of {cn['repeat']}, seconds.",
+        "",
+        *_table(
+            ["plan", "read (the app on the server)", "commit", "plan to commit (min-max)"],
+            [
+                [
+                    _f(med["plan_s"], 2),
+                    _f(med["read_s"], 2),
+                    _f(med["commit_s"], 2),
+                    f"{_f(med['total_s'], 2)} ({_f(sec['min'], 2)}-{_f(sec['max'], 2)})",
+                ]
+            ],
+            "rrrr",
+        ),
+        "",
+    ]
 
 
 def scaling_lines(results: dict) -> list[str]:
@@ -296,13 +390,60 @@ def render(results: dict, before: dict | None = None, before_name: str = "") -> 
         "medians of repeated runs are shown where they were cheap.",
         "",
     ]
+    lines += goal_lines(results)
     lines += throughput_lines(results)
     lines += overhead_lines(results)
+    lines += connect_lines(results)
     lines += baseline_lines(results)
     lines += scaling_lines(results)
     if before:
         lines += comparison_lines(before, results, before_name)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def readme_summary(results: dict, results_name: str) -> str:
+    """The README's summary block: the goal figures and the throughput per contender, with the run's conditions."""
+    m = results.get("machine", {})
+    load = (m.get("loadavg_at_start") or ["?"])[0], (results.get("loadavg_at_end") or ["?"])[0]
+    lines = [
+        README_START,
+        f"Generated from `{results_name}` (run {results['started_at']} UTC, its command and every table there; "
+        f"{m.get('cpu_cores')} cores, load average {load[0]} at start and {load[1]} at end).",
+        "",
+        *goal_lines(results)[2:],
+    ]
+    tp = (results.get("throughput") or {}).get("contenders", {})
+    if tp:
+        rows = [
+            [
+                LABELS.get(name, name),
+                _f(c["records_per_s"], 0),
+                _f(c["mb_per_s"]),
+                _f(c.get("records_per_s_per_core"), 0),
+                _f(c.get("mb_per_s_per_core"), 2),
+                f"{c['vs_package']:.2f}x" if c.get("vs_package") else "-",
+            ]
+            for name, c in tp.items()
+            if name != "package_baseline"  # an experiment's contender, in the results file
+        ]
+        ds = results["throughput"]["dataset"]
+        lines += [
+            f"Throughput, {ds['records']:,} records of ~{ds['payload_bytes'] / max(ds['records'], 1):.0f} B over "
+            f"{ds['partitions']} partitions:",
+            "",
+            *_table(["contender", "records/s", "MB/s", "records/s per core", "MB/s per core", "vs package"], rows),
+            "",
+        ]
+    return "\n".join([*lines, README_END])
+
+
+def update_readme(readme: Path, results: dict, results_name: str) -> None:
+    """Replace the block between the README's benchmark markers with this run's summary."""
+    text = readme.read_text()
+    block = re.compile(re.escape(README_START) + ".*?" + re.escape(README_END), re.S)
+    if not block.search(text):
+        raise ValueError(f"{readme} has no {README_START} ... {README_END} block to update")
+    readme.write_text(block.sub(lambda _: readme_summary(results, results_name), text, count=1))
 
 
 def main(argv: list[str] | None = None) -> int:

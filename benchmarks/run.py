@@ -1,17 +1,21 @@
-"""The benchmark harness: throughput against the alternatives, per-batch overhead, ledger scaling.
+"""The benchmark harness: throughput against the alternatives, per-batch overhead, Spark Connect, ledger scaling.
 
-    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.run [--quick] [--only throughput,overhead,scaling]
-        [--records N] [--partitions P] [--repeat R] [--label latest] [--compare before.json]
+    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.run [--quick] [--only throughput,overhead,connect,scaling]
+        [--records N] [--partitions P] [--repeat R] [--label latest] [--compare before.json] [--update-readme]
 
 (`scripts/bench` does the set-up and passes its arguments here.) Starts or reuses the local stack
-(``AKO_STACK_DIR``), prints a Markdown summary and writes ``<out-dir>/<label>.json`` and ``.md``.
+(``AKO_STACK_DIR``; with its Spark Connect server for the connect section), prints a Markdown
+summary and writes ``<out-dir>/<label>.json`` and ``.md``; with ``--update-readme`` also the
+summary table of the top-level README.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import shlex
 import shutil
 import sys
@@ -25,8 +29,10 @@ from typing import Any
 from benchmarks.common import MB, REPO, dump_json, loadavg, machine_info, median, prepare_environment, say, spread
 
 DEFAULT_RESULTS = REPO / "benchmarks" / "results"
+README = REPO / "README.md"
+CONNECT_CONN_ID = "spark_connect_default"  # the local stack's Spark Connect server
 CONTENDERS = ("package", "package_baseline", "structured_streaming", "python_consumer", "kafka_consumer_perf")
-SECTIONS = ("throughput", "overhead", "scaling")
+SECTIONS = ("throughput", "overhead", "connect", "scaling")
 
 
 def _ints(text: str) -> list[int]:
@@ -48,6 +54,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma list of {', '.join(CONTENDERS)}")
     p.add_argument("--overhead-records", type=int, default=10_000, help="size of the small batch (default 10,000)")
     p.add_argument("--overhead-repeat", type=int, help="small batches timed (default 3; quick 2)")
+    p.add_argument("--connect-records", type=int, help="records of a Spark Connect batch (default: --overhead-records)")
+    p.add_argument("--connect-batches", type=int, help="Spark Connect batches timed (default 5; quick 2)")
     p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
     p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
     p.add_argument(
@@ -81,6 +89,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--label", default="latest", help="results file name (default latest)")
     p.add_argument("--out-dir", type=Path, default=DEFAULT_RESULTS)
     p.add_argument("--compare", type=Path, help="an earlier results JSON to show before/after against")
+    p.add_argument(
+        "--update-readme",
+        type=Path,
+        nargs="?",
+        const=README,
+        metavar="FILE",
+        help="rewrite the summary table between the benchmark markers of the README (default README.md)",
+    )
     args = p.parse_args(argv)
     args.sections = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(args.sections) - set(SECTIONS)
@@ -101,6 +117,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.records = args.records or (100_000 if q else 2_000_000)
     args.repeat = args.repeat or (1 if q else 3)
     args.overhead_repeat = args.overhead_repeat or (2 if q else 3)
+    args.connect_records = args.connect_records or args.overhead_records
+    args.connect_batches = args.connect_batches or (2 if q else 5)
     args.scaling_partitions = args.scaling_partitions or ([10, 100, 1000] if q else [10, 100, 1000, 10_000])
     args.scaling_history = args.scaling_history or ([10, 10_000] if q else [10, 10_000, 1_000_000])
     args.scaling_batches = args.scaling_batches or (3 if q else 5)
@@ -156,6 +174,18 @@ def _baseline_runner(info: Any, ledger: Any, workdir: Path, args: argparse.Names
     )
 
 
+def rate_figures(records: int, payload_bytes: int, seconds: float, cpu_s: float | None, cores: int) -> dict[str, Any]:
+    """records/s and MB/s, per core of the machine (every contender may use them all), and per CPU second used."""
+    rate, mb_rate = records / seconds, payload_bytes / MB / seconds
+    return {
+        "records_per_s": round(rate, 1),
+        "mb_per_s": round(mb_rate, 2),
+        "records_per_s_per_core": round(rate / cores, 1),
+        "mb_per_s_per_core": round(mb_rate / cores, 2),
+        "records_per_cpu_s": round(records / cpu_s, 1) if cpu_s else None,
+    }
+
+
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
@@ -185,17 +215,18 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
     finally:
         _drop(ledger)
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)
-    out: dict[str, Any] = {"dataset": dataset.to_json(), "repeat": args.repeat, "contenders": {}}
+    cores = os.cpu_count() or 1
+    out: dict[str, Any] = {"dataset": dataset.to_json(), "repeat": args.repeat, "cores": cores, "contenders": {}}
     base = None
     for name in args.contender_list:
         seconds = spread([r["seconds"] for r in runs[name]])
-        rate = dataset.records / seconds["median"]
+        cpu = median(r.get("cpu_s") for r in runs[name])
         entry = {
             "seconds": seconds,
-            "records_per_s": round(rate, 1),
-            "mb_per_s": round(dataset.payload_bytes / MB / seconds["median"], 2),
+            **rate_figures(dataset.records, dataset.payload_bytes, seconds["median"], cpu, cores),
             "runs": runs[name],
         }
+        rate = entry["records_per_s"]
         if name.startswith("package"):
             entry["median_split"] = _spark_split_median(runs[name])
         if name == "package":
@@ -248,6 +279,26 @@ def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, An
     return out
 
 
+def connect(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One small batch plan to commit on the warm Spark Connect server (warmed by one uncounted batch)."""
+    from benchmarks.connect_latency import PARTITIONS, measure, one_batch
+
+    ledger = _ledger(info)
+    try:
+        one_batch(info, ledger, CONNECT_CONN_ID, args.connect_records, str(workdir))
+        runs = measure(info, ledger, CONNECT_CONN_ID, args.connect_records, args.connect_batches, str(workdir))
+    finally:
+        _drop(ledger)
+    return {
+        "records": args.connect_records,
+        "partitions": PARTITIONS,
+        "repeat": args.connect_batches,
+        "median": {k: round(median(r[k] for r in runs), 3) for k in ("plan_s", "read_s", "commit_s", "total_s")},
+        "seconds": spread([r["total_s"] for r in runs]),
+        "runs": runs,
+    }
+
+
 def scaling(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from benchmarks.scaling import run_scaling
 
@@ -278,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import devstack
 
-    info = devstack.up()
+    info = devstack.up(spark_connect_server="connect" in args.sections)
     prepare_environment(info)
     if {"throughput", "overhead"} & set(args.sections):
         # Import Airflow and the Spark provider now: a worker has them loaded before a task starts, so their
@@ -287,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("airflow_kafka_offsets", "airflow.task.hooks", "airflow.task", "airflow"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
-    from benchmarks.report import render
+    from benchmarks.report import goals, render, update_readme
 
     command = "benchmarks/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     results: dict[str, Any] = {
@@ -304,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             "contenders": args.contender_list,
             "overhead_records": args.overhead_records,
             "overhead_repeat": args.overhead_repeat,
+            "connect_records": args.connect_records,
+            "connect_batches": args.connect_batches,
             "scaling_partitions": args.scaling_partitions,
             "scaling_history": args.scaling_history,
             "history_partitions": args.history_partitions,
@@ -319,21 +372,28 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="ako-bench-"))
     started = time.time()
     try:
-        for section, fn in (("throughput", throughput), ("overhead", overhead), ("scaling", scaling)):
-            if section in args.sections:
-                say(f"--- {section}")
-                results[section] = fn(info, args, workdir)
+        runs = {"throughput": throughput, "overhead": overhead, "connect": connect, "scaling": scaling}
+        for section in (s for s in SECTIONS if s in args.sections):
+            say(f"--- {section}")
+            results[section] = runs[section](info, args, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     results["finished_at"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     results["elapsed_s"] = round(time.time() - started, 1)
     results["loadavg_at_end"] = loadavg()
+    results["goals"] = goals(results)
     before = json.loads(args.compare.read_text()) if args.compare else None
     markdown = render(results, before, args.compare.name if args.compare else "")
     dump_json(args.out_dir / f"{args.label}.json", results)
     (args.out_dir / f"{args.label}.md").write_text(markdown)
     print(markdown)
     say(f"wrote {args.out_dir / (args.label + '.json')} and .md in {results['elapsed_s']:.0f}s")
+    if args.update_readme:
+        relative = args.out_dir / f"{args.label}.md"
+        with contextlib.suppress(ValueError):
+            relative = relative.resolve().relative_to(REPO)
+        update_readme(args.update_readme, results, str(relative))
+        say(f"updated the benchmark summary in {args.update_readme}")
     return 0
 
 

@@ -45,6 +45,13 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     # zstd level 1 instead of Parquet's 3: the Parquet write of 1M Kafka records took a third less
     # time, for files no larger on JSON payloads (benchmarks/README.md, profile_read.py).
     "spark.hadoop.parquet.compression.codec.zstd.level": "1",
+    # The app's only shuffles are the read-back check's two aggregations, which hold one row per 64
+    # offsets: without adaptive execution they run as one Spark job instead of three, with two tasks
+    # per shuffle instead of 200 (benchmarks/README.md: the check of a 10,000-record batch on a warm
+    # Spark Connect server took 0.85 s instead of 1.5 s). Raise the partitions in spark_conf for
+    # batches of billions of records.
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
     "spark.log.level": "WARN",
     "spark.ui.showConsoleProgress": "false",
     # The driver JVM compiles with C1 only. A batch's driver lives for one short job, and its time

@@ -1,4 +1,5 @@
-"""The benchmark harness still runs: its scaling part, tiny sizes, on the real ledger (seconds).
+"""The benchmark harness still runs: its scaling part on the real ledger and its Spark Connect part on the
+session's warm server, tiny sizes (seconds).
 
 Figures are not checked (they are not tests); only that the harness produced its JSON and
 Markdown with the expected keys, so it cannot silently rot.
@@ -15,35 +16,38 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
+def run_harness(*args: str, timeout: float) -> None:
+    """``python -m benchmarks.run`` with these arguments, as scripts/bench runs it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "scripts")])}
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.run",
-            "--only",
-            "scaling",
-            "--scaling-partitions",
-            "2,20",
-            "--scaling-history",
-            "10,200",
-            "--history-partitions",
-            "2",
-            "--scaling-batches",
-            "2",
-            "--label",
-            "quick-test",
-            "--out-dir",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "benchmarks.run", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
+    run_harness(
+        "--only",
+        "scaling",
+        "--scaling-partitions",
+        "2,20",
+        "--scaling-history",
+        "10,200",
+        "--history-partitions",
+        "2",
+        "--scaling-batches",
+        "2",
+        "--label",
+        "quick-test",
+        "--out-dir",
+        str(tmp_path),
+        timeout=120,
+    )
 
     results = json.loads((tmp_path / "quick-test.json").read_text())
     assert {"format", "label", "command", "params", "machine", "started_at", "finished_at", "scaling"} <= set(results)
@@ -60,3 +64,46 @@ def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
     markdown = (tmp_path / "quick-test.md").read_text()
     assert "## Scaling of the ledger and the planner" in markdown
     assert "| 200 |" in markdown.replace(",", "")
+
+
+def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: str, tmp_path: Path) -> None:
+    """The Spark Connect contender on the session's warm server (two batches of 200 records, seconds):
+    its figures, the summary of the issue's goals, and the README block rewritten from them."""
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "before\n<!-- benchmarks:summary:start -->\nold figures\n<!-- benchmarks:summary:end -->\nafter\n"
+    )
+    run_harness(
+        "--only",
+        "connect",
+        "--connect-records",
+        "200",
+        "--connect-batches",
+        "1",
+        "--label",
+        "quick-connect",
+        "--out-dir",
+        str(tmp_path),
+        "--update-readme",
+        str(readme),
+        timeout=300,
+    )
+
+    results = json.loads((tmp_path / "quick-connect.json").read_text())
+    connect = results["connect"]
+    assert (connect["records"], connect["partitions"], connect["repeat"]) == (200, 4, 1)
+    assert len(connect["runs"]) == 1
+    assert connect["median"]["total_s"] == round(connect["runs"][0]["total_s"], 3) > 0
+    assert set(connect["median"]) == {"plan_s", "read_s", "commit_s", "total_s"}
+    assert results["goals"]["connect_batch_s"] == connect["median"]["total_s"]
+    assert results["goals"]["batch_vs_trivial_submit"] is None  # the overhead section did not run
+
+    markdown = (tmp_path / "quick-connect.md").read_text()
+    assert "## Summary" in markdown and "## Spark Connect: one small batch on a warm server" in markdown
+    text = readme.read_text()
+    assert text.startswith("before\n<!-- benchmarks:summary:start -->\nGenerated from ") and text.endswith(
+        "<!-- benchmarks:summary:end -->\nafter\n"
+    )
+    assert "old figures" not in text
+    seconds = connect["median"]["total_s"]
+    assert f"| small batch on a warm Spark Connect server, plan to commit, seconds | {seconds:.2f} s |" in text

@@ -62,7 +62,8 @@ def test_session_conf_is_the_sql_defaults_the_users_conf_and_the_private_hadoop_
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.parquet.compression.codec": "zstd",
-        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",  # the user's conf over the default
         "fs.s3a.secret.key": "k",  # the Hadoop key, as the app sets it under spark-submit
         "fs.s3a.impl.disable.cache": "true",  # not the server's cached file system of another session
     }

@@ -1,0 +1,101 @@
+"""The benchmark report's summary of the issue's goals: ratios, per-core figures, targets, the README block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.report import goals, readme_summary, render, update_readme
+from benchmarks.run import rate_figures
+
+
+def results() -> dict:
+    contender = {"seconds": {"median": 10.0, "min": 9.0, "max": 11.0}, "runs": [{"cpu_s": 8.0}]}
+    return {
+        "label": "t",
+        "command": "benchmarks/run.py",
+        "started_at": "2026-11-22 12:00:00",
+        "finished_at": "2026-11-22 12:10:00",
+        "params": {},
+        "machine": {"cpu_cores": 2, "loadavg_at_start": [1.0, 1.0, 1.0]},
+        "loadavg_at_end": [2.0, 2.0, 2.0],
+        "throughput": {
+            "dataset": {"records": 1000, "payload_bytes": 500_000, "partitions": 8},
+            "repeat": 1,
+            "cores": 2,
+            "contenders": {
+                "package": {
+                    **contender,
+                    "records_per_s": 100.0,
+                    "mb_per_s": 0.05,
+                    "records_per_s_per_core": 50.0,
+                    "mb_per_s_per_core": 0.03,
+                    "records_per_cpu_s": 125.0,
+                    "vs_package": 1.0,
+                },
+                "structured_streaming": {**contender, "records_per_s": 80.0, "mb_per_s": 0.04, "vs_package": 0.8},
+                "python_consumer": {**contender, "records_per_s": 400.0, "mb_per_s": 0.2, "vs_package": 4.0},
+            },
+        },
+        "overhead": {
+            "records": 10_000,
+            "partitions": 8,
+            "repeat": 3,
+            "median": {"total_s": 23.0},
+            "runs": [],
+            "trivial_submit": {"seconds": {"median": 20.0, "min": 19.0, "max": 21.0}},
+            "vs_trivial_submit": 1.15,
+        },
+        "connect": {
+            "records": 10_000,
+            "partitions": 4,
+            "repeat": 3,
+            "runs": [],
+            "median": {"plan_s": 0.07, "read_s": 1.9, "commit_s": 0.01, "total_s": 1.98},
+            "seconds": {"median": 1.98, "min": 1.8, "max": 2.5},
+        },
+    }
+
+
+def test_goals_are_the_ratios_of_the_sections() -> None:
+    assert goals(results()) == {
+        "package_vs_structured_streaming": 1.25,
+        "package_vs_python_consumer": 0.25,
+        "batch_vs_trivial_submit": 1.15,
+        "trivial_submit_s": 20.0,
+        "connect_batch_s": 1.98,
+    }
+    assert set(goals({}).values()) == {None}
+
+
+def test_render_shows_targets_met_and_missed_and_per_core_columns() -> None:
+    markdown = render(results())
+    assert "| small batch (spark-submit) ÷ a trivial spark-submit, wall seconds | 1.15x | ≤ 1.2 | yes |" in markdown
+    assert "| small batch on a warm Spark Connect server, plan to commit, seconds | 1.98 s | ≤ 1.5 | no |" in markdown
+    assert "| throughput: package ÷ Structured Streaming (AvailableNow), records/s | 1.25x | - | - |" in markdown
+    assert "records/s per core" in markdown and "| 50 | 0.03 |" in markdown
+
+
+def test_update_readme_replaces_only_the_marked_block(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- benchmarks:summary:start -->\nx\n<!-- benchmarks:summary:end -->\nb\n")
+    update_readme(readme, results(), "benchmarks/results/t.md")
+    assert readme.read_text() == "a\n" + readme_summary(results(), "benchmarks/results/t.md") + "\nb\n"
+    assert "Generated from `benchmarks/results/t.md`" in readme.read_text()
+
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="no <!-- benchmarks:summary:start -->"):
+        update_readme(readme, results(), "t.md")
+    assert readme.read_text() == "no markers\n"
+
+
+def test_rate_figures_per_core_and_per_cpu_second() -> None:
+    assert rate_figures(1_000_000, 500_000_000, 50.0, 80.0, 2) == {
+        "records_per_s": 20_000.0,
+        "mb_per_s": 10.0,
+        "records_per_s_per_core": 10_000.0,
+        "mb_per_s_per_core": 5.0,
+        "records_per_cpu_s": 12_500.0,
+    }
+    assert rate_figures(10, 10, 1.0, None, 2)["records_per_cpu_s"] is None
