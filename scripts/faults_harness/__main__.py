@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import shutil
@@ -198,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     info = devstack.up(spark_connect_server=args.spark_connect)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    logging.getLogger("airflow_kafka_offsets.service.sweep").setLevel(logging.WARNING)  # verify's sweep: noise
     print(f"faults: stack {info!r}", flush=True)
     began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in the finally blocks
