@@ -83,11 +83,11 @@ class Context:
         dsn = self.info.pg_dsn()
         return Ledger(lambda: psycopg2.connect(dsn), schema=self.schema, catalog_uri=self.info.pg_url())
 
-    def output_root(self, pipeline: str, local_dir: Path) -> str:
+    def output_root(self, local_dir: Path) -> str:
         if self.storage == "s3":
             if not self.info.s3_bucket:
                 raise TrialError("--storage s3 needs the stack's S3 server: run `scripts/stack up`")
-            return f"s3://{self.info.s3_bucket}/faults/{self.schema}/{pipeline}"
+            return f"s3://{self.info.s3_bucket}/faults/{self.schema}"  # one root per run: pipelines are unique
         return str(local_dir / "out")
 
     def sink_option(self, pipeline: str) -> dict[str, str] | None:
@@ -174,7 +174,7 @@ class Pipeline:
         self.name = f"{kind}-{index}-{suffix}"
         self.topic = f"faults-{kind}-{index}-{suffix}"
         self.dir = ctx.workdir / self.name
-        self.output_root = ctx.output_root(self.name, self.dir)
+        self.output_root = ctx.output_root(self.dir)
         self.storage = files.Storage(object_storage(self.output_root))
         self._sink: Sink | None = None
         self.produced: list[dict] = []
