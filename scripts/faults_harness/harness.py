@@ -443,6 +443,21 @@ def wait_paused(worker: Worker, timeout: float = 240.0) -> bool:
     return wait_until(worker.stopped, worker, timeout, poll=0.05)
 
 
+def restart_at_pause(point: str, what: str, service: str, **how: object) -> Callable[[Pipeline, Worker], str]:
+    """A monitor: once the worker stopped itself at ``point``, restart ``service``, then let it go on."""
+
+    def monitor(p: Pipeline, w: Worker) -> str:
+        if not wait_paused(w):
+            return f"{MISSED}commit never reached {point}"
+        try:
+            note = restart(service, **how)
+        finally:
+            w.resume()
+        return f"{what} at {point}{note}"
+
+    return monitor
+
+
 def terminate_backends(ctx: Context, appname: str) -> int:
     with ctx.pg() as conn, conn.cursor() as cur:
         cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (appname,))
@@ -487,20 +502,12 @@ def postgres_restart(pipe: Pipeline) -> Fault:
 
         return Fault("read", monitor=during_spark, description=f"PostgreSQL restart ({mode}) during Spark")
     point = pipe.rng.choice(["after_publish", "in_commit_transaction"])
-
-    def in_commit(p: Pipeline, w: Worker) -> str:
-        if not wait_paused(w):
-            return f"{MISSED}commit never reached {point}"
-        try:
-            note = restart("postgres", mode=mode)
-        finally:
-            w.resume()
-        return f"PostgreSQL restarted ({mode}) with the commit transaction open at {point}{note}"
-
     return Fault(
         "commit",
         {PAUSE_ENV: point},
-        monitor=in_commit,
+        monitor=restart_at_pause(
+            point, f"PostgreSQL restarted ({mode}) with the commit transaction open", "postgres", mode=mode
+        ),
         description=f"PostgreSQL restart ({mode}) inside the commit at {point}",
     )
 
@@ -551,15 +558,7 @@ def s3_restart(pipe: Pipeline) -> list[Fault]:
         note = restart("s3", hard=True)
         return f"S3 server SIGKILLed and restarted {delay:.1f}s into the Spark job (phase {phase}){note}"
 
-    def in_commit(p: Pipeline, w: Worker) -> str:
-        if not wait_paused(w):
-            return f"{MISSED}commit never reached {point}"
-        try:
-            note = restart("s3", hard=True)
-        finally:
-            w.resume()
-        return f"S3 server SIGKILLed and restarted with the commit stopped at {point}{note}"
-
+    in_commit = restart_at_pause(point, "S3 server SIGKILLed and restarted with the commit stopped", "s3", hard=True)
     return [
         Fault("read", monitor=during_spark, description="S3 server SIGKILL + restart during Spark"),
         Fault("commit", {PAUSE_ENV: point}, monitor=in_commit, description=f"S3 server SIGKILL + restart at {point}"),
