@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import shutil
@@ -25,6 +26,8 @@ from faults_harness.harness import (
     CHAINABLE,
     KINDS,
     MODES,
+    SINKS,
+    STORAGES,
     Context,
     TrialResult,
     describe,
@@ -42,6 +45,7 @@ SPARK_PROCESS_KINDS = (
     "postgres_restart",
     "kafka_restart",
 )
+S3_KINDS = ("s3_restart",)  # need the output on the stack's S3 server
 
 
 def parse_kinds(value: str) -> list[str]:
@@ -69,12 +73,16 @@ def run(
     shuffle: bool = True,
     out=print,
     spark_connect: dict | None = None,
+    storage: str = "local",
+    sink: str = "directory",
 ) -> tuple[list[TrialResult], list[str], bool]:
     """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok.
 
     ``spark_connect``: a ``spark_connect`` connection the read steps use as ``spark_default``.
+    ``storage``: the output on local disk or on the stack's S3 bucket; ``sink``: its format.
     """
-    kinds = kinds or [k for k in KINDS if not (spark_connect and k in SPARK_PROCESS_KINDS)]
+    left_out = (SPARK_PROCESS_KINDS if spark_connect else ()) + (S3_KINDS if storage != "s3" else ())
+    kinds = kinds or [k for k in KINDS if k not in left_out]
     seed = seed if seed is not None else random.SystemRandom().randrange(1_000_000)
     info = devstack.current()
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ako-faults-"))
@@ -85,7 +93,12 @@ def run(
         batches=batches,
         records=records,
         recovery=recovery,
+        storage=storage,
+        sink=sink,
     )
+    for name, value in info.airflow_env().items():  # the harness reads the output as the workers write it
+        os.environ.setdefault(name, value)
+    os.environ.setdefault("AIRFLOW_HOME", str(ctx.airflow_home))
     if spark_connect:  # a session may change SQL settings only
         ctx.env = {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connect)}
         ctx.spark_conf = {"spark.sql.shuffle.partitions": "3"}
@@ -95,7 +108,7 @@ def run(
         random.Random(seed).shuffle(order)
     out(
         f"faults: {len(order)} trials ({trials} of each of {', '.join(kinds)}), seed {seed}, {batches} batches "
-        f"per trial, ledger schema {ctx.schema}, work dir {workdir}",
+        f"per trial, {sink} sink on {storage} storage, ledger schema {ctx.schema}, work dir {workdir}",
         flush=True,
     )
     results: list[TrialResult] = []
@@ -134,6 +147,19 @@ def main(argv: list[str] | None = None) -> int:
         help="read on the stack's Spark Connect server (spark_default of type spark_connect); "
         f"{', '.join(SPARK_PROCESS_KINDS)} do not apply",
     )
+    parser.add_argument(
+        "--storage",
+        choices=STORAGES,
+        default="local",
+        help="where the output goes: local (default; a directory of the work dir) or s3 (the stack's bucket); "
+        f"{', '.join(S3_KINDS)} needs s3",
+    )
+    parser.add_argument(
+        "--sink",
+        choices=SINKS,
+        default="directory",
+        help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (timings, variants, order)")
     parser.add_argument(
         "--batches",
@@ -159,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     spark_process = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(SPARK_PROCESS_KINDS))
     if args.spark_connect and spark_process:
         parser.error(f"{', '.join(spark_process)} kill or wait for spark-submit's processes: not with --spark-connect")
+    needs_s3 = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(S3_KINDS))
+    if needs_s3 and args.storage != "s3":
+        parser.error(f"{', '.join(needs_s3)} restarts the S3 server under the output: only with --storage s3")
     low, _, high = args.records.partition("-")
     records = (int(low), int(high or low))
     if args.trials < 1 or args.batches < 1 or records[0] < 1 or records[1] < records[0]:
@@ -170,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     info = devstack.up(spark_connect_server=args.spark_connect)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    logging.getLogger("airflow_kafka_offsets.service.sweep").setLevel(logging.WARNING)  # verify's sweep: noise
     print(f"faults: stack {info!r}", flush=True)
     began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in the finally blocks
@@ -184,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             args.recovery,
             keep=args.keep,
             spark_connect=connect,
+            storage=args.storage,
+            sink=args.sink,
         )
     finally:
         if started_here and not args.keep_stack:

@@ -21,12 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg2
+import pyarrow.fs as pafs
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import devstack
+from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.faults import CRASH_ENV
+from airflow_kafka_offsets.service.operations import pipeline_sink
+from airflow_kafka_offsets.sinks import REPORT_NAME, Sink, files
 from faults_harness.procs import Worker, kill_everything_started, worker_argv, worker_env
 from faults_harness.verify import Verdict, verify
 from faults_harness.worker import PAUSE_ENV, SPARK_CONF_ENV
@@ -39,6 +43,8 @@ MAX_RUNS = 4  # runs (each with its task retries) before a trial counts as stuck
 WORKER_TIMEOUT_S = 600.0
 SPARK_START_TIMEOUT_S = 240.0
 MISSED = "MISSED: "  # how a monitor says the moment for its fault never came
+STORAGES = ("local", "s3")
+SINKS = ("directory", "iceberg", "delta")
 
 
 class TrialError(Exception):
@@ -55,6 +61,8 @@ class Context:
     batches: int = 2
     records: tuple[int, int] = (100, 250)
     recovery: str = "mixed"
+    storage: str = "local"  # local: a directory of the work dir; s3: the stack's bucket
+    sink: str = "directory"  # directory, iceberg or delta
     # small batches: no Spark UI, few shuffle partitions (the report's groupBy)
     spark_conf: dict[str, str] = field(
         default_factory=lambda: {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "3"}
@@ -66,9 +74,30 @@ class Context:
         self.airflow_home = self.workdir / "airflow-home"
         self.airflow_home.mkdir(exist_ok=True)
 
+    @property
+    def on_spark_connect(self) -> bool:
+        """The read steps run on a Spark Connect server (the workers' spark_default is one)."""
+        return "AIRFLOW_CONN_SPARK_DEFAULT" in self.env
+
     def ledger(self) -> Ledger:
         dsn = self.info.pg_dsn()
-        return Ledger(lambda: psycopg2.connect(dsn), schema=self.schema)
+        return Ledger(lambda: psycopg2.connect(dsn), schema=self.schema, catalog_uri=self.info.pg_url())
+
+    def output_root(self, local_dir: Path) -> str:
+        if self.storage == "s3":
+            if not self.info.s3_bucket:
+                raise TrialError("--storage s3 needs the stack's S3 server: run `scripts/stack up`")
+            return f"s3://{self.info.s3_bucket}/faults/{self.schema}"  # one root per run: pipelines are unique
+        return str(local_dir / "out")
+
+    def sink_option(self, pipeline: str) -> dict[str, str] | None:
+        """The plan step's ``sink``: a table of the trial's own for the table formats."""
+        table = pipeline.replace("-", "_")
+        if self.sink == "iceberg":
+            return {"format": "iceberg", "table": f"faults.{table}"}
+        if self.sink == "delta":
+            return {"format": "delta", "table": table}
+        return None
 
     def pg(self):
         return psycopg2.connect(self.info.pg_dsn())
@@ -145,7 +174,9 @@ class Pipeline:
         self.name = f"{kind}-{index}-{suffix}"
         self.topic = f"faults-{kind}-{index}-{suffix}"
         self.dir = ctx.workdir / self.name
-        self.output_root = str(self.dir / "out")
+        self.output_root = ctx.output_root(self.dir)
+        self.storage = files.Storage(object_storage(self.output_root))
+        self._sink: Sink | None = None
         self.produced: list[dict] = []
         self.steps: list[StepLog] = []
         self.workers: list[Worker] = []
@@ -210,6 +241,7 @@ class Pipeline:
             batch_id=batch_id,
             run_id=run_id,
             try_number=try_number,
+            sink=self.ctx.sink_option(self.name),
         )
         env = worker_env(
             self.ctx.info.airflow_env(),
@@ -302,22 +334,37 @@ class Pipeline:
 
     # observation -----------------------------------------------------------------
 
-    def attempt_dirs(self, batch_id: int | None) -> list[Path]:
-        """Staging directories of the batch's Spark attempts (<root>/_staging/<pipeline>/batch=N/<attempt>)."""
+    def sink(self) -> Sink:
+        """The pipeline's sink, once the plan step has put the pipeline in the ledger."""
+        if self._sink is None:
+            self._sink = pipeline_sink(self.ctx.ledger(), self.name)
+        return self._sink
+
+    def attempt_dirs(self, batch_id: int | None) -> list[str]:
+        """Where the batch's Spark attempts write (URIs): the sink's staging layout, on disk or S3."""
         if batch_id is None:
             return []
-        stage = Path(self.output_root) / "_staging" / self.name / f"batch={batch_id:012d}"
-        return list(stage.iterdir()) if stage.is_dir() else []
+        batch_dir = self.sink().staging_uri(self.name, batch_id, "-").rsplit("/", 1)[0]
+        fs, path = self.storage.filesystem(batch_dir)
+        listed = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        return [files.join(batch_dir, i.base_name) for i in listed if i.type == pafs.FileType.Directory]
 
     def spark_phase(self, worker: Worker) -> str:
-        """Where the worker's Spark attempt is: 'none' (nothing written yet), 'writing' (Spark's
-        _temporary directory exists), 'staged' (the report is written)."""
+        """Where the worker's Spark attempt is: 'none' (nothing written yet), 'writing' (files under
+        Spark's _temporary; on S3 they show once a task closes its first file), 'staged' (the report
+        is written)."""
         mine = [d for d in self.attempt_dirs(worker.batch_id) if d not in worker.existing_attempts]
-        if any((d / "_kafka_batch_report.json").exists() for d in mine):
+        if any(self.storage.exists(files.join(d, REPORT_NAME)) for d in mine):
             return "staged"
-        if any((d / "_temporary").exists() for d in mine):
+        if any(self.storage.exists(files.join(d, "_temporary")) for d in mine):
             return "writing"
         return "none"
+
+    def attempt_running(self, worker: Worker) -> bool:
+        """The worker's Spark attempt is recorded as running in the ledger (its job was started)."""
+        with self.ctx.ledger().transaction() as tx:
+            attempts = tx.attempts(self.name, [worker.batch_id]) if worker.batch_id is not None else []
+        return any(a.state == "running" and a.staging_uri not in worker.existing_attempts for a in attempts)
 
 
 # ---------------------------------------------------------------------------------
@@ -374,7 +421,7 @@ def restart(service: str, **kwargs) -> str:
     """Restart a stack service; if its port was taken meanwhile (the stack's ports are in the
     ephemeral range: any process binding port 0 can get one while the service is down), start it
     again on the same port as soon as the port is free. Returns a note on such a delay."""
-    what = devstack.restart_kafka if service == "kafka" else devstack.restart_postgres
+    what = {"kafka": devstack.restart_kafka, "postgres": devstack.restart_postgres, "s3": devstack.restart_s3}[service]
     try:
         what(**kwargs)
         return ""
@@ -394,6 +441,21 @@ def restart(service: str, **kwargs) -> str:
 
 def wait_paused(worker: Worker, timeout: float = 240.0) -> bool:
     return wait_until(worker.stopped, worker, timeout, poll=0.05)
+
+
+def restart_at_pause(point: str, what: str, service: str, **how: object) -> Callable[[Pipeline, Worker], str]:
+    """A monitor: once the worker stopped itself at ``point``, restart ``service``, then let it go on."""
+
+    def monitor(p: Pipeline, w: Worker) -> str:
+        if not wait_paused(w):
+            return f"{MISSED}commit never reached {point}"
+        try:
+            note = restart(service, **how)
+        finally:
+            w.resume()
+        return f"{what} at {point}{note}"
+
+    return monitor
 
 
 def terminate_backends(ctx: Context, appname: str) -> int:
@@ -440,20 +502,12 @@ def postgres_restart(pipe: Pipeline) -> Fault:
 
         return Fault("read", monitor=during_spark, description=f"PostgreSQL restart ({mode}) during Spark")
     point = pipe.rng.choice(["after_publish", "in_commit_transaction"])
-
-    def in_commit(p: Pipeline, w: Worker) -> str:
-        if not wait_paused(w):
-            return f"{MISSED}commit never reached {point}"
-        try:
-            note = restart("postgres", mode=mode)
-        finally:
-            w.resume()
-        return f"PostgreSQL restarted ({mode}) with the commit transaction open at {point}{note}"
-
     return Fault(
         "commit",
         {PAUSE_ENV: point},
-        monitor=in_commit,
+        monitor=restart_at_pause(
+            point, f"PostgreSQL restarted ({mode}) with the commit transaction open", "postgres", mode=mode
+        ),
         description=f"PostgreSQL restart ({mode}) inside the commit at {point}",
     )
 
@@ -483,6 +537,32 @@ def kafka_restart(pipe: Pipeline) -> Fault:
         monitor=during_spark,
         description=f"Kafka restart ({how}) {'as Spark fetches' if at_write else 'as Spark starts'}",
     )
+
+
+def s3_restart(pipe: Pipeline) -> list[Fault]:
+    """The S3 server SIGKILLed and restarted on its data twice in one batch: while the Spark job
+    runs (reading Kafka, writing its attempt), then with the commit stopped after the output was
+    published (a manifest, a table commit) or inside the ledger's transaction."""
+    point = pipe.rng.choice(["after_publish", "in_commit_transaction"])
+    connect = pipe.ctx.on_spark_connect  # no process to watch, and a job of seconds
+    delay = pipe.rng.uniform(0.1, 1.0) if connect else pipe.rng.uniform(0.5, 3.0)
+
+    def during_spark(p: Pipeline, w: Worker) -> str:
+        started = (lambda: p.attempt_running(w)) if connect else w.spark_app_running
+        if not wait_until(started, w, SPARK_START_TIMEOUT_S, poll=0.2):
+            return f"{MISSED}Spark never ran (worker ended {w.proc.poll()})"
+        time.sleep(delay)
+        phase = p.spark_phase(w)
+        if phase == "staged" or not w.alive():
+            return f"{MISSED}the Spark job ended before the S3 server could be killed"
+        note = restart("s3", hard=True)
+        return f"S3 server SIGKILLed and restarted {delay:.1f}s into the Spark job (phase {phase}){note}"
+
+    in_commit = restart_at_pause(point, "S3 server SIGKILLed and restarted with the commit stopped", "s3", hard=True)
+    return [
+        Fault("read", monitor=during_spark, description="S3 server SIGKILL + restart during Spark"),
+        Fault("commit", {PAUSE_ENV: point}, monitor=in_commit, description=f"S3 server SIGKILL + restart at {point}"),
+    ]
 
 
 def stale_worker(pipe: Pipeline) -> Fault:
@@ -549,7 +629,7 @@ def stale_worker(pipe: Pipeline) -> Fault:
     )
 
 
-KINDS: dict[str, Callable[[Pipeline], Fault] | None] = {
+KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "after_plan": crash("plan", "after_plan"),
     "during_spark_read": spark_kill("read", whole_group=True),
     "during_parquet_write": spark_kill("write", whole_group=True),
@@ -560,6 +640,7 @@ KINDS: dict[str, Callable[[Pipeline], Fault] | None] = {
     "after_commit": crash("commit", "after_commit"),
     "postgres_restart": postgres_restart,
     "kafka_restart": kafka_restart,
+    "s3_restart": s3_restart,
     "stale_worker": stale_worker,
     "concurrent_runs": None,  # two runs started together, no other fault
 }
@@ -651,7 +732,7 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
             if kind == "concurrent_runs":
                 description = concurrent_runs(pipe, prefix)
                 continue
-            faults = [KINDS[k](pipe) for k in parts]
+            faults = [f for k in parts for f in faults_of(KINDS[k], pipe)]
             if kind == "stale_worker":
                 _with_batch(pipe, faults[0])
             if wave < ctx.batches - 1:
@@ -699,6 +780,13 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
         time.monotonic() - started,
         pipe.dir if pipe else None,
     )
+
+
+def faults_of(make: Callable[[Pipeline], Fault | list[Fault]] | None, pipe: Pipeline) -> list[Fault]:
+    """A kind's faults for one batch (most kinds have one; s3_restart hits the read and the commit)."""
+    assert make is not None, "concurrent_runs has no fault of its own"
+    made = make(pipe)
+    return made if isinstance(made, list) else [made]
 
 
 def _with_batch(pipe: Pipeline, fault: Fault) -> None:

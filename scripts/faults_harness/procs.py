@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -105,7 +106,7 @@ class Worker:
     error: str | None = None
     killed: bool = False
     batch_id: int | None = None
-    existing_attempts: frozenset[Path] = frozenset()  # staging dirs of the batch before this worker ran
+    existing_attempts: frozenset[str] = frozenset()  # staging URIs of the batch before this worker ran
 
     def start(self) -> Worker:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -178,8 +179,6 @@ class Worker:
         text = self.output()
         for line in reversed(text.splitlines()):
             if line.startswith(RESULT_PREFIX) and self.returncode == 0:
-                import json
-
                 self.result = json.loads(line[len(RESULT_PREFIX) :])
                 return
             if line.startswith(ERROR_PREFIX):
@@ -215,6 +214,7 @@ def worker_argv(
     run_id: str = "manual",
     try_number: int = 1,
     max_records: int | None = None,
+    sink: dict[str, str] | None = None,
 ) -> list[str]:
     argv = [
         sys.executable,
@@ -238,6 +238,8 @@ def worker_argv(
         argv += ["--batch-id", str(batch_id)]
     if max_records is not None:
         argv += ["--max-records", str(max_records)]
+    if sink is not None:
+        argv += ["--sink", json.dumps(sink)]
     return argv
 
 

@@ -1,12 +1,21 @@
-"""What a reader that follows the ledger sees, checked against what was produced.
+"""What a reader sees after a trial, checked against what was produced.
 
-A reader reads the ``output_uri`` of every committed batch and nothing else.
-After a trial it must find every produced id exactly once, at the partition
-and offset Kafka acknowledged, inside the ranges of the batch that holds it;
-the ledger must be contiguous with no batch left planned; and no directory
-under ``<output_root>/<pipeline>/`` may exist that is not a committed batch's
-output (the output of the batch still planned is tolerated: a reader does not
-look there, and the replay replaces it).
+Each sink is read the way its readers are told to read it, without the ledger where that is the
+documented way (:mod:`faults_harness.lake_readers`):
+
+- a local directory sink: the ``output_uri`` of every committed batch (``readers.committed_outputs``:
+  a planned batch's directory may exist after a crash, so its readers follow the ledger);
+- a directory sink on S3: every ``<root>/<pipeline>/batch=*/_manifest`` and the files each lists;
+- Iceberg: PyIceberg's catalog; Delta: delta-rs.
+
+Every produced id must be read exactly once, at the partition and offset Kafka acknowledged,
+inside the ranges of a committed batch whose ``records_committed`` counts it; the ledger must be
+contiguous, with no batch left planned and its cursors at the ends of what was produced; nothing
+may be visible that is not a committed batch's (a directory or manifest outside committed
+batches, a table commit of a batch the ledger did not commit, a batch committed to a table
+twice); the output of the batch still planned is tolerated (the replay takes it as it is or
+replaces it). Last, the sweep removes what dead attempts left,
+and every attempt still staged must be one the output uses or one whose worker may still live.
 """
 
 from __future__ import annotations
@@ -16,10 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-import pyarrow.parquet as pq
+from airflow_kafka_offsets.config import object_storage
+from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat, TopicPartition
+from airflow_kafka_offsets.errors import PipelineNotFoundError
+from airflow_kafka_offsets.ledger import BatchRecord, Ledger
+from airflow_kafka_offsets.readers import committed_outputs, read_output
+from airflow_kafka_offsets.service.operations import sink_for_spec
+from airflow_kafka_offsets.service.sweep import sweep
+from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.sinks.manifest import manifest_uri
+from faults_harness.lake_readers import COMMIT_KEYS, manifest_listing, read_table, table_commits
 
-from airflow_kafka_offsets.core.model import TopicPartition
-from airflow_kafka_offsets.ledger import Ledger
+COLUMNS = ["key", "topic", "partition", "offset"]
+ACTOR = {"dag_id": "faults_harness", "run_id": "verify"}
+OPERATION, BATCH, ATTEMPT = COMMIT_KEYS
 
 
 def local_path(uri: str) -> Path:
@@ -48,40 +67,144 @@ class Verdict:
         )
 
 
+def _directory_rows(
+    ledger: Ledger, spec: PipelineSpec, output_root: str, planned_uri: str | None, verdict: Verdict
+) -> list[dict]:
+    """Rows of a directory sink; problems for anything visible outside the committed batches."""
+    outputs = committed_outputs(ledger, spec.name)
+    visible_ok = {o.uri for o in outputs} | ({planned_uri} if planned_uri else set())
+    s3 = object_storage(output_root)
+    if s3 is None:
+        rows: list[dict] = []
+        for output in outputs:
+            if not Path(output.path).is_dir():
+                verdict.problems.append(f"batch {output.batch_id} is committed but its output {output.path} is missing")
+                continue
+            rows += read_output(output).select(COLUMNS).to_pylist()
+        pipeline_dir = Path(output_root) / spec.name
+        if pipeline_dir.is_dir():
+            ok_paths = {local_path(u) for u in visible_ok}
+            stray = sorted(p.name for p in pipeline_dir.iterdir() if p not in ok_paths)
+            if stray:
+                verdict.problems.append(f"outside committed batches under {pipeline_dir}: {', '.join(stray)}")
+        return rows
+    fs, prefix = files.Storage(s3).filesystem(files.join(files.location_uri(output_root), spec.name))
+    manifests, rows = manifest_listing(fs, prefix)
+    expected = {manifest_uri(u).removeprefix("s3://") for u in visible_ok}
+    stray = sorted(set(manifests) - expected)
+    if stray:
+        verdict.problems.append(f"manifests outside committed batches: {', '.join(stray)}")
+    missing = sorted(manifest_uri(o.uri) for o in outputs if manifest_uri(o.uri).removeprefix("s3://") not in manifests)
+    if missing:
+        verdict.problems.append(f"committed batches without a manifest: {', '.join(missing)}")
+    return [{k: r[k] for k in COLUMNS} for r in rows]
+
+
+def _table_rows(
+    ledger: Ledger, spec: PipelineSpec, committed: list[BatchRecord], planned: int | None, verdict: Verdict
+) -> list[dict]:
+    """Rows of an Iceberg or Delta table; problems for commits the ledger does not account for."""
+    assert ledger.catalog_uri is not None, "the ledger needs its catalog URI to read Iceberg tables"
+    rows = read_table(ledger.catalog_uri, ledger.schema, spec).select(COLUMNS).to_pylist()
+    commits = [c for c in table_commits(ledger.catalog_uri, ledger.schema, spec) if c[OPERATION] == "commit"]
+    times = Counter(int(c[BATCH]) for c in commits)
+    with ledger.transaction() as tx:
+        attempts = {a.attempt_id: a for a in tx.attempts(spec.name, sorted(times))}
+    for batch, n in sorted(times.items()):
+        if n > 1:
+            verdict.problems.append(f"batch {batch} committed to the table {n} times")
+    done = {r.plan.batch_id for r in committed}
+    uncommitted = sorted(set(times) - done - ({planned} if planned is not None else set()))
+    if uncommitted:
+        verdict.problems.append(f"table commits of batches the ledger did not commit: {uncommitted}")
+    absent = sorted(r.plan.batch_id for r in committed if r.records_committed and r.plan.batch_id not in times)
+    if absent:
+        verdict.problems.append(f"committed batches with records but no table commit: {absent}")
+    for c in commits:
+        attempt = attempts.get(c[ATTEMPT])
+        if attempt is None or attempt.state != "succeeded" or str(attempt.batch_id) != c[BATCH]:
+            verdict.problems.append(
+                f"table commit of batch {c[BATCH]} names attempt {c[ATTEMPT]}, not a succeeded attempt of that batch"
+            )
+    return rows
+
+
+def _check_staging(ledger: Ledger, spec: PipelineSpec, planned: int | None, verdict: Verdict) -> None:
+    """Sweep, then every attempt still staged must be used by the output, live, or the planned batch's."""
+    sink = sink_for_spec(ledger, spec)
+    swept = sweep(ledger, sink, spec.name, dry_run=False, actor=ACTOR)
+    if swept.items:
+        kinds = Counter(i.kind for i in swept.items)
+        verdict.notes.append("the sweep removed " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+    staged = sink.staged_attempts(spec.name)
+    with ledger.transaction() as tx:
+        attempts = {a.staging_uri: a for a in tx.attempts(spec.name, sorted(staged))}
+    left = [
+        uri
+        for batch, uris in staged.items()
+        for uri in uris
+        if batch != planned and not sink.in_use(uri) and not (uri in attempts and attempts[uri].live)
+    ]
+    if left:
+        verdict.problems.append(f"staged attempts the sweep left that nothing uses: {', '.join(left)}")
+
+
 def verify(
     ledger: Ledger, pipeline: str, output_root: str, produced: list[dict], *, expect_drained: bool = True
 ) -> Verdict:
     """``produced``: {"id", "partition", "offset"} of every acknowledged record of the pipeline's topic."""
     verdict = Verdict(produced=len(produced))
+    try:
+        with ledger.transaction() as tx:
+            spec = tx.pipeline_spec(pipeline)
+    except PipelineNotFoundError:  # never planned: everything produced is lost
+        verdict.lost = len(produced) if expect_drained else 0
+        verdict.problems.append(f"pipeline {pipeline} was never planned")
+        return verdict
     committed = [b for b in ledger.committed_batches(pipeline) if b.plan.output_uri]
     verdict.batches = len(committed)
+    with ledger.transaction() as tx:
+        planned = tx.planned_batch_id(pipeline)
+        planned_uri = tx.batch(pipeline, planned).plan.output_uri if planned is not None else None
+        running = tx.fetchall(
+            "SELECT attempt_id, batch_id FROM {s}.attempts WHERE pipeline = %s AND state = 'running'", (pipeline,)
+        )
+        cursors = tx.cursors(pipeline)
+
+    if spec.sink.format is SinkFormat.DIRECTORY:
+        rows = _directory_rows(ledger, spec, output_root, planned_uri, verdict)
+    else:
+        rows = _table_rows(ledger, spec, committed, planned, verdict)
+    verdict.read = len(rows)
+
+    # every row inside a committed batch's ranges; each batch holds as many rows as the ledger counted
+    owner: dict[TopicPartition, list[tuple[int, int, int]]] = {}
+    for record in committed:
+        for r in record.plan.ranges:
+            owner.setdefault(r.topic_partition, []).append((r.start, r.end, record.plan.batch_id))
+    per_batch: Counter[int] = Counter()
+    outside = 0
     copies: Counter[str] = Counter()
     where: dict[str, tuple[int, int]] = {}
+    for row in rows:
+        spans = owner.get(TopicPartition(row["topic"], int(row["partition"])), [])
+        batch = next((b for start, end, b in spans if start <= row["offset"] < end), None)
+        if batch is None:
+            outside += 1
+        else:
+            per_batch[batch] += 1
+        key = row["key"].decode()
+        copies[key] += 1
+        where[key] = (int(row["partition"]), int(row["offset"]))
+    if outside:
+        verdict.problems.append(f"{outside} records outside the ranges of every committed batch")
     for record in committed:
-        plan = record.plan
-        path = local_path(plan.output_uri)
-        if not plan.readable_ranges:
-            continue
-        if not path.is_dir():
-            verdict.problems.append(f"batch {plan.batch_id} is committed but its output {path} is missing")
-            continue
-        rows = pq.read_table(path, columns=["key", "topic", "partition", "offset"]).to_pylist()
-        verdict.read += len(rows)
-        if record.records_committed is not None and len(rows) != record.records_committed:
+        found = per_batch[record.plan.batch_id]
+        if record.records_committed is not None and found != record.records_committed:
             verdict.problems.append(
-                f"batch {plan.batch_id}: ledger says {record.records_committed} records, its output holds {len(rows)}"
+                f"batch {record.plan.batch_id}: ledger says {record.records_committed} records, "
+                f"the output holds {found}"
             )
-        ranges = {r.topic_partition: r for r in plan.ranges}
-        outside = 0
-        for row in rows:
-            rng = ranges.get(TopicPartition(row["topic"], int(row["partition"])))
-            if rng is None or not rng.start <= row["offset"] < rng.end:
-                outside += 1
-            key = row["key"].decode()
-            copies[key] += 1
-            where[key] = (int(row["partition"]), int(row["offset"]))
-        if outside:
-            verdict.problems.append(f"batch {plan.batch_id}: {outside} records outside its planned ranges")
 
     expected = {p["id"]: p for p in produced}
     verdict.duplicated = sum(1 for n in copies.values() if n > 1)
@@ -105,13 +228,6 @@ def verify(
             verdict.notes.append(f"{n} ids {name}, e.g. {example}")
 
     verdict.problems += [f"ledger not contiguous: {p}" for p in ledger.contiguity_problems(pipeline)]
-    with ledger.transaction() as tx:
-        planned = tx.planned_batch_id(pipeline)
-        planned_uri = tx.batch(pipeline, planned).plan.output_uri if planned is not None else None
-        running = tx.fetchall(
-            "SELECT attempt_id, batch_id FROM {s}.attempts WHERE pipeline = %s AND state = 'running'", (pipeline,)
-        )
-        cursors = tx.cursors(pipeline)
     if planned is not None and expect_drained:
         verdict.problems.append(f"batch {planned} is still planned after recovery")
     if running:
@@ -119,28 +235,16 @@ def verify(
             f"{len(running)} Spark attempts never finished (their worker was killed): "
             f"batches {sorted({int(b) for _, b in running})}"
         )
-
-    visible_ok = {local_path(b.plan.output_uri) for b in committed}
-    if planned_uri:
-        visible_ok.add(local_path(planned_uri))
-    pipeline_dir = Path(output_root) / pipeline
-    if pipeline_dir.is_dir():
-        stray = sorted(p.name for p in pipeline_dir.iterdir() if p not in visible_ok)
-        if stray:
-            verdict.problems.append(f"outside committed batches under {pipeline_dir}: {', '.join(stray)}")
-    staging = Path(output_root) / "_staging" / pipeline
-    if staging.is_dir():
-        left = sorted(p.name for p in staging.iterdir())
-        if left:
-            verdict.notes.append(f"staging left behind (not visible to readers): {', '.join(left)}")
+    _check_staging(ledger, spec, planned, verdict)
 
     if expect_drained and produced:
         ends: dict[int, int] = {}
         for p in produced:
             ends[p["partition"]] = max(ends.get(p["partition"], 0), p["offset"] + 1)
-        found = {tp.partition: off for tp, off in cursors.items()}
-        if any(found.get(part, 0) < end for part, end in ends.items()):
+        found_cursors = {tp.partition: off for tp, off in cursors.items()}
+        if any(found_cursors.get(part, 0) != ends.get(part, 0) for part in set(ends) | set(found_cursors)):
             verdict.problems.append(
-                f"cursors {dict(sorted(found.items()))} short of the produced ends {dict(sorted(ends.items()))}"
+                f"cursors {dict(sorted(found_cursors.items()))} are not at the produced ends "
+                f"{dict(sorted(ends.items()))}"
             )
     return verdict

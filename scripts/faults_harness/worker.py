@@ -1,7 +1,7 @@
 """One step of a batch in a process of its own, the way an Airflow task runs it.
 
     python -m faults_harness.worker plan|read|commit --pipeline P --topic T --output-root DIR
-        [--batch-id N] [--ledger-schema S] [--run-id R] [--try-number K] [--max-records N]
+        [--batch-id N] [--ledger-schema S] [--run-id R] [--try-number K] [--max-records N] [--sink JSON]
 
 It instantiates the package's operator for the step (``KafkaBatchPlanOperator``,
 ``KafkaBatchSparkOperator``, ``KafkaBatchCommitOperator``) and calls ``execute``
@@ -82,6 +82,7 @@ def operator(args: argparse.Namespace):
             task_id="plan",
             topics=[args.topic],
             output_root=args.output_root,
+            sink=json.loads(args.sink) if args.sink else None,
             max_records_per_batch=args.max_records,
             **common,
         )
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-records", type=int, default=None)
     parser.add_argument("--run-id", default="manual")
     parser.add_argument("--try-number", type=int, default=1)
+    parser.add_argument("--sink", default=None, help="the plan step's sink option as JSON (default: directories)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"

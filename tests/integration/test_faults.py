@@ -7,11 +7,14 @@ seven crash and kill points run as one chained trial: each hits the next try of 
 batch (plan crash, then three read tries killed in Spark's read, in its Parquet write and after
 it, then three commit tries killed after publishing, inside the transaction and after it), so
 four Spark runs serve seven faults. ``scripts/faults --trials N`` runs each kind on its own;
-concurrent and stale runs are in test_concurrency.py.
+concurrent and stale runs are in test_concurrency.py. The table sinks on S3 get ``s3_restart``
+(the S3 server SIGKILLed and restarted during the Spark job, then between the table commit and
+the ledger's), read back by PyIceberg and delta-rs, on the warm Spark Connect server.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -20,9 +23,9 @@ from faults_harness.__main__ import run
 from faults_harness.harness import CHAINABLE
 
 
-def run_one(kind: str, workdir):
+def run_one(kind: str, workdir, **options):
     seed = int(os.environ["FAULTS_SEED"]) if os.environ.get("FAULTS_SEED") else None
-    results, summary, ok = run(trials=1, kinds=[kind], seed=seed, batches=1, workdir=workdir, keep=True)
+    results, summary, ok = run(trials=1, kinds=[kind], seed=seed, batches=1, workdir=workdir, keep=True, **options)
     (result,) = results
     assert result.fired, f"a fault was not injected: {result.fault}"
     assert ok, "\n".join(summary)
@@ -38,3 +41,10 @@ def test_every_crash_point_on_successive_tries_of_one_batch(stack, tmp_path):
 def test_fault_kind_loses_and_duplicates_nothing(stack, tmp_path, kind):
     summary = run_one(kind, tmp_path / "faults")
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
+
+
+@pytest.mark.parametrize("sink", ["iceberg", "delta"])
+def test_s3_server_restarted_during_spark_and_inside_the_commit_of_a_table_sink(stack, spark_connect, tmp_path, sink):
+    connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    summary = run_one("s3_restart", tmp_path / "faults", storage="s3", sink=sink, spark_connect=connect)
+    assert summary == ["s3_restart: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]

@@ -16,7 +16,6 @@ import uuid
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 import pytest
 
 import devstack
@@ -30,6 +29,7 @@ from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.operations import abort_planned_batch
 from airflow_kafka_offsets.service.sweep import sweep
 from airflow_kafka_offsets.sinks import ManifestDirectorySink, Publication
+from faults_harness.lake_readers import manifest_listing
 
 from .helpers import assert_exactly_once, produce, refused
 from .pipeline import ACTOR, commit, commit_dies_at, plan, read, sink_of
@@ -40,16 +40,7 @@ pytestmark = pytest.mark.integration
 
 def rows_listing_manifests(stack, prefix: str) -> tuple[list[str], list[dict]]:
     """What a reader without this package sees: every ``batch=*/_manifest`` under the pipeline, and its files."""
-    fs = s3fs(stack)
-    infos = fs.get_file_info(pafs.FileSelector(prefix, recursive=True))
-    manifests = sorted(i.path for i in infos if i.path.endswith("/_manifest"))
-    rows: list[dict] = []
-    for path in manifests:
-        with fs.open_input_stream(path) as stream:
-            listed = json.loads(stream.read())["files"]
-        for entry in listed:
-            rows += pq.read_table(entry["uri"].removeprefix("s3://"), filesystem=fs).to_pylist()
-    return manifests, rows
+    return manifest_listing(s3fs(stack), prefix)
 
 
 def staged_parquet(stack, staging_uri: str) -> list[str]:

@@ -32,6 +32,7 @@ from airflow_kafka_offsets.service.operations import abort_planned_batch, replay
 from airflow_kafka_offsets.service.sweep import sweep
 from airflow_kafka_offsets.sinks import files
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
+from faults_harness import lake_readers
 
 from .helpers import assert_exactly_once, produce, refused
 from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_of, submitter
@@ -51,27 +52,12 @@ def table_spec(
 
 def read_table(stack, ledger: Ledger, spec: PipelineSpec) -> pa.Table:
     """The table as an engine without the ledger reads it (the Iceberg catalog is named after the ledger's schema)."""
-    storage = files.Storage(object_storage(spec.output_root))
-    if spec.sink.format.value == "iceberg":
-        catalog = SqlCatalog(ledger.schema, uri=stack.pg_url(), **storage.pyiceberg_properties())
-        return catalog.load_table(spec.sink.table).scan().to_arrow()
-    location = files.join(files.location_uri(spec.output_root), spec.sink.table)
-    return DeltaTable(location, storage_options=storage.delta_storage_options()).to_pyarrow_table()
+    return lake_readers.read_table(stack.pg_url(), ledger.schema, spec)
 
 
 def table_commits(stack, ledger: Ledger, spec: PipelineSpec) -> list[dict[str, str]]:
     """(operation, batch, attempt) of the pipeline's commits in the table's history, oldest first."""
-    keys = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.attempt")
-    storage = files.Storage(object_storage(spec.output_root))
-    if spec.sink.format.value == "iceberg":
-        table = SqlCatalog(ledger.schema, uri=stack.pg_url(), **storage.pyiceberg_properties()).load_table(
-            spec.sink.table
-        )
-        summaries = [s.summary for s in table.snapshots() if s.summary is not None]
-        return [{k: summary[k] for k in keys} for summary in summaries if summary[keys[1]] is not None]
-    location = files.join(files.location_uri(spec.output_root), spec.sink.table)
-    history = DeltaTable(location, storage_options=storage.delta_storage_options()).history()
-    return [{k: c[k] for k in keys} for c in reversed(history) if keys[1] in c]
+    return lake_readers.table_commits(stack.pg_url(), ledger.schema, spec)
 
 
 SPARK_DELTA_READER = """

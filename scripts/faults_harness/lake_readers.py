@@ -1,0 +1,70 @@
+"""What readers that do not know the ledger read: the documented way for each sink.
+
+- a directory sink on S3: list ``<root>/<pipeline>/batch=*/_manifest`` and read exactly the files
+  each manifest names (plain JSON and pyarrow, as a reader without this package would);
+- Iceberg: PyIceberg's SqlCatalog (the catalog is named after the ledger's schema);
+- Delta: delta-rs.
+
+Shared by the fault harness and the integration tests.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+
+from airflow_kafka_offsets.config import object_storage
+from airflow_kafka_offsets.core.model import PipelineSpec
+from airflow_kafka_offsets.sinks import files
+
+COMMIT_KEYS = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.attempt")
+
+
+def manifest_listing(fs: pafs.FileSystem, prefix: str) -> tuple[list[str], list[dict]]:
+    """Every ``batch=*/_manifest`` under ``prefix`` (a pipeline's directory, bucket/path), and the rows
+    of the files each lists."""
+    infos = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+    manifests = sorted(i.path for i in infos if i.path.endswith("/_manifest"))
+    rows: list[dict] = []
+    for path in manifests:
+        with fs.open_input_stream(path) as stream:
+            listed = json.loads(stream.read())["files"]
+        for entry in listed:
+            rows += pq.read_table(entry["uri"].removeprefix("s3://"), filesystem=fs).to_pylist()
+    return manifests, rows
+
+
+def _storage(spec: PipelineSpec) -> files.Storage:
+    return files.Storage(object_storage(spec.output_root))
+
+
+def iceberg_table(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> Table:
+    catalog = SqlCatalog(catalog_name, uri=catalog_uri, **_storage(spec).pyiceberg_properties())
+    return catalog.load_table(spec.sink.table)
+
+
+def delta_table(spec: PipelineSpec) -> DeltaTable:
+    location = files.join(files.location_uri(spec.output_root), spec.sink.table or "")
+    return DeltaTable(location, storage_options=_storage(spec).delta_storage_options())
+
+
+def read_table(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> pa.Table:
+    """The pipeline's table as an engine without the ledger reads it."""
+    if spec.sink.format.value == "iceberg":
+        return iceberg_table(catalog_uri, catalog_name, spec).scan().to_arrow()
+    return delta_table(spec).to_pyarrow_table()
+
+
+def table_commits(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> list[dict[str, str]]:
+    """(operation, batch, attempt) of the pipeline's commits in the table's history, oldest first."""
+    if spec.sink.format.value == "iceberg":
+        summaries = [s.summary for s in iceberg_table(catalog_uri, catalog_name, spec).snapshots() if s.summary]
+        return [{k: summary[k] for k in COMMIT_KEYS} for summary in summaries if summary[COMMIT_KEYS[1]] is not None]
+    history = delta_table(spec).history()
+    return [{k: c[k] for k in COMMIT_KEYS} for c in reversed(history) if COMMIT_KEYS[1] in c]
