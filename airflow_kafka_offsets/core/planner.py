@@ -128,6 +128,14 @@ def has_work(ranges: Sequence[PartitionRange], cursors: Mapping[TopicPartition, 
     return any(r.span > 0 or r.lost > 0 or r.topic_partition not in cursors for r in ranges)
 
 
+def new_partitions(
+    ranges: Sequence[PartitionRange], cursors: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Cursors to create for partitions the ranges cover for the first time: each starts at its range's start."""
+    known = {(tp.topic, tp.partition) for tp in cursors}  # plain tuples: hashed in C, unlike TopicPartition
+    return {r.topic_partition: r.start for r in ranges if (r.topic, r.partition) not in known}
+
+
 def partition_lag(cursor: int | None, offsets: PartitionOffsets) -> int:
     """Offsets not yet ingested: from the cursor (or, without one, the log start) to the last stable offset."""
     return max(offsets.latest - (offsets.earliest if cursor is None else cursor), 0)

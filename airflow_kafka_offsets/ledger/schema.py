@@ -225,7 +225,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             EXECUTE format($q$
                 SELECT format('Key (pipeline, batch_id)=(%%s, %%s) is not present in table "batches".',
                               c.pipeline, c.batch_id)
-                FROM %s c WHERE NOT EXISTS (
+                FROM (SELECT DISTINCT pipeline, batch_id FROM %s c) c WHERE NOT EXISTS (
                     SELECT FROM {s}.batches b WHERE b.pipeline = c.pipeline AND b.batch_id = c.batch_id)
                 LIMIT 1 $q$, changed) INTO clash;
             IF clash IS NOT NULL THEN

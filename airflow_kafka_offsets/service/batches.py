@@ -20,7 +20,7 @@ from airflow_kafka_offsets.core.model import (
     PipelineSpec,
     TopicPartition,
 )
-from airflow_kafka_offsets.core.planner import has_work, plan_ranges
+from airflow_kafka_offsets.core.planner import has_work, new_partitions, plan_ranges
 from airflow_kafka_offsets.core.report import check_report, parse_report
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
 from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, PipelineBusyError, SparkJobError
@@ -84,8 +84,7 @@ def plan_batch(
             log.info("pipeline %s: nothing new in %s; no batch planned", spec.name, ", ".join(spec.topics))
             return PlanOutcome(None, replayed=False)
         plan = BatchPlan(spec.name, next_batch_id, epoch, ranges, sink.output_uri(spec.name, next_batch_id))
-        new_cursors = {r.topic_partition: r.start for r in ranges if r.topic_partition not in cursors}
-        tx.insert_plan(plan, new_cursors, actor)
+        tx.insert_plan(plan, new_partitions(ranges, cursors), actor)
     crash_point("after_plan")
     log.info(
         "pipeline %s: planned batch %s (%s records)\n%s",
