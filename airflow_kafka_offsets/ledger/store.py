@@ -392,9 +392,9 @@ class LedgerTransaction:
         The report is read inside PostgreSQL (it was checked against the plan before the attempt was
         marked succeeded); ranges it does not list read nothing. Returns (records, output bytes).
         """
-        records = output_bytes = 0
+        counted = records = output_bytes = 0
         if attempt_id is not None:
-            records, output_bytes = self.fetchrow(
+            counted, records, output_bytes = self.fetchrow(
                 "WITH r AS (SELECT p.* FROM {s}.attempts a CROSS JOIN jsonb_to_recordset(a.report->'partitions')"
                 "   AS p(topic text, partition int, records bigint, min_offset bigint, max_offset bigint,"
                 "        payload_bytes bigint, decode_errors bigint) WHERE a.attempt_id = %s),"
@@ -403,14 +403,15 @@ class LedgerTransaction:
                 "   decode_errors = coalesce(r.decode_errors, 0) FROM r"
                 "   WHERE b.pipeline = %s AND b.batch_id = %s AND b.topic = r.topic AND b.partition = r.partition"
                 "   RETURNING b.records)"
-                " SELECT coalesce(sum(records), 0), (SELECT coalesce((report->>'output_bytes')::bigint, 0)"
+                " SELECT count(*), coalesce(sum(records), 0), (SELECT coalesce((report->>'output_bytes')::bigint, 0)"
                 "   FROM {s}.attempts WHERE attempt_id = %s) FROM counted",
                 (attempt_id, plan.pipeline, plan.batch_id, attempt_id),
             )
-        self.execute(
-            "UPDATE {s}.batch_ranges SET records = 0 WHERE pipeline = %s AND batch_id = %s AND records IS NULL",
-            (plan.pipeline, plan.batch_id),
-        )
+        if counted < len(plan.ranges):
+            self.execute(
+                "UPDATE {s}.batch_ranges SET records = 0 WHERE pipeline = %s AND batch_id = %s AND records IS NULL",
+                (plan.pipeline, plan.batch_id),
+            )
         return int(records), int(output_bytes)
 
     def record_commit(
