@@ -34,13 +34,19 @@ def test_migrate_is_idempotent_and_versioned(ledger: Ledger):
     assert ledger.schema_version() == SCHEMA_VERSION
 
 
-def test_migration_4_keeps_a_version_3_ledger_and_its_overlap_check(stack, schema: str, tmp_path, monkeypatch):
+def ledger_at_version(stack, schema: str, monkeypatch, version: int) -> Ledger:
+    """A ledger migrated up to ``version`` only; after ``monkeypatch.undo()`` migrate() goes on from there."""
     import airflow_kafka_offsets.ledger.store as store
 
     ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
-    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:3])
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
-    assert ledger.migrate() == 3
+    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:version])
+    monkeypatch.setattr(store, "SCHEMA_VERSION", version)
+    assert ledger.migrate() == version
+    return ledger
+
+
+def test_migration_4_keeps_a_version_3_ledger_and_its_overlap_check(stack, schema: str, tmp_path, monkeypatch):
+    ledger = ledger_at_version(stack, schema, monkeypatch, 3)
     spec = build_spec("p", ["t"], str(tmp_path))
     sink = LocalDirectorySink(str(tmp_path))
     plan_batch(ledger, spec, fixed_offsets(p0=(0, 10), p1=(0, 0)), sink, ACTOR)
@@ -70,12 +76,7 @@ def test_migration_6_keeps_a_version_5_ledger_and_checks_ranges_belong_to_a_batc
     """Migration 6 replaces the per-row foreign key of batch_ranges by a check per statement: a ledger
     with history keeps working, and ranges of a missing batch, or a batch left without its ranges, are
     still refused (SQLSTATE 23503)."""
-    import airflow_kafka_offsets.ledger.store as store
-
-    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
-    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:5])
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 5)
-    assert ledger.migrate() == 5
+    ledger = ledger_at_version(stack, schema, monkeypatch, 5)
     spec = build_spec("p", ["t"], str(tmp_path))
     sink = LocalDirectorySink(str(tmp_path))
     first = plan_batch(ledger, spec, fixed_offsets(p0=(0, 0), p1=(0, 0)), sink, ACTOR).plan
