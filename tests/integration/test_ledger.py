@@ -17,7 +17,7 @@ from airflow_kafka_offsets.errors import BatchStateError, CursorMovedError, Ledg
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
 from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
-from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.sinks import LocalDirectorySink, Publication
 from benchmarks.scaling import fake_submit
 
 ACTOR = {"test": True}
@@ -255,7 +255,14 @@ def test_plan_and_commit_of_2000_partitions_write_exact_rows(ledger: Ledger, tmp
     """The set-based statements write, count and compare-and-set every partition exactly."""
     n = 2000
     spec = build_spec("wide", ["t"], str(tmp_path), max_records_per_partition=30)
-    sink = LocalDirectorySink(str(tmp_path))
+    publications: list[Publication] = []
+
+    class RecordingSink(LocalDirectorySink):  # what a table sink would write in its commit's properties
+        def publish(self, tx, publication: Publication) -> None:
+            publications.append(publication)
+            super().publish(tx, publication)
+
+    sink = RecordingSink(str(tmp_path))
     latest = {p: (p % 5) * 10 for p in range(n)}  # every fifth partition is empty
     offsets = {TP("t", p): PartitionOffsets(0, latest[p]) for p in range(n)}
     plan = plan_batch(ledger, spec, lambda topics: offsets, sink, ACTOR).plan
@@ -287,6 +294,7 @@ def test_plan_and_commit_of_2000_partitions_write_exact_rows(ledger: Ledger, tmp
 
     run_batch(ledger, sink, plan, submit, {}, ACTOR)
     assert commit_batch(ledger, sink, "wide", 1, ACTOR).records == sum(read.values())
+    assert [p.commit_properties()["kafka-offsets.records"] for p in publications] == [str(sum(read.values()))]
     with ledger.transaction() as tx:
         rows = tx.fetchall(
             "SELECT pipeline, batch_id, epoch, topic, partition, cursor_offset, start_offset, end_offset, live,"
