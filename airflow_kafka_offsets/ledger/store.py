@@ -617,10 +617,11 @@ class LedgerTransaction:
         return [_attempt(r) for r in rows]
 
     def latest_succeeded_attempt(self, pipeline: str, batch_id: int, *, report: bool = True) -> Attempt | None:
-        """The attempt a commit takes (without ``report``: with no report document)."""
+        """The attempt a commit takes: the last one that succeeded with a report (without ``report``: returned
+        with no report document)."""
         row = self.fetchone(
             f"SELECT {_attempt_columns(report)} FROM {{s}}.attempts"
-            " WHERE pipeline = %s AND batch_id = %s AND state = 'succeeded'"
+            " WHERE pipeline = %s AND batch_id = %s AND state = 'succeeded' AND report IS NOT NULL"
             " ORDER BY finished_at DESC LIMIT 1",
             (pipeline, batch_id),
         )

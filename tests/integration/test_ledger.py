@@ -156,6 +156,14 @@ def test_batch_with_records_needs_a_successful_attempt(ledger: Ledger, tmp_path)
     plan_batch(ledger, spec, fixed_offsets(p0=(0, 10)), sink, ACTOR)
     with pytest.raises(BatchStateError, match="no successful Spark attempt"):
         commit_batch(ledger, sink, "p", 1, ACTOR)
+    with ledger.transaction() as tx:  # succeeded, but without the report the commit copies its counts from
+        tx.execute(
+            "INSERT INTO {s}.attempts (attempt_id, pipeline, batch_id, state, staging_uri, finished_at)"
+            " VALUES ('a1', 'p', 1, 'succeeded', %s, now())",
+            (sink.staging_uri("p", 1, "a1"),),
+        )
+    with pytest.raises(BatchStateError, match="no successful Spark attempt"):
+        commit_batch(ledger, sink, "p", 1, ACTOR)
     assert ledger.batch("p", 1).state is BatchState.PLANNED
     assert ledger.cursors("p") == {TP("t", 0): 0}
 
