@@ -77,7 +77,7 @@ def run_case(info: devstack.StackInfo, sink_format: str, root: str, batches: int
             attempt_files(storage, staging, first, records)
             started = time.perf_counter()
             with ledger.transaction() as tx:
-                sink.publish(tx, Publication("uid", plan, attempt, staging, None, None))
+                sink.publish(tx, Publication("uid", plan, attempt, staging, 0, None))
             times.append(time.perf_counter() - started)
     finally:
         with ledger.transaction() as tx:

@@ -76,7 +76,11 @@ def plan_ranges(
     missing_topics = sorted(topics - present)
     if missing_topics:
         raise UnknownTopicError(f"pipeline {spec.name!r}: topic(s) {', '.join(missing_topics)} not found in Kafka")
-    vanished = sorted(tp for tp in cursors if tp.topic in topics and tp not in offsets)
+    # Keyed by plain (topic, partition) tuples, which hash, compare and sort in C: TopicPartition does
+    # all three in Python, a cost that shows at thousands of partitions.
+    kafka_at = {(tp.topic, tp.partition): (tp, kafka) for tp, kafka in offsets.items() if tp.topic in topics}
+    cursor_at = {(tp.topic, tp.partition): offset for tp, offset in cursors.items()}
+    vanished = sorted(tp for tp in cursors if tp.topic in topics and (tp.topic, tp.partition) not in kafka_at)
     if vanished:
         raise PartitionVanishedError(
             f"pipeline {spec.name!r}: partition(s) {', '.join(map(str, vanished))} have cursors but no longer "
@@ -88,10 +92,9 @@ def plan_ranges(
     lost: list[str] = []
     beyond: list[str] = []
     starts: list[tuple[TopicPartition, int, int, int]] = []  # (tp, cursor, start, latest) in partition order
-    for tp, kafka in sorted(
-        ((tp, kafka) for tp, kafka in offsets.items() if tp.topic in topics), key=lambda e: (e[0].topic, e[0].partition)
-    ):
-        start = _start_offset(tp, cursors.get(tp), kafka, policy, spec.name)
+    for key in sorted(kafka_at):
+        tp, kafka = kafka_at[key]
+        start = _start_offset(tp, cursor_at.get(key), kafka, policy, spec.name)
         if start < kafka.earliest:
             lost.append(f"{tp} offsets [{start}, {kafka.earliest}) ({kafka.earliest - start} records)")
             if spec.on_data_loss is DataLossPolicy.SKIP:
@@ -118,7 +121,7 @@ def plan_ranges(
     if spec.max_records_per_batch is not None:
         needs = fair_shares(needs, spec.max_records_per_batch)
     return tuple(
-        PartitionRange(tp.topic, tp.partition, start=start, end=start + need, cursor=cursor)
+        PartitionRange(tp.topic, tp.partition, start, start + need, cursor)  # start, end, cursor
         for (tp, cursor, start, _), need in zip(starts, needs)
     )
 
@@ -126,6 +129,14 @@ def plan_ranges(
 def has_work(ranges: Sequence[PartitionRange], cursors: Mapping[TopicPartition, int]) -> bool:
     """A batch is worth planning when it reads records, skips lost ones, or starts tracking a partition."""
     return any(r.span > 0 or r.lost > 0 or r.topic_partition not in cursors for r in ranges)
+
+
+def new_partitions(
+    ranges: Sequence[PartitionRange], cursors: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Cursors to create for partitions the ranges cover for the first time: each starts at its range's start."""
+    known = {(tp.topic, tp.partition) for tp in cursors}  # plain tuples: hashed in C, unlike TopicPartition
+    return {r.topic_partition: r.start for r in ranges if (r.topic, r.partition) not in known}
 
 
 def partition_lag(cursor: int | None, offsets: PartitionOffsets) -> int:

@@ -100,10 +100,13 @@ class Attempt:
         return self.state
 
 
-ATTEMPT_COLUMNS = (
-    "attempt_id, pipeline, batch_id, state, staging_uri, report::text, actor, started_at, finished_at,"
-    " lease_expires_at, extract(epoch FROM lease_expires_at - now()), error"
-)
+def _attempt_columns(report: bool) -> str:
+    """An attempt row's columns; without ``report`` its document stays in the database (a report lists
+    every partition: over a megabyte at 10,000 partitions)."""
+    return (
+        f"attempt_id, pipeline, batch_id, state, staging_uri, {'report::text' if report else 'NULL'}, actor,"
+        " started_at, finished_at, lease_expires_at, extract(epoch FROM lease_expires_at - now()), error"
+    )
 
 
 def _attempt(row: Row) -> Attempt:
@@ -355,80 +358,76 @@ class LedgerTransaction:
         )
 
     def advance_cursors(self, plan: BatchPlan) -> None:
-        """Compare-and-set every cursor from the batch's expected start to its end."""
-        ranges = plan.ranges
-        moved = self.fetchall(
-            "UPDATE {s}.cursors c SET next_offset = r.end_offset, updated_at = now()"
-            " FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[])"
-            "   AS r(topic, partition, cursor_offset, end_offset)"
-            " WHERE c.pipeline = %s AND c.topic = r.topic AND c.partition = r.partition"
-            "   AND c.next_offset = r.cursor_offset"
-            " RETURNING c.topic, c.partition",
-            (
-                _text_array(r.topic for r in ranges),
-                _int_array(r.partition for r in ranges),
-                _int_array(r.cursor for r in ranges),
-                _int_array(r.end for r in ranges),
-                plan.pipeline,
-            ),
-        )
-        if len(moved) != len(ranges):
-            stale = sorted({r.topic_partition for r in ranges} - {TopicPartition(t, int(p)) for t, p in moved})
-            current = self.cursors(plan.pipeline)
+        """Compare-and-set every cursor from the batch's expected start to its end.
+
+        One statement joins the cursors to the batch's stored ranges, so no offsets are sent again.
+        """
+        moved: int = self.execute(
+            "UPDATE {s}.cursors c SET next_offset = r.end_offset, updated_at = now() FROM {s}.batch_ranges r"
+            " WHERE r.pipeline = %s AND r.batch_id = %s AND c.pipeline = r.pipeline AND c.topic = r.topic"
+            "   AND c.partition = r.partition AND c.next_offset = r.cursor_offset",
+            (plan.pipeline, plan.batch_id),
+        ).rowcount
+        if moved != len(plan.ranges):
+            # The cursors this statement did not move still hold what it found; the ones it moved carry
+            # this transaction's time (nothing else in the commit's transaction writes a cursor).
+            cursors = {
+                TopicPartition(t, int(p)): (int(o), now)
+                for t, p, o, now in self.fetchall(
+                    "SELECT topic, partition, next_offset, updated_at = now() FROM {s}.cursors WHERE pipeline = %s",
+                    (plan.pipeline,),
+                )
+            }
             detail = ", ".join(
-                f"{tp} expected {r.cursor} found {current.get(tp)}"
-                for r in ranges
-                for tp in [r.topic_partition]
-                if tp in stale
+                f"{r.topic_partition} expected {r.cursor} found {found}"
+                for r in plan.ranges
+                for found, moved_now in [cursors.get(r.topic_partition, (None, False))]
+                if not moved_now
             )
             raise CursorMovedError(f"batch {plan.batch_id} of {plan.pipeline!r} cannot commit: cursor moved ({detail})")
 
-    def record_commit(self, plan: BatchPlan, attempt: Attempt | None, actor: Mapping[str, Any]) -> int:
-        """Store the attempt's counts on the batch's ranges and mark the batch committed.
+    def store_counts(self, plan: BatchPlan, attempt_id: str | None) -> tuple[int, int]:
+        """Copy the attempt's per-partition counts from its stored report onto the batch's ranges.
+
+        The report is read inside PostgreSQL (it was checked against the plan before the attempt was
+        marked succeeded); ranges it does not list read nothing. Returns (records, output bytes).
+        """
+        counted = records = output_bytes = 0
+        if attempt_id is not None:
+            counted, records, output_bytes = self.fetchrow(
+                "WITH r AS (SELECT p.* FROM {s}.attempts a CROSS JOIN jsonb_to_recordset(a.report->'partitions')"
+                "   AS p(topic text, partition int, records bigint, min_offset bigint, max_offset bigint,"
+                "        payload_bytes bigint, decode_errors bigint) WHERE a.attempt_id = %s),"
+                " counted AS (UPDATE {s}.batch_ranges b SET records = r.records, min_offset = r.min_offset,"
+                "   max_offset = r.max_offset, payload_bytes = coalesce(r.payload_bytes, 0),"
+                "   decode_errors = coalesce(r.decode_errors, 0) FROM r"
+                "   WHERE b.pipeline = %s AND b.batch_id = %s AND b.topic = r.topic AND b.partition = r.partition"
+                "   RETURNING b.records)"
+                " SELECT count(*), coalesce(sum(records), 0), (SELECT coalesce((report->>'output_bytes')::bigint, 0)"
+                "   FROM {s}.attempts WHERE attempt_id = %s) FROM counted",
+                (attempt_id, plan.pipeline, plan.batch_id, attempt_id),
+            )
+        if counted < len(plan.ranges):
+            self.execute(
+                "UPDATE {s}.batch_ranges SET records = 0 WHERE pipeline = %s AND batch_id = %s AND records IS NULL",
+                (plan.pipeline, plan.batch_id),
+            )
+        return int(records), int(output_bytes)
+
+    def record_commit(
+        self, plan: BatchPlan, attempt_id: str | None, records: int, output_bytes: int, actor: Mapping[str, Any]
+    ) -> None:
+        """Mark the batch committed with its counts (from :meth:`store_counts`) and the attempt's report.
 
         The attempt's report document is copied inside PostgreSQL, not sent again.
         """
-        report = attempt.report if attempt else None
-        partitions = report.partitions if report else ()
-        records = sum(p.records for p in partitions)
-        if partitions:
-            self.execute(
-                "UPDATE {s}.batch_ranges b SET records = r.records, min_offset = r.min_offset,"
-                " max_offset = r.max_offset, payload_bytes = r.payload_bytes, decode_errors = r.decode_errors"
-                " FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],"
-                "   %s::bigint[]) AS r(topic, partition, records, min_offset, max_offset, payload_bytes, decode_errors)"
-                " WHERE b.pipeline = %s AND b.batch_id = %s AND b.topic = r.topic AND b.partition = r.partition",
-                (
-                    _text_array(p.topic for p in partitions),
-                    _int_array(p.partition for p in partitions),
-                    _int_array(p.records for p in partitions),
-                    _int_array(p.min_offset for p in partitions),
-                    _int_array(p.max_offset for p in partitions),
-                    _int_array(p.payload_bytes for p in partitions),
-                    _int_array(p.decode_errors for p in partitions),
-                    plan.pipeline,
-                    plan.batch_id,
-                ),
-            )
-        self.execute(
-            "UPDATE {s}.batch_ranges SET records = 0 WHERE pipeline = %s AND batch_id = %s AND records IS NULL",
-            (plan.pipeline, plan.batch_id),
-        )
         self.execute(
             "UPDATE {s}.batches SET state = 'committed', committed_at = now(), records_committed = %s,"
             " output_bytes = %s, report = (SELECT report FROM {s}.attempts WHERE attempt_id = %s),"
             " committed_by = %s::jsonb WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
-            (
-                records,
-                report.output_bytes if report else 0,
-                attempt.attempt_id if attempt else None,
-                _jsonb(actor),
-                plan.pipeline,
-                plan.batch_id,
-            ),
+            (records, output_bytes, attempt_id, _jsonb(actor), plan.pipeline, plan.batch_id),
         )
         self.audit(plan.pipeline, plan.batch_id, "committed", {"records": records}, actor)
-        return records
 
     def pipeline_uid(self, pipeline: str) -> str:
         row = self.fetchone("SELECT uid FROM {s}.pipelines WHERE name = %s", (pipeline,))
@@ -608,19 +607,21 @@ class LedgerTransaction:
         )
         return [r[0] for r in rows]
 
-    def attempts(self, pipeline: str, batch_ids: Sequence[int]) -> list[Attempt]:
-        """Attempts of the given batches, oldest first."""
+    def attempts(self, pipeline: str, batch_ids: Sequence[int], *, reports: bool = True) -> list[Attempt]:
+        """Attempts of the given batches, oldest first (without ``reports``: with no report document)."""
         rows = self.fetchall(
-            f"SELECT {ATTEMPT_COLUMNS} FROM {{s}}.attempts WHERE pipeline = %s AND batch_id = ANY(%s::bigint[])"
-            " ORDER BY started_at, attempt_id",
+            f"SELECT {_attempt_columns(reports)} FROM {{s}}.attempts"
+            " WHERE pipeline = %s AND batch_id = ANY(%s::bigint[]) ORDER BY started_at, attempt_id",
             (pipeline, list(batch_ids)),
         )
         return [_attempt(r) for r in rows]
 
-    def latest_succeeded_attempt(self, pipeline: str, batch_id: int) -> Attempt | None:
+    def latest_succeeded_attempt(self, pipeline: str, batch_id: int, *, report: bool = True) -> Attempt | None:
+        """The attempt a commit takes: the last one that succeeded with a report (without ``report``: returned
+        with no report document)."""
         row = self.fetchone(
-            f"SELECT {ATTEMPT_COLUMNS} FROM {{s}}.attempts"
-            " WHERE pipeline = %s AND batch_id = %s AND state = 'succeeded'"
+            f"SELECT {_attempt_columns(report)} FROM {{s}}.attempts"
+            " WHERE pipeline = %s AND batch_id = %s AND state = 'succeeded' AND report IS NOT NULL"
             " ORDER BY finished_at DESC LIMIT 1",
             (pipeline, batch_id),
         )

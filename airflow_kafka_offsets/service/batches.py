@@ -20,7 +20,7 @@ from airflow_kafka_offsets.core.model import (
     PipelineSpec,
     TopicPartition,
 )
-from airflow_kafka_offsets.core.planner import has_work, plan_ranges
+from airflow_kafka_offsets.core.planner import has_work, new_partitions, plan_ranges
 from airflow_kafka_offsets.core.report import check_report, parse_report
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
 from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, PipelineBusyError, SparkJobError
@@ -84,8 +84,7 @@ def plan_batch(
             log.info("pipeline %s: nothing new in %s; no batch planned", spec.name, ", ".join(spec.topics))
             return PlanOutcome(None, replayed=False)
         plan = BatchPlan(spec.name, next_batch_id, epoch, ranges, sink.output_uri(spec.name, next_batch_id))
-        new_cursors = {r.topic_partition: r.start for r in ranges if r.topic_partition not in cursors}
-        tx.insert_plan(plan, new_cursors, actor)
+        tx.insert_plan(plan, new_partitions(ranges, cursors), actor)
     crash_point("after_plan")
     log.info(
         "pipeline %s: planned batch %s (%s records)\n%s",
@@ -299,7 +298,7 @@ def run_batch(
                     describe_actor(done.actor),
                 )
                 return done.report
-            live = next((a for a in tx.attempts(plan.pipeline, [plan.batch_id]) if a.live), None)
+            live = next((a for a in tx.attempts(plan.pipeline, [plan.batch_id], reports=False) if a.live), None)
             if live is None:
                 attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, lease_s)
                 break
@@ -346,7 +345,7 @@ def discard_ended_attempts(ledger: Ledger, sink: Sink, pipeline: str, batch_id: 
     """
     with ledger.transaction() as tx:
         tx.mark_dead_attempts(pipeline, batch_id)
-        ended = [a for a in tx.attempts(pipeline, [batch_id]) if a.state != "running"]
+        ended = [a for a in tx.attempts(pipeline, [batch_id], reports=False) if a.state != "running"]
     for attempt in ended:
         sink.discard_attempt(attempt.staging_uri)
     return [a.attempt_id for a in ended]
@@ -379,17 +378,19 @@ def commit_batch(
             return CommitOutcome(plan, committed_now=False, records=record.records_committed or 0)
         if record.state is not BatchState.PLANNED:
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
-        report = attempt = None
+        attempt = None
         uid = tx.pipeline_uid(pipeline)
         decode = tx.pipeline_spec(pipeline).decode
         if plan.readable_ranges:
-            attempt = tx.latest_succeeded_attempt(pipeline, batch_id)
-            if attempt is None or attempt.report is None:
+            # A succeeded attempt's report was checked against this plan (which never changes) before the
+            # attempt was marked succeeded; it stays in the ledger, which copies its counts itself.
+            attempt = tx.latest_succeeded_attempt(pipeline, batch_id, report=False)
+            if attempt is None:
                 raise BatchStateError(
                     f"batch {batch_id} of pipeline {pipeline!r} has no successful Spark attempt to commit"
                 )
-            report = attempt.report
-            check_report(plan, report)
+        records, output_bytes = tx.store_counts(plan, attempt.attempt_id if attempt else None)
+        if attempt is not None:
             published = sink.published_attempt(uid, plan)
             if published is not None:
                 log.info(
@@ -399,12 +400,12 @@ def commit_batch(
                     published,
                 )
             else:
-                sink.publish(tx, Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, report, decode))
+                sink.publish(tx, Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, records, decode))
             crash_point("after_publish")
         else:  # a directory sink gives every committed ingest batch a readable output, an empty one here
-            sink.publish(tx, Publication(uid, plan, None, None, None, decode))
+            sink.publish(tx, Publication(uid, plan, None, None, 0, decode))
         tx.advance_cursors(plan)
-        records = tx.record_commit(plan, attempt, actor)
+        tx.record_commit(plan, attempt.attempt_id if attempt else None, records, output_bytes, actor)
         crash_point("in_commit_transaction")
     crash_point("after_commit")
     discard_ended_attempts(ledger, sink, pipeline, batch_id)
@@ -414,6 +415,6 @@ def commit_batch(
         batch_id,
         records,
         plan.output_uri,
-        LoggedPartitionTable(plan.ranges, report=report),
+        LoggedPartitionTable(plan.ranges),
     )
     return CommitOutcome(plan, committed_now=True, records=records)

@@ -310,7 +310,7 @@ def replay_batch(
     destination = sink.output_uri(pipeline, batch_id)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
-        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report, spec.decode, replay=True))
+        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, spec.decode, replay=True))
         tx.audit(
             pipeline,
             batch_id,

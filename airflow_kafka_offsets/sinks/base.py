@@ -20,21 +20,22 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, DecodeSpec
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 
 
 @dataclass(frozen=True)
 class Publication:
     """One batch's attempt to make visible, and what a table records about it in its commit.
 
-    ``attempt_id`` / ``staging_uri`` are None for a batch that reads no records.
+    ``attempt_id`` / ``staging_uri`` are None for a batch that reads no records; ``records`` is how
+    many the attempt read.
     """
 
     pipeline_uid: str
     plan: BatchPlan
     attempt_id: str | None
     staging_uri: str | None
-    report: BatchReport | None
+    records: int
     decode: DecodeSpec | None
     replay: bool = False
 
@@ -47,7 +48,7 @@ class Publication:
             "kafka-offsets.batch": str(self.plan.batch_id),
             "kafka-offsets.epoch": str(self.plan.epoch),
             "kafka-offsets.attempt": self.attempt_id or "",
-            "kafka-offsets.records": str(self.report.records if self.report else 0),
+            "kafka-offsets.records": str(self.records),
             "kafka-offsets.operation": "replay" if self.replay else "commit",
             "kafka-offsets.ranges": _compact_json(ranges),
         }

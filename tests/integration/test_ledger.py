@@ -17,7 +17,8 @@ from airflow_kafka_offsets.errors import BatchStateError, CursorMovedError, Ledg
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
 from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
-from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.sinks import LocalDirectorySink, Publication
+from benchmarks.scaling import fake_submit
 
 ACTOR = {"test": True}
 
@@ -33,13 +34,19 @@ def test_migrate_is_idempotent_and_versioned(ledger: Ledger):
     assert ledger.schema_version() == SCHEMA_VERSION
 
 
-def test_migration_4_keeps_a_version_3_ledger_and_its_overlap_check(stack, schema: str, tmp_path, monkeypatch):
+def ledger_at_version(stack, schema: str, monkeypatch, version: int) -> Ledger:
+    """A ledger migrated up to ``version`` only; after ``monkeypatch.undo()`` migrate() goes on from there."""
     import airflow_kafka_offsets.ledger.store as store
 
     ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema)
-    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:3])
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
-    assert ledger.migrate() == 3
+    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:version])
+    monkeypatch.setattr(store, "SCHEMA_VERSION", version)
+    assert ledger.migrate() == version
+    return ledger
+
+
+def test_migration_4_keeps_a_version_3_ledger_and_its_overlap_check(stack, schema: str, tmp_path, monkeypatch):
+    ledger = ledger_at_version(stack, schema, monkeypatch, 3)
     spec = build_spec("p", ["t"], str(tmp_path))
     sink = LocalDirectorySink(str(tmp_path))
     plan_batch(ledger, spec, fixed_offsets(p0=(0, 10), p1=(0, 0)), sink, ACTOR)
@@ -48,7 +55,7 @@ def test_migration_4_keeps_a_version_3_ledger_and_its_overlap_check(stack, schem
     with ledger.transaction() as tx:
         assert tx.fetchall(
             "SELECT contype FROM pg_constraint WHERE conrelid = %s::regclass ORDER BY 1", (f"{tx.s}.batch_ranges",)
-        ) == [("c",), ("f",), ("p",)]
+        ) == [("c",), ("p",)]  # the foreign key to batches is checked per statement since migration 6
         tx.execute(
             "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, committed_at)"
             " VALUES ('p', 2, 0, 'committed', 'x', 1, now())"
@@ -61,6 +68,59 @@ def test_migration_4_keeps_a_version_3_ledger_and_its_overlap_check(stack, schem
             )
     assert ledger.batch("p", 1).plan.ranges == (PartitionRange("t", 0, 0, 10, 0), PartitionRange("t", 1, 0, 0, 0))
     assert ledger.cursors("p") == {TP("t", 0): 0, TP("t", 1): 0}
+
+
+def test_migration_6_keeps_a_version_5_ledger_and_checks_ranges_belong_to_a_batch(
+    stack, schema: str, tmp_path, monkeypatch
+):
+    """Migration 6 replaces the per-row foreign key of batch_ranges by a check per statement: a ledger
+    with history keeps working, and ranges of a missing batch, or a batch left without its ranges, are
+    still refused (SQLSTATE 23503)."""
+    ledger = ledger_at_version(stack, schema, monkeypatch, 5)
+    spec = build_spec("p", ["t"], str(tmp_path))
+    sink = LocalDirectorySink(str(tmp_path))
+    first = plan_batch(ledger, spec, fixed_offsets(p0=(0, 0), p1=(0, 0)), sink, ACTOR).plan
+    assert commit_batch(ledger, sink, "p", first.batch_id, ACTOR).committed_now
+    second = plan_batch(ledger, spec, fixed_offsets(p0=(0, 4), p1=(0, 0)), sink, ACTOR).plan  # planned under 5
+    monkeypatch.undo()
+    assert ledger.migrate() == SCHEMA_VERSION
+
+    run_batch(ledger, sink, second, fake_submit, {}, ACTOR)  # reads each range whole
+    assert commit_batch(ledger, sink, "p", 2, ACTOR).records == 4
+    assert ledger.cursors("p") == {TP("t", 0): 4, TP("t", 1): 0}
+    assert ledger.contiguity_problems("p") == []
+    insert_range = (
+        "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition, cursor_offset,"
+        " start_offset, end_offset) VALUES (%s, %s, 0, 't', 0, 4, 4, 6)"
+    )
+    for pipeline, batch_id in (("p", 3), ("q", 2)):
+        with pytest.raises(
+            psycopg2.errors.ForeignKeyViolation,
+            match=rf"(?s)_batch_id_fkey.*Key \(pipeline, batch_id\)=\({pipeline}, {batch_id}\) is not present",
+        ):
+            with ledger.transaction() as tx:
+                tx.execute(insert_range, (pipeline, batch_id))
+    for change in (
+        "DELETE FROM {s}.batches WHERE pipeline = 'p' AND batch_id = 2",
+        "UPDATE {s}.batches SET batch_id = 7 WHERE pipeline = 'p' AND batch_id = 2",
+        "UPDATE {s}.batch_ranges SET batch_id = 7 WHERE pipeline = 'p' AND batch_id = 1 AND partition = 1",
+    ):
+        with pytest.raises(psycopg2.errors.ForeignKeyViolation, match=r"\(pipeline, batch_id\)=\(p, [127]\)"):
+            with ledger.transaction() as tx:
+                tx.execute(change)
+    with ledger.transaction() as tx:  # a batch without ranges may still go; ranges of a new batch may come
+        tx.execute(
+            "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, committed_at)"
+            " VALUES ('p', 3, 0, 'committed', 'x', 2, now()), ('p', 9, 0, 'committed', 'x', 0, now())"
+        )
+        tx.execute(insert_range, ("p", 3))
+        tx.execute("DELETE FROM {s}.batches WHERE pipeline = 'p' AND batch_id = 9")
+    with ledger.transaction() as tx:
+        assert tx.fetchall("SELECT batch_id, count(*) FROM {s}.batch_ranges GROUP BY 1 ORDER BY 1") == [
+            (1, 2),
+            (2, 2),
+            (3, 1),
+        ]
 
 
 def test_newer_schema_is_refused(ledger: Ledger):
@@ -94,6 +154,14 @@ def test_batch_with_records_needs_a_successful_attempt(ledger: Ledger, tmp_path)
     spec = build_spec("p", ["t"], str(tmp_path))
     sink = LocalDirectorySink(str(tmp_path))
     plan_batch(ledger, spec, fixed_offsets(p0=(0, 10)), sink, ACTOR)
+    with pytest.raises(BatchStateError, match="no successful Spark attempt"):
+        commit_batch(ledger, sink, "p", 1, ACTOR)
+    with ledger.transaction() as tx:  # succeeded, but without the report the commit copies its counts from
+        tx.execute(
+            "INSERT INTO {s}.attempts (attempt_id, pipeline, batch_id, state, staging_uri, finished_at)"
+            " VALUES ('a1', 'p', 1, 'succeeded', %s, now())",
+            (sink.staging_uri("p", 1, "a1"),),
+        )
     with pytest.raises(BatchStateError, match="no successful Spark attempt"):
         commit_batch(ledger, sink, "p", 1, ACTOR)
     assert ledger.batch("p", 1).state is BatchState.PLANNED
@@ -195,7 +263,14 @@ def test_plan_and_commit_of_2000_partitions_write_exact_rows(ledger: Ledger, tmp
     """The set-based statements write, count and compare-and-set every partition exactly."""
     n = 2000
     spec = build_spec("wide", ["t"], str(tmp_path), max_records_per_partition=30)
-    sink = LocalDirectorySink(str(tmp_path))
+    publications: list[Publication] = []
+
+    class RecordingSink(LocalDirectorySink):  # what a table sink would write in its commit's properties
+        def publish(self, tx, publication: Publication) -> None:
+            publications.append(publication)
+            super().publish(tx, publication)
+
+    sink = RecordingSink(str(tmp_path))
     latest = {p: (p % 5) * 10 for p in range(n)}  # every fifth partition is empty
     offsets = {TP("t", p): PartitionOffsets(0, latest[p]) for p in range(n)}
     plan = plan_batch(ledger, spec, lambda topics: offsets, sink, ACTOR).plan
@@ -227,6 +302,7 @@ def test_plan_and_commit_of_2000_partitions_write_exact_rows(ledger: Ledger, tmp
 
     run_batch(ledger, sink, plan, submit, {}, ACTOR)
     assert commit_batch(ledger, sink, "wide", 1, ACTOR).records == sum(read.values())
+    assert [p.commit_properties()["kafka-offsets.records"] for p in publications] == [str(sum(read.values()))]
     with ledger.transaction() as tx:
         rows = tx.fetchall(
             "SELECT pipeline, batch_id, epoch, topic, partition, cursor_offset, start_offset, end_offset, live,"

@@ -94,7 +94,7 @@ def test_batches_publish_by_manifest_once_through_crashes_and_an_abort(stack, le
     # a stale writer of batch 1 (its lock lost) cannot replace batch 1's manifest: S3 refuses the second put
     with ledger.transaction() as tx:
         uid = tx.pipeline_uid(spec.name)
-    stale = Publication(uid, ledger.batch(spec.name, 1).plan, aborted.attempt_id, aborted.staging_uri, None, None)
+    stale = Publication(uid, ledger.batch(spec.name, 1).plan, aborted.attempt_id, aborted.staging_uri, 0, None)
     with refused(OutputLocationError, "was published meanwhile by another writer"):
         with ledger.transaction() as tx:
             sink.publish(tx, stale)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from airflow_kafka_offsets.core.model import DataLossPolicy, PartitionOffsets, PartitionRange, StartPolicy
 from airflow_kafka_offsets.core.model import TopicPartition as TP
-from airflow_kafka_offsets.core.planner import fair_shares, has_work, plan_ranges
+from airflow_kafka_offsets.core.planner import fair_shares, has_work, new_partitions, plan_ranges
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import (
     DataLossError,
@@ -33,6 +33,12 @@ def offs(**parts: tuple[int, int]) -> dict[TP, PartitionOffsets]:
         topic, part = key[:-1], int(key[-1])
         out[TP(topic, part)] = PartitionOffsets(lo, hi)
     return out
+
+
+def test_new_partitions_get_a_cursor_at_their_range_start():
+    ranges = (PartitionRange("t", 0, 4, 9, 4), PartitionRange("t", 1, 7, 7, 3), PartitionRange("u", 0, 2, 5, 2))
+    assert new_partitions(ranges, {TP("t", 0): 4, TP("u", 1): 0}) == {TP("t", 1): 7, TP("u", 0): 2}
+    assert new_partitions(ranges, {TP("t", 0): 4, TP("t", 1): 3, TP("u", 0): 2}) == {}
 
 
 def test_first_batch_starts_at_earliest_by_default():

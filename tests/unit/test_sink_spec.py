@@ -77,7 +77,7 @@ def test_the_sink_never_changes_and_spec_changes_keep_it():
 
 def test_a_table_commit_names_the_batch_its_attempt_and_its_ranges():
     plan = BatchPlan("p", 7, 2, (PartitionRange("t", 0, 10, 20, 10), PartitionRange("t", 1, 5, 5, 5)), "file:///x")
-    properties = Publication("uid-1", plan, "a1", "file:///x/a1", None, None, replay=True).commit_properties()
+    properties = Publication("uid-1", plan, "a1", "file:///x/a1", 0, None, replay=True).commit_properties()
     assert properties == {
         "kafka-offsets.pipeline": "p",
         "kafka-offsets.pipeline-uid": "uid-1",
