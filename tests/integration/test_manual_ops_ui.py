@@ -67,13 +67,23 @@ def result_of(airflow: dict, run_id: str) -> Any:
     return entry["value"]
 
 
+SIGNED_IN = "button[aria-label=Admin]"  # Airflow's navigation, shown only to a signed-in user
+
+
 def login(driver: WebDriver, airflow: dict) -> None:
+    """Sign in unless the browser already is. The UI redirects to its login page client-side, after
+    the first page has loaded: wait for the login form or the navigation, whichever comes."""
     driver.get(f"{airflow['url']}/")
-    if "/auth/login" in driver.current_url:
-        driver.find_element(By.NAME, "username").send_keys(airflow["user"])
+    (shown,) = wait_until(
+        lambda: driver.find_elements(By.CSS_SELECTOR, f"input[name=username], {SIGNED_IN}")[:1],
+        "the login form or Airflow's navigation",
+        90,
+    )
+    if shown.get_attribute("name") == "username":
+        shown.send_keys(airflow["user"])
         driver.find_element(By.NAME, "password").send_keys(devstack.airflow.password(airflow))
         driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        wait_until(lambda: "/auth/login" not in driver.current_url, "the login to finish")
+        wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, SIGNED_IN), "the login to finish", 90)
 
 
 def page_text(driver: WebDriver) -> str:
