@@ -19,6 +19,7 @@ import os
 import stat
 import subprocess
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -346,8 +347,15 @@ def test_process_watch_would_see_a_secret_in_argv_or_environment():
         argv = subprocess.Popen(["sh", "-c", "sleep 30", secret])
         env = subprocess.Popen(["sleep", "30"], env={**os.environ, "CANARY": secret})
         try:
-            watch.sample()
-            watch.sample_ps()
+            # Sampled until each kind is seen (a process read in the instant it starts may not show its
+            # final command line yet), as the watch samples throughout a batch.
+            deadline = time.monotonic() + 20
+            while not {"argv", "environment", "ps"} <= {kind for kind, _, _ in watch.leaks}:
+                if time.monotonic() > deadline:
+                    break
+                watch.sample()
+                watch.sample_ps()
+                time.sleep(0.2)
         finally:
             argv.kill()
             env.kill()
