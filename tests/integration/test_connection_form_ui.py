@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
@@ -26,7 +25,7 @@ from airflow_kafka_offsets.clients.s3_request import request
 from airflow_kafka_offsets.core.object_storage_connection import CONN_TYPE, FIELDS, HOOK_NAME
 from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
 
-from .test_manual_ops_ui import SCREENSHOTS, login, page_text, wait_until
+from .test_manual_ops_ui import SCREENSHOTS, login, page_text, pick, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -63,27 +62,11 @@ def field_group(element: WebElement) -> WebElement:
     return element.find_element(By.XPATH, "./ancestor::*[@role='group'][1]")
 
 
-def pick(driver: WebDriver, combobox: WebElement, text: str) -> None:
-    """Chakra's / react-select's combobox: type, then click the one option shown."""
-    combobox.click()
-    combobox.send_keys(text)
-    option = wait_until(
-        lambda: next(
-            (o for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]") if o.is_displayed() and o.text == text),
-            None,
-        ),
-        f"option {text!r}",
-    )
-    option.click()
-
-
 def stored_connection(airflow: dict, conn_id: str) -> dict:
     """The connection as a worker of the deployment reads it (the secret decrypted)."""
     env = devstack.airflow.command_env(airflow, {})
-    airflow_bin = str(Path(env["PATH"].split(":")[0]) / "airflow")
-    out = subprocess.run(
-        [airflow_bin, "connections", "get", conn_id, "-o", "json"], env=env, capture_output=True, text=True, timeout=180
-    )
+    command = [devstack.airflow.airflow_bin(), "connections", "get", conn_id, "-o", "json"]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     (conn,) = json.loads(out.stdout)
     return conn

@@ -130,12 +130,10 @@ def open_section(form: WebElement, title: str) -> None:
     form.find_element(By.CSS_SELECTOR, f'button[id$=":trigger:{title}"]').click()
 
 
-def choose(driver: WebDriver, form: WebElement, field: str, value: str) -> None:
-    """Pick ``value`` in the select of ``field`` (Chakra's combobox: type, then click the option)."""
-    hidden = form.find_element(By.NAME, f"element_{field}")
-    box = hidden.find_element(By.XPATH, "./ancestor::*[.//input[@role='combobox']][1]//input[@role='combobox']")
-    box.click()
-    box.send_keys(value)
+def pick(driver: WebDriver, combobox: WebElement, value: str) -> None:
+    """Chakra's / react-select's combobox: type ``value``, then click the option it shows."""
+    combobox.click()
+    combobox.send_keys(value)
     option = wait_until(
         lambda: next(
             (
@@ -148,6 +146,13 @@ def choose(driver: WebDriver, form: WebElement, field: str, value: str) -> None:
         f"option {value}",
     )
     option.click()
+
+
+def choose(driver: WebDriver, form: WebElement, field: str, value: str) -> None:
+    """Pick ``value`` in the select of ``field``."""
+    hidden = form.find_element(By.NAME, f"element_{field}")
+    box = hidden.find_element(By.XPATH, "./ancestor::*[.//input[@role='combobox']][1]//input[@role='combobox']")
+    pick(driver, box, value)
     wait_until(lambda: hidden.get_attribute("value") == value, f"{field} = {value}")
 
 
