@@ -61,6 +61,28 @@ def loadavg() -> list[float]:
         return []
 
 
+def cpu_counters() -> list[int]:
+    """The machine's CPU time counters (``/proc/stat``'s first line, in clock ticks); [] elsewhere."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            return [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return []
+
+
+def stolen_share(start: Sequence[int], end: Sequence[int]) -> float | None:
+    """The share of CPU time the hypervisor gave to other machines between two counter samples.
+
+    The load average does not show it: on a virtual machine whose host is busy, an otherwise idle
+    machine runs everything slower, which is why each report prints it.
+    """
+    if len(start) < 8 or len(end) < 8:
+        return None
+    spent = [b - a for a, b in zip(start[:8], end[:8], strict=True)]
+    total = sum(spent)
+    return round(spent[7] / total, 3) if total > 0 else None
+
+
 def run(
     argv: Sequence[str], *, timeout: float = 3600, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> subprocess.CompletedProcess:
@@ -152,6 +174,7 @@ def machine_info(info: Any, pg_version: str | None = None) -> dict[str, Any]:
         "airflow_kafka_offsets": airflow_kafka_offsets.__version__,
         "git_commit": (git or "?") + ("+dirty" if dirty else ""),
         "loadavg_at_start": loadavg(),
+        "cpu_counters_at_start": cpu_counters(),
     }
 
 

@@ -4,10 +4,11 @@ One SparkSession (``local[2]``, the package's DEFAULT_SPARK_CONF, its connector 
 stack runs, alternately and ``--repeat`` times, on one topic produced once:
 
 - ``read_noop_default`` / ``read_noop_large_fetch``: the Kafka read alone (Spark's ``noop`` sink),
-  with the Java client's fetch settings (the app's) and with LARGE_FETCH;
+  with the Java client's fetch settings and with the app's ``READ_DEFAULTS``;
 - ``write_parquet_<codec>``: the read + Parquet write the app does, with
   the package's zstd and with the alternatives in CODECS;
-- ``read_back``: the app's ``summarize`` over the written files (its check of what they hold).
+- ``read_back``: the app's ``summarize`` over the written files (its check of what they hold);
+  ``read_back_narrow``: the same without the key and value columns (what the payload bytes cost).
 
 The two reads swap order every run (the first job of a JVM pays for its compilation). It prints,
 per step, the median wall clock and, from Spark's event log, its tasks' run, CPU and GC seconds.
@@ -29,14 +30,6 @@ from statistics import median
 from typing import Any
 
 from benchmarks.common import loadavg, prepare_environment, say
-
-# Consumer settings compared with the Java client's defaults (500 records per poll, 1 MiB per partition):
-# Spark's Kafka source seeks and looks up the earliest and latest offsets around every poll.
-LARGE_FETCH = {
-    "max.poll.records": "20000",
-    "max.partition.fetch.bytes": str(8 * 1024 * 1024),
-    "fetch.max.bytes": str(64 * 1024 * 1024),
-}
 
 # Parquet writes compared: zstd at Parquet's default level 3 and at level 1 (the package's), snappy
 # (writer options, passed to Parquet through the write's Hadoop configuration).
@@ -86,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_apps"))
     import kafka_range_batch as app
     from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
 
     from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
     from benchmarks import datagen
@@ -141,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.repeat):
             out = str(work / f"out-{rep}")
             if "read" in args.steps:
-                reads = [("read_noop_default", {}), ("read_noop_large_fetch", LARGE_FETCH)]
+                reads = [("read_noop_default", {}), ("read_noop_large_fetch", app.READ_DEFAULTS)]
                 for name, fetch in reads[:: 1 if rep % 2 == 0 else -1]:
                     timed(name, lambda fetch=fetch: kafka(fetch).write.format("noop").mode("overwrite").save())
             for name, codec in CODECS.items():
@@ -151,6 +145,14 @@ def main(argv: list[str] | None = None) -> int:
                 write(out, {})
                 written = spark.read.schema(kafka({}).schema).parquet(out)
                 timed("read_back", lambda written=written: app.summarize(written))
+                narrow = written.select(
+                    "topic",
+                    "partition",
+                    "offset",
+                    F.lit(None).cast("binary").alias("key"),
+                    F.lit(None).cast("binary").alias("value"),
+                )
+                timed("read_back_narrow", lambda narrow=narrow: app.summarize(narrow))
     finally:
         spark.stop()
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)

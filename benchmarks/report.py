@@ -28,6 +28,8 @@ GOALS: list[tuple[str, str, tuple[float, str] | None]] = [
     ("batch_vs_trivial_submit", "small batch (spark-submit) ÷ a trivial spark-submit, wall seconds", (1.2, "max")),
     ("trivial_submit_s", "trivial spark-submit (`spark.range(10).count()`), seconds", None),
     ("connect_batch_s", "small batch on a warm Spark Connect server, plan to commit, seconds", (1.5, "max")),
+    ("ledger_1000_ms", "ledger: plan + commit of a batch of 1,000 partitions, milliseconds", (100.0, "max")),
+    ("ledger_10000_ms", "ledger: plan + commit of a batch of 10,000 partitions, milliseconds", (1000.0, "max")),
 ]
 README_START = "<!-- benchmarks:summary:start -->"
 README_END = "<!-- benchmarks:summary:end -->"
@@ -45,13 +47,22 @@ def goals(results: dict) -> dict[str, float | None]:
         return round(tp["package"]["records_per_s"] / tp[other]["records_per_s"], 3)
 
     trivial = (ov.get("trivial_submit") or {}).get("seconds", {}).get("median")
+    ledger_ms = {r["partitions"]: r["plan_commit_ms"] for r in (results.get("scaling") or {}).get("partitions", [])}
     return {
         "package_vs_structured_streaming": rate_ratio("structured_streaming"),
         "package_vs_python_consumer": rate_ratio("python_consumer"),
         "batch_vs_trivial_submit": ov.get("vs_trivial_submit"),
         "trivial_submit_s": round(trivial, 3) if trivial is not None else None,
         "connect_batch_s": (cn.get("median") or {}).get("total_s"),
+        "ledger_1000_ms": ledger_ms.get(1000),
+        "ledger_10000_ms": ledger_ms.get(10000),
     }
+
+
+def _goal_value(key: str, value: float) -> str:
+    if key.endswith("_ms"):
+        return f"{value:,.0f} ms"
+    return f"{value:.2f}{'x' if '_vs_' in key else ' s'}"
 
 
 def _target(target: tuple[float, str] | None, value: float | None) -> tuple[str, str]:
@@ -73,8 +84,7 @@ def goal_lines(results: dict) -> list[str]:
         if value is None:
             continue
         text, met = _target(target, value)
-        unit = "x" if "vs" in key else " s"
-        rows.append([what, f"{value:.2f}{unit}", text, met])
+        rows.append([what, _goal_value(key, value), text, met])
     if not rows:
         return []
     return ["## Summary", ""] + _table(["figure", "value", "target", "met"], rows) + [""]
@@ -115,6 +125,17 @@ def machine_lines(results: dict) -> list[str]:
         f"pyarrow {m.get('pyarrow')}, airflow-kafka-offsets {m.get('airflow_kafka_offsets')} "
         f"(git {m.get('git_commit')})",
         f"- load average (1, 5, 15 min) at start {m.get('loadavg_at_start')}, at end {results.get('loadavg_at_end')}",
+        *stolen_lines(results),
+    ]
+
+
+def stolen_lines(results: dict) -> list[str]:
+    share = results.get("cpu_stolen_share")
+    if share is None:
+        return []
+    return [
+        f"- CPU time stolen by the hypervisor during the run (`/proc/stat`): {share:.0%} of the machine's CPU time; "
+        "the load average does not show it, and every wall-clock figure stretches with it"
     ]
 
 
@@ -390,7 +411,7 @@ def render(results: dict, before: dict | None = None, before_name: str = "") -> 
         *machine_lines(results),
         f"- PostgreSQL of the local stack runs with fsync=off (throwaway cluster): commit latencies exclude disk "
         f"flushes; Spark runs local[2]; parameters: {json.dumps(p, sort_keys=True)}",
-        "- The machine is shared with other engineers' test runs: figures are noisy (see the load average); "
+        "- The machine may be shared with other work: figures are noisy (see the load average and the stolen time); "
         "medians of repeated runs are shown where they were cheap.",
         "",
     ]
@@ -409,10 +430,12 @@ def readme_summary(results: dict, results_name: str) -> str:
     """The README's summary block: the goal figures and the throughput per contender, with the run's conditions."""
     m = results.get("machine", {})
     load = (m.get("loadavg_at_start") or ["?"])[0], (results.get("loadavg_at_end") or ["?"])[0]
+    stolen = results.get("cpu_stolen_share")
+    stolen_text = f", {stolen:.0%} of CPU time stolen by the hypervisor" if stolen is not None else ""
     lines = [
         README_START,
         f"Generated from `{results_name}` (run {results['started_at']} UTC, its command and every table there; "
-        f"{m.get('cpu_cores')} cores, load average {load[0]} at start and {load[1]} at end).",
+        f"{m.get('cpu_cores')} cores, load average {load[0]} at start and {load[1]} at end{stolen_text}).",
         "",
         *goal_lines(results)[2:],
     ]

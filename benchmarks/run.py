@@ -26,7 +26,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import MB, REPO, dump_json, loadavg, machine_info, median, prepare_environment, say, spread
+from benchmarks.common import (
+    MB,
+    REPO,
+    cpu_counters,
+    dump_json,
+    loadavg,
+    machine_info,
+    median,
+    prepare_environment,
+    say,
+    spread,
+    stolen_share,
+)
 
 DEFAULT_RESULTS = REPO / "benchmarks" / "results"
 README = REPO / "README.md"
@@ -381,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     results["finished_at"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     results["elapsed_s"] = round(time.time() - started, 1)
     results["loadavg_at_end"] = loadavg()
+    results["cpu_stolen_share"] = stolen_share(results["machine"].get("cpu_counters_at_start", []), cpu_counters())
     results["goals"] = goals(results)
     before = json.loads(args.compare.read_text()) if args.compare else None
     markdown = render(results, before, args.compare.name if args.compare else "")

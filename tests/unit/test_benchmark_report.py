@@ -55,6 +55,13 @@ def results() -> dict:
             "median": {"plan_s": 0.07, "read_s": 1.9, "commit_s": 0.01, "total_s": 1.98},
             "seconds": {"median": 1.98, "min": 1.8, "max": 2.5},
         },
+        "scaling": {
+            "batches_timed": 5,
+            "partitions": [
+                {"partitions": p, "plan_ms": ms / 2, "commit_ms": ms / 2, "plan_commit_ms": ms, "attempt_ms": 1.0}
+                for p, ms in ((1000, 91.6), (10000, 1020.4))
+            ],
+        },
     }
 
 
@@ -65,6 +72,8 @@ def test_goals_are_the_ratios_of_the_sections() -> None:
         "batch_vs_trivial_submit": 1.15,
         "trivial_submit_s": 20.0,
         "connect_batch_s": 1.98,
+        "ledger_1000_ms": 91.6,
+        "ledger_10000_ms": 1020.4,
     }
     assert set(goals({}).values()) == {None}
 
@@ -74,6 +83,9 @@ def test_render_shows_targets_met_and_missed_and_per_core_columns() -> None:
     assert "| small batch (spark-submit) ÷ a trivial spark-submit, wall seconds | 1.15x | ≤ 1.2 | yes |" in markdown
     assert "| small batch on a warm Spark Connect server, plan to commit, seconds | 1.98 s | ≤ 1.5 | no |" in markdown
     assert "| throughput: package ÷ Structured Streaming (AvailableNow), records/s | 1.25x | ≥ 1.5 | no |" in markdown
+    assert "| ledger: plan + commit of a batch of 1,000 partitions, milliseconds | 92 ms | ≤ 100 | yes |" in markdown
+    ten_thousand = "| ledger: plan + commit of a batch of 10,000 partitions, milliseconds | 1,020 ms | ≤ 1000 | no |"
+    assert ten_thousand in markdown
     assert "records/s per core" in markdown and "| 50 | 0.03 |" in markdown
 
 
@@ -99,3 +111,21 @@ def test_rate_figures_per_core_and_per_cpu_second() -> None:
         "records_per_cpu_s": 12_500.0,
     }
     assert rate_figures(10, 10, 1.0, None, 2)["records_per_cpu_s"] is None
+
+
+def test_the_share_of_cpu_time_stolen_by_the_hypervisor_is_steal_over_all_ticks_between_two_samples() -> None:
+    from benchmarks.common import stolen_share
+
+    # user nice system idle iowait irq softirq steal (guest columns are already in user)
+    start = [100, 0, 50, 800, 0, 0, 0, 50, 0, 0]
+    end = [400, 0, 100, 1000, 0, 0, 0, 250, 0, 0]
+    assert stolen_share(start, end) == 0.267  # 200 stolen of 750 ticks
+    assert stolen_share([], end) is None
+    assert stolen_share(start, start) is None
+
+
+def test_the_report_and_the_readme_block_say_how_much_cpu_time_was_stolen() -> None:
+    run = {**results(), "cpu_stolen_share": 0.22}
+    assert "CPU time stolen by the hypervisor during the run (`/proc/stat`): 22%" in render(run)
+    assert "22% of CPU time stolen by the hypervisor" in readme_summary(run, "t.md")
+    assert "stolen by the hypervisor" not in render(results())

@@ -124,3 +124,23 @@ def test_range_check_shared_by_app_and_package(part: dict[str, object], problem:
             app.check_against_ranges({"ranges": RANGES}, [part])
     else:
         app.check_against_ranges({"ranges": RANGES}, [part])
+
+
+def test_reader_options_read_the_exact_ranges_with_read_tuned_fetches_that_the_connection_can_override() -> None:
+    job = {
+        "ranges": [
+            {"topic": "orders", "partition": 0, "start": 5, "end": 9},
+            {"topic": "orders", "partition": 3, "start": 0, "end": 2},
+        ],
+        "kafka": {"bootstrap.servers": "b:9092", "max.poll.records": 700, "isolation.level": "read_uncommitted"},
+    }
+    options = app.reader_options(job, tasks=None)
+    assert json.loads(options["assign"]) == {"orders": [0, 3]}
+    assert json.loads(options["startingOffsets"]) == {"orders": {"0": 5, "3": 0}}
+    assert json.loads(options["endingOffsets"]) == {"orders": {"0": 9, "3": 2}}
+    assert options["failOnDataLoss"] == "true" and "minPartitions" not in options
+    assert options["kafka.bootstrap.servers"] == "b:9092"
+    assert options["kafka.max.poll.records"] == "700"  # the connection's setting wins over the default
+    assert options["kafka.max.partition.fetch.bytes"] == str(8 * 1024 * 1024)
+    assert options["kafka.isolation.level"] == "read_committed"  # no client setting weakens it
+    assert app.reader_options(job, tasks=6)["minPartitions"] == "6"

@@ -1,0 +1,140 @@
+"""Where a small batch's time goes on a warm Spark Connect server: each step of the app, timed.
+
+Starts the local stack with its Spark Connect server if needed, warms the server with one
+uncounted batch, then runs ``--batches`` batches of ``--records`` fresh records (a topic of 4
+partitions each) through ``plan_batch``, ``run_batch`` and ``commit_batch`` with the
+``spark_connect_default`` connection, as ``connect_latency.py`` does. The app's functions are
+wrapped with timers (its code is unchanged), so each batch splits into: session and settings,
+version check, parallelism, the Kafka read + Parquet write job, the read-back check job, the
+output's size, the report, and the ledger's steps around them. Prints the median of each step.
+A figure, not a test::
+
+    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.profile_connect [--records 10000] [--batches 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from benchmarks.common import loadavg, median, prepare_environment, say
+
+PARTITIONS = 4
+
+
+class Steps:
+    """Seconds per named step of the batch being timed."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def wrap(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - start
+
+        return timed
+
+
+@contextmanager
+def timers(steps: Steps) -> Iterator[None]:
+    """Wrap the app's steps and the Connect runner's session set-up with timers, and unwrap them after."""
+    from pyspark.sql.connect.readwriter import DataFrameWriter
+
+    from airflow_kafka_offsets.clients import spark_connect
+    from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+    targets: list[tuple[Any, str, str]] = [
+        (spark_connect, "remote_session", "session"),
+        (spark_connect, "_set_session_conf", "settings"),
+        (spark_connect.ConnectRuntime, "check_versions", "version check"),
+        (spark_connect.ConnectRuntime, "parallelism", "parallelism"),
+        (DataFrameWriter, "parquet", "Kafka read + Parquet write job"),
+        (app, "summarize", "read-back check job"),
+        (spark_connect.ConnectRuntime, "output_bytes", "output size"),
+        (spark_connect.ConnectRuntime, "write_report", "report"),
+        (spark_connect, "_release", "session release"),
+    ]
+    originals = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in targets]
+    for owner, attr, name in targets:
+        setattr(owner, attr, steps.wrap(name, getattr(owner, attr)))
+    try:
+        yield
+    finally:
+        for owner, attr, original in originals:
+            setattr(owner, attr, original)
+
+
+def one_batch(info: Any, ledger: Any, records: int, workdir: str) -> dict[str, float]:
+    """Produce ``records`` into a new topic, then plan, read and commit them with every step timed."""
+    from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+    from airflow_kafka_offsets.clients.spark_execution import batch_runner
+    from airflow_kafka_offsets.clients.spark_submit import SparkSettings
+    from airflow_kafka_offsets.core.spec import build_spec
+    from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+    from airflow_kafka_offsets.sinks import LocalDirectorySink
+    from benchmarks.contenders import ACTOR
+    from benchmarks.datagen import produce
+
+    data = produce(info.bootstrap_servers, records, PARTITIONS)
+    spec = build_spec(f"prof-{uuid.uuid4().hex[:8]}", [data.topic], workdir)
+    sink = LocalDirectorySink(spec.output_root)
+    kafka_props = {"bootstrap.servers": info.bootstrap_servers}
+    runner = batch_runner(SparkSettings(conn_id="spark_connect_default", jars=tuple(info.connector_jars)))
+    steps = Steps()
+    with timers(steps):
+        start = time.perf_counter()
+        outcome = steps.wrap("plan", plan_batch)(ledger, spec, KafkaOffsetsClient(kafka_props).offsets, sink, ACTOR)
+        assert outcome.plan is not None
+        read_start = time.perf_counter()
+        run_batch(ledger, sink, outcome.plan, runner, kafka_props, ACTOR)
+        read_s = time.perf_counter() - read_start
+        committed = steps.wrap("commit", commit_batch)(ledger, sink, spec.name, outcome.plan.batch_id, ACTOR)
+        total = time.perf_counter() - start
+    if committed.records != records:
+        raise RuntimeError(f"committed {committed.records} records, {records} were produced")
+    timed_inside_read = sum(v for k, v in steps.seconds.items() if k not in ("plan", "commit"))
+    rest = read_s - timed_inside_read
+    return {**steps.seconds, "rest of the read step (ledger, job, report check)": rest, "total": total}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_connect", description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--batches", type=int, default=5)
+    args = parser.parse_args(argv)
+    import devstack
+    from benchmarks.run import _drop, _ledger
+
+    info = devstack.up(spark_connect_server=True)
+    prepare_environment(info)
+    ledger = _ledger(info)
+    workdir = tempfile.mkdtemp(prefix="ako-profile-connect-")
+    runs = []
+    try:
+        say("warming the Connect server with one batch (not counted)")
+        one_batch(info, ledger, args.records, workdir)
+        for n in range(args.batches):
+            runs.append(one_batch(info, ledger, args.records, workdir))
+            say(f"batch {n + 1}/{args.batches}: " + ", ".join(f"{k} {v:.3f}" for k, v in runs[-1].items()))
+    finally:
+        _drop(ledger)
+    medians = {name: round(median(r[name] for r in runs) or 0.0, 3) for name in runs[0]}
+    summary = {"records": args.records, "batches": args.batches, "loadavg": loadavg(), "median_s": medians}
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
