@@ -52,10 +52,27 @@ def one_batch(info: Any, ledger: Any, conn_id: str, records: int, workdir: str) 
     return {"plan_s": t1 - t0, "read_s": t2 - t1, "commit_s": t3 - t2, "total_s": t3 - t0}
 
 
+def trivial_connect_job(conn_id: str) -> float:
+    """Seconds of ``spark.range(10).count()`` on a new session of the server: its floor on this machine."""
+    from airflow_kafka_offsets.clients.spark_connect import connect_mode, connection_url, remote_session
+
+    with connect_mode():
+        start = now()
+        spark = remote_session(connection_url(conn_id))
+        try:
+            spark.range(10).count()
+        finally:
+            spark.stop()
+        return now() - start
+
+
 def measure(info: Any, ledger: Any, conn_id: str, records: int, batches: int, workdir: str) -> list[dict[str, float]]:
+    """Time ``batches`` batches; on a Connect server, each is followed by a trivial job (``trivial_s``)."""
     runs = []
     for n in range(batches):
         run = one_batch(info, ledger, conn_id, records, workdir)
+        if conn_id.startswith("spark_connect"):
+            run["trivial_s"] = trivial_connect_job(conn_id)
         say(f"{conn_id} batch {n + 1}/{batches}: " + ", ".join(f"{k} {v:.3f}" for k, v in run.items()))
         runs.append(run)
     return runs

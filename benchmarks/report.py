@@ -268,6 +268,20 @@ def connect_lines(results: dict) -> list[str]:
             "rrrr",
         ),
         "",
+        *_connect_floor(med),
+    ]
+
+
+def _connect_floor(med: dict) -> list[str]:
+    trivial = med.get("trivial_s")
+    if not trivial:
+        return []
+    return [
+        f"A trivial job on the same server (`spark.range(10).count()` on a new session), timed after each batch: "
+        f"{_f(trivial, 2)} s median; the batch takes {med['total_s'] / trivial:.1f}x that. Its two Spark jobs "
+        "(the Kafka read + Parquet write, the read-back check) are most of it: on a slow or busy machine every job "
+        "costs more, which no change in the package removes.",
+        "",
     ]
 
 

@@ -305,7 +305,10 @@ def connect(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any
         "records": args.connect_records,
         "partitions": PARTITIONS,
         "repeat": args.connect_batches,
-        "median": {k: round(median(r[k] for r in runs), 3) for k in ("plan_s", "read_s", "commit_s", "total_s")},
+        "median": {
+            k: round(median(r.get(k) for r in runs) or 0.0, 3)
+            for k in ("plan_s", "read_s", "commit_s", "total_s", "trivial_s")
+        },
         "seconds": spread([r["total_s"] for r in runs]),
         "runs": runs,
     }

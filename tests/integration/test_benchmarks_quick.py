@@ -94,12 +94,14 @@ def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: s
     assert (connect["records"], connect["partitions"], connect["repeat"]) == (200, 4, 1)
     assert len(connect["runs"]) == 1
     assert connect["median"]["total_s"] == round(connect["runs"][0]["total_s"], 3) > 0
-    assert set(connect["median"]) == {"plan_s", "read_s", "commit_s", "total_s"}
+    assert set(connect["median"]) == {"plan_s", "read_s", "commit_s", "total_s", "trivial_s"}
+    assert connect["median"]["trivial_s"] == round(connect["runs"][0]["trivial_s"], 3) > 0
     assert results["goals"]["connect_batch_s"] == connect["median"]["total_s"]
     assert results["goals"]["batch_vs_trivial_submit"] is None  # the overhead section did not run
 
     markdown = (tmp_path / "quick-connect.md").read_text()
     assert "## Summary" in markdown and "## Spark Connect: one small batch on a warm server" in markdown
+    assert "A trivial job on the same server" in markdown
     text = readme.read_text()
     assert text.startswith("before\n<!-- benchmarks:summary:start -->\nGenerated from ") and text.endswith(
         "<!-- benchmarks:summary:end -->\nafter\n"

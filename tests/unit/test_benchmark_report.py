@@ -52,7 +52,7 @@ def results() -> dict:
             "partitions": 4,
             "repeat": 3,
             "runs": [],
-            "median": {"plan_s": 0.07, "read_s": 1.9, "commit_s": 0.01, "total_s": 1.98},
+            "median": {"plan_s": 0.07, "read_s": 1.9, "commit_s": 0.01, "total_s": 1.98, "trivial_s": 0.5},
             "seconds": {"median": 1.98, "min": 1.8, "max": 2.5},
         },
         "scaling": {
@@ -86,6 +86,7 @@ def test_render_shows_targets_met_and_missed_and_per_core_columns() -> None:
     assert "| ledger: plan + commit of a batch of 1,000 partitions, milliseconds | 92 ms | ≤ 100 | yes |" in markdown
     ten_thousand = "| ledger: plan + commit of a batch of 10,000 partitions, milliseconds | 1,020 ms | ≤ 1000 | no |"
     assert ten_thousand in markdown
+    assert "timed after each batch: 0.50 s median; the batch takes 4.0x that" in markdown
     assert "records/s per core" in markdown and "| 50 | 0.03 |" in markdown
 
 
