@@ -267,6 +267,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TRIGGER batches_keep_ranges AFTER DELETE OR UPDATE OF pipeline, batch_id ON {s}.batches"
         " FOR EACH ROW EXECUTE FUNCTION {s}.keep_batches_with_ranges()",
     ),
+    (
+        # TRUNCATE fires no row trigger: without the foreign key, emptying batches would leave every
+        # range without its batch. Refused, as the key refused it, while any range is left; empty
+        # batch_ranges first (which leaves the cursors, so nothing is read again).
+        """
+        CREATE FUNCTION {s}.refuse_truncating_batches_with_ranges() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF EXISTS (SELECT FROM {s}.batch_ranges) THEN
+                RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+                    MESSAGE = 'cannot truncate a table referenced in a foreign key constraint',
+                    DETAIL = 'Table "batch_ranges" references "batches".',
+                    HINT = 'Truncate table "batch_ranges" first.';
+            END IF;
+            RETURN NULL;
+        END
+        $fn$
+        """,
+        "CREATE TRIGGER batches_keep_ranges_on_truncate BEFORE TRUNCATE ON {s}.batches"
+        " FOR EACH STATEMENT EXECUTE FUNCTION {s}.refuse_truncating_batches_with_ranges()",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

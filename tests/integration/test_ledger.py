@@ -123,6 +123,36 @@ def test_migration_6_keeps_a_version_5_ledger_and_checks_ranges_belong_to_a_batc
         ]
 
 
+def test_migration_7_refuses_truncating_batches_while_ranges_are_left(stack, schema: str, tmp_path, monkeypatch):
+    """TRUNCATE fires no row trigger: since migration 6 dropped the foreign key, migration 7 refuses it
+    (SQLSTATE 0A000, as the key did) while ranges are left, and the ledger is as it was."""
+    ledger = ledger_at_version(stack, schema, monkeypatch, 6)
+    spec = build_spec("p", ["t"], str(tmp_path))
+    sink = LocalDirectorySink(str(tmp_path))
+    first = plan_batch(ledger, spec, fixed_offsets(p0=(0, 3), p1=(0, 0)), sink, ACTOR).plan
+    run_batch(ledger, sink, first, fake_submit, {}, ACTOR)
+    assert commit_batch(ledger, sink, "p", first.batch_id, ACTOR).records == 3
+    monkeypatch.undo()
+    assert ledger.migrate() == SCHEMA_VERSION
+
+    # (a plain TRUNCATE of batches is refused by the attempts' foreign key already)
+    for statement in ("TRUNCATE {s}.batches CASCADE", "TRUNCATE {s}.batches, {s}.attempts"):
+        with pytest.raises(
+            psycopg2.errors.FeatureNotSupported,
+            match=r'(?s)cannot truncate a table referenced.*Table "batch_ranges" references "batches"',
+        ):
+            with ledger.transaction() as tx:
+                tx.execute(statement)
+    with ledger.transaction() as tx:
+        assert tx.fetchall("SELECT batch_id, state FROM {s}.batches") == [(1, "committed")]
+    assert ledger.batch("p", 1).plan.ranges == (PartitionRange("t", 0, 0, 3, 0), PartitionRange("t", 1, 0, 0, 0))
+    assert ledger.cursors("p") == {TP("t", 0): 3, TP("t", 1): 0}
+    with ledger.transaction() as tx:  # ranges first, then batches: what the foreign key allowed too
+        tx.execute("TRUNCATE {s}.batch_ranges")
+        tx.execute("TRUNCATE {s}.batches CASCADE")
+        assert tx.fetchall("SELECT count(*) FROM {s}.batches") == [(0,)]
+
+
 def test_newer_schema_is_refused(ledger: Ledger):
     with ledger.transaction() as tx:
         tx.execute("UPDATE {s}.schema_version SET version = version + 1")

@@ -190,3 +190,53 @@ def test_a_batch_for_an_s3_table_is_written_by_the_server_with_the_keys_as_sessi
     assert_exactly_once(rows, produced)
     app = server_application(spark_connect)
     assert attempt_rows(ledger, "cxs3") == [(1, "succeeded", app, None)]
+
+
+def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_bitmap_buckets(spark_connect):
+    """The read-back check's per-partition summary on real Spark, against the same figures computed here:
+    offsets on both sides of the 32,768-offset bucket edges, a repeated offset, a null key and value."""
+    from airflow_kafka_offsets.clients.spark_connect import connect_mode
+    from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+    rows = [("a", 0, offset, b"k", b"vv") for offset in (0, 1, 2, 32767, 32768, 32769, 65536, 100_000)]
+    rows += [("a", 0, 32768, b"k", b"vv")]  # offset 32768 twice
+    rows += [("a", 1, offset, None, b"v" * 3) for offset in range(5, 40_005, 1000)]
+    rows += [("b", 0, 7, b"kk", None)]
+    schema = "topic STRING, partition INT, offset BIGINT, key BINARY, value BINARY"
+    with connect_mode():
+        session = remote_session(connection_url(spark_connect))
+        try:
+            summary = app.summarize(session.createDataFrame(rows, schema))
+        finally:
+            session.stop()
+    assert summary == [
+        {
+            "topic": "a",
+            "partition": 0,
+            "records": 9,
+            "min_offset": 0,
+            "max_offset": 100_000,
+            "distinct_offsets": 8,
+            "payload_bytes": 27,
+        },
+        {
+            "topic": "a",
+            "partition": 1,
+            "records": 40,
+            "min_offset": 5,
+            "max_offset": 39_005,
+            "distinct_offsets": 40,
+            "payload_bytes": 120,
+        },
+        {
+            "topic": "b",
+            "partition": 0,
+            "records": 1,
+            "min_offset": 7,
+            "max_offset": 7,
+            "distinct_offsets": 1,
+            "payload_bytes": 2,
+        },
+    ]
+    planned = [{"topic": "a", "partition": 0, "start": 0, "end": 100_001}]
+    assert app.contract.range_problems(planned, summary[:1]) == ["a-0: 9 records but 8 distinct offsets"]
