@@ -19,6 +19,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 MB = 1_000_000  # figures use decimal megabytes of Kafka payload (key + value bytes)
+CONNECT_CONN_ID = "spark_connect_default"  # the local stack's Spark Connect server
 
 
 def say(message: str) -> None:

@@ -18,7 +18,7 @@ import tempfile
 import uuid
 from typing import Any
 
-from benchmarks.common import REPO, loadavg, median, now, prepare_environment, say
+from benchmarks.common import CONNECT_CONN_ID, REPO, loadavg, median, now, prepare_environment, say
 
 PARTITIONS = 4
 
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = tempfile.mkdtemp(prefix="ako-bench-connect-")
     try:
         say("warming the Connect server with one batch (not counted)")
-        one_batch(info, ledger, "spark_connect_default", args.records, workdir)
-        connect = measure(info, ledger, "spark_connect_default", args.records, args.batches, workdir)
+        one_batch(info, ledger, CONNECT_CONN_ID, args.records, workdir)
+        connect = measure(info, ledger, CONNECT_CONN_ID, args.records, args.batches, workdir)
         submit = measure(info, ledger, "spark_default", args.records, args.submit_batches, workdir)
     finally:
         _drop(ledger)

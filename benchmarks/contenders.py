@@ -13,6 +13,7 @@ spark-submit start-up, Spark set-up, Spark jobs and shutdown.
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import shutil
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, parquet_rows, run
+from benchmarks.common import CONNECT_CONN_ID, REPO, parquet_rows, run
 
 ACTOR = {"dag_id": "benchmarks", "run_id": "bench"}
 STREAMING_APP = Path(__file__).with_name("streaming_app.py")
@@ -34,6 +35,12 @@ def children_cpu() -> float:
     """CPU seconds (user + system) of finished child processes: spark-submit's JVMs and Python, the consumer."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --------------------------------------------------------------------------- Spark event log
@@ -135,8 +142,10 @@ class PackageRunner:
         min_partitions: int | None = None,
         app: str | None = None,
         default_conf: Mapping[str, str] | None = None,
+        connect_server_pid: int | None = None,
     ) -> None:
-        """``app`` and ``default_conf`` replace SparkSettings.application and default_conf (for a baseline)."""
+        """``app`` and ``default_conf`` replace SparkSettings.application and default_conf (for a baseline);
+        ``connect_server_pid``: run on the stack's warm Spark Connect server (that process's CPU counts)."""
         self.info = info
         self.ledger = ledger
         self.workdir = workdir
@@ -144,13 +153,15 @@ class PackageRunner:
         self.min_partitions = min_partitions
         self.app = app
         self.default_conf = dict(default_conf) if default_conf is not None else None
+        self.connect_server_pid = connect_server_pid
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
         return self._run(topic, expected)
 
     def _run(self, topic: str, expected: int) -> dict[str, Any]:
         from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-        from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+        from airflow_kafka_offsets.clients.spark_execution import batch_runner
+        from airflow_kafka_offsets.clients.spark_submit import SparkSettings
         from airflow_kafka_offsets.core.spec import build_spec
         from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
         from airflow_kafka_offsets.sinks import LocalDirectorySink
@@ -164,13 +175,14 @@ class PackageRunner:
         replaced: dict[str, Any] = {"application": self.app} if self.app else {}
         if self.default_conf is not None:
             replaced["default_conf"] = self.default_conf
+        on_connect = self.connect_server_pid is not None
         settings = SparkSettings(
-            conn_id="spark_default",
+            conn_id=CONNECT_CONN_ID if on_connect else "spark_default",
             jars=tuple(self.info.connector_jars),
-            conf={**self.spark_conf, **event_log_conf(events)},
+            conf=self.spark_conf if on_connect else {**self.spark_conf, **event_log_conf(events)},
             **replaced,
         )
-        spark = SparkBatchSubmitter(settings)
+        spark = batch_runner(settings)
         marks: dict[str, float] = {}
 
         def submit(job: dict) -> None:
@@ -180,7 +192,7 @@ class PackageRunner:
             finally:
                 marks["submit_end"] = time.time()
 
-        cpu0 = children_cpu()
+        cpu0 = self._cpu()
         t0 = time.time()
         kafka = KafkaOffsetsClient(kafka_props)
         outcome = plan_batch(self.ledger, spec, kafka.offsets, sink, ACTOR)
@@ -194,10 +206,10 @@ class PackageRunner:
         rows, files, size = parquet_rows(run_dir / "out")
         if committed.records != expected or rows != expected:
             raise RuntimeError(f"package: committed {committed.records}, Parquet holds {rows}, expected {expected}")
-        split = parse_event_log(events, marks["submit_start"], marks["submit_end"])
+        split = {} if on_connect else parse_event_log(events, marks["submit_start"], marks["submit_end"])
         result = {
             "seconds": round(t3 - t0, 3),
-            "cpu_s": round(children_cpu() - cpu0, 1),
+            "cpu_s": round(self._cpu() - cpu0, 1),
             "records": rows,
             "output_files": files,
             "output_bytes": size,
@@ -213,6 +225,13 @@ class PackageRunner:
         }
         shutil.rmtree(run_dir, ignore_errors=True)
         return result
+
+    def _cpu(self) -> float:
+        """spark-submit: its finished processes; Spark Connect: the server's process and this one (the client)."""
+        if self.connect_server_pid is None:
+            return children_cpu()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return process_cpu(self.connect_server_pid) + usage.ru_utime + usage.ru_stime
 
 
 # --------------------------------------------------------------------------- Structured Streaming

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from benchmarks.common import loadavg, median, prepare_environment, say
+from benchmarks.common import CONNECT_CONN_ID, loadavg, median, prepare_environment, say
 
 PARTITIONS = 4
 
@@ -91,7 +91,7 @@ def one_batch(info: Any, ledger: Any, records: int, workdir: str) -> dict[str, f
     spec = build_spec(f"prof-{uuid.uuid4().hex[:8]}", [data.topic], workdir)
     sink = LocalDirectorySink(spec.output_root)
     kafka_props = {"bootstrap.servers": info.bootstrap_servers}
-    runner = batch_runner(SparkSettings(conn_id="spark_connect_default", jars=tuple(info.connector_jars)))
+    runner = batch_runner(SparkSettings(conn_id=CONNECT_CONN_ID, jars=tuple(info.connector_jars)))
     steps = Steps()
     with timers(steps):
         start = time.perf_counter()

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import (
+    CONNECT_CONN_ID,
     MB,
     REPO,
     cpu_counters,
@@ -42,8 +43,14 @@ from benchmarks.common import (
 
 DEFAULT_RESULTS = REPO / "benchmarks" / "results"
 README = REPO / "README.md"
-CONNECT_CONN_ID = "spark_connect_default"  # the local stack's Spark Connect server
-CONTENDERS = ("package", "package_baseline", "structured_streaming", "python_consumer", "kafka_consumer_perf")
+CONTENDERS = (
+    "package",
+    "package_baseline",
+    "package_connect",
+    "structured_streaming",
+    "python_consumer",
+    "kafka_consumer_perf",
+)
 SECTIONS = ("throughput", "overhead", "connect", "scaling")
 
 
@@ -198,6 +205,19 @@ def rate_figures(records: int, payload_bytes: int, seconds: float, cpu_s: float 
     }
 
 
+def _needs_connect(args: argparse.Namespace) -> bool:
+    return "connect" in args.sections or ("throughput" in args.sections and "package_connect" in args.contender_list)
+
+
+def _connect_pid(args: argparse.Namespace) -> int | None:
+    """The stack's Spark Connect server, when the package_connect contender runs."""
+    if "package_connect" not in args.contender_list:
+        return None
+    import devstack
+
+    return int(devstack.status()["services"]["spark_connect"]["pid"])
+
+
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
@@ -208,6 +228,9 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
     runners = {
         "package": contenders.PackageRunner(info, ledger, workdir, args.extra_conf, args.min_partitions),
         "package_baseline": _baseline_runner(info, ledger, workdir, args),
+        "package_connect": contenders.PackageRunner(
+            info, ledger, workdir, args.extra_conf, args.min_partitions, connect_server_pid=_connect_pid(args)
+        ),
         "structured_streaming": contenders.StreamingRunner(info, workdir, spark_conf),
         "python_consumer": contenders.PythonConsumerRunner(info, workdir),
         "kafka_consumer_perf": contenders.ConsumerPerfRunner(info),
@@ -344,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import devstack
 
-    info = devstack.up(spark_connect_server="connect" in args.sections)
+    info = devstack.up(spark_connect_server=_needs_connect(args))
     prepare_environment(info)
     if {"throughput", "overhead"} & set(args.sections):
         # Import Airflow and the Spark provider now: a worker has them loaded before a task starts, so their

@@ -251,37 +251,31 @@ def summarize(written: DataFrame, decoding: bool = False) -> list[dict]:
     """Per topic partition: records, min and max offset, distinct offsets, key + value bytes (+ decode errors).
 
     Distinct offsets are counted exactly without shuffling every offset (as countDistinct does):
-    Spark's bitmap functions group the offsets in buckets of 32,768 and set one bit per offset in a
-    bucket's bitmap (a repeated offset sets no new bit), so one aggregation with one shuffle of a
-    4 KiB bitmap per task and bucket gives each bucket's distinct offsets. The buckets of a partition
-    are disjoint; their few rows (one per 32,768 offsets) are added up here.
+    offsets are grouped in blocks of 64 (``offset >> 6``), each block ORs ``1 << (offset & 63)``
+    into a 64-bit mask, and the bits set in a block's mask are its distinct offsets (a repeated
+    offset sets no new bit). Consecutive offsets collapse 64 to 1 before the shuffle.
     """
     payload = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
-    per_bucket = [
+    per_block = [
         F.count(F.lit(1)).alias("records"),
         F.min("offset").alias("min_offset"),
         F.max("offset").alias("max_offset"),
-        F.expr("bitmap_count(bitmap_construct_agg(bitmap_bit_position(offset)))").alias("distinct_offsets"),
+        F.expr("bit_or(shiftleft(1L, CAST(offset & 63 AS INT)))").alias("offset_bits"),
         F.sum(payload).alias("payload_bytes"),
     ]
+    per_partition = [
+        F.sum("records").alias("records"),
+        F.min("min_offset").alias("min_offset"),
+        F.max("max_offset").alias("max_offset"),
+        F.sum(F.expr("bit_count(offset_bits)")).alias("distinct_offsets"),
+        F.sum("payload_bytes").alias("payload_bytes"),
+    ]
     if decoding:
-        per_bucket.append(F.count("decode_error").alias("decode_errors"))
-    bucket = F.expr("bitmap_bucket_number(offset)").alias("offset_bucket")
-    partitions: dict[tuple[str, int], dict] = {}
-    for row in written.groupBy("topic", "partition", bucket).agg(*per_bucket).collect():
-        found = row.asDict()
-        found.pop("offset_bucket")
-        key = (found["topic"], found["partition"])
-        if key not in partitions:
-            partitions[key] = found
-            continue
-        total = partitions[key]
-        total["min_offset"] = min(total["min_offset"], found["min_offset"])
-        total["max_offset"] = max(total["max_offset"], found["max_offset"])
-        for name in ("records", "distinct_offsets", "payload_bytes", "decode_errors"):
-            if name in found:
-                total[name] += found[name]
-    return [partitions[key] for key in sorted(partitions)]
+        per_block.append(F.count("decode_error").alias("decode_errors"))
+        per_partition.append(F.sum("decode_errors").alias("decode_errors"))
+    blocks = written.groupBy("topic", "partition", F.shiftright("offset", 6).alias("offset_block")).agg(*per_block)
+    rows = blocks.groupBy("topic", "partition").agg(*per_partition).collect()
+    return sorted((row.asDict() for row in rows), key=lambda r: (r["topic"], r["partition"]))
 
 
 def check_against_ranges(job: dict, partitions: list[dict]) -> None:

@@ -67,15 +67,22 @@ def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
 
 
 def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: str, tmp_path: Path) -> None:
-    """The Spark Connect contender on the session's warm server (two batches of 200 records, seconds):
-    its figures, the summary of the issue's goals, and the README block rewritten from them."""
+    """The Spark Connect section and throughput contender on the session's warm server (batches of 200
+    and 2,000 records, seconds): their figures, the summary of the goals, and the README block
+    rewritten from them."""
     readme = tmp_path / "README.md"
     readme.write_text(
         "before\n<!-- benchmarks:summary:start -->\nold figures\n<!-- benchmarks:summary:end -->\nafter\n"
     )
     run_harness(
         "--only",
-        "connect",
+        "throughput,connect",
+        "--contenders",
+        "package_connect",
+        "--records",
+        "2000",
+        "--repeat",
+        "1",
         "--connect-records",
         "200",
         "--connect-batches",
@@ -98,6 +105,9 @@ def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: s
     assert connect["median"]["trivial_s"] == round(connect["runs"][0]["trivial_s"], 3) > 0
     assert results["goals"]["connect_batch_s"] == connect["median"]["total_s"]
     assert results["goals"]["batch_vs_trivial_submit"] is None  # the overhead section did not run
+    (on_connect,) = results["throughput"]["contenders"]["package_connect"]["runs"]
+    assert on_connect["records"] == 2000 and on_connect["cpu_s"] > 0  # the server's CPU counts
+    assert results["goals"]["package_connect_vs_python_consumer"] is None  # the consumer did not run
 
     markdown = (tmp_path / "quick-connect.md").read_text()
     assert "## Summary" in markdown and "## Spark Connect: one small batch on a warm server" in markdown

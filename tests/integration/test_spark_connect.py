@@ -192,14 +192,14 @@ def test_a_batch_for_an_s3_table_is_written_by_the_server_with_the_keys_as_sessi
     assert attempt_rows(ledger, "cxs3") == [(1, "succeeded", app, None)]
 
 
-def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_bitmap_buckets(spark_connect):
+def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_offset_blocks(spark_connect):
     """The read-back check's per-partition summary on real Spark, against the same figures computed here:
-    offsets on both sides of the 32,768-offset bucket edges, a repeated offset, a null key and value."""
+    offsets on both sides of the edges of its 64-offset blocks, a repeated offset, a null key and value."""
     from airflow_kafka_offsets.clients.spark_connect import connect_mode
     from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
 
-    rows = [("a", 0, offset, b"k", b"vv") for offset in (0, 1, 2, 32767, 32768, 32769, 65536, 100_000)]
-    rows += [("a", 0, 32768, b"k", b"vv")]  # offset 32768 twice
+    rows = [("a", 0, offset, b"k", b"vv") for offset in (0, 1, 63, 64, 65, 32768, 65536, 100_000)]
+    rows += [("a", 0, 64, b"k", b"vv")]  # offset 64 twice
     rows += [("a", 1, offset, None, b"v" * 3) for offset in range(5, 40_005, 1000)]
     rows += [("b", 0, 7, b"kk", None)]
     schema = "topic STRING, partition INT, offset BIGINT, key BINARY, value BINARY"

@@ -69,6 +69,8 @@ def test_goals_are_the_ratios_of_the_sections() -> None:
     assert goals(results()) == {
         "package_vs_structured_streaming": 1.25,
         "package_vs_python_consumer": 0.25,
+        "package_connect_vs_structured_streaming": None,
+        "package_connect_vs_python_consumer": None,
         "batch_vs_trivial_submit": 1.15,
         "trivial_submit_s": 20.0,
         "connect_batch_s": 1.98,
@@ -130,3 +132,22 @@ def test_the_report_and_the_readme_block_say_how_much_cpu_time_was_stolen() -> N
     assert "CPU time stolen by the hypervisor during the run (`/proc/stat`): 22%" in render(run)
     assert "22% of CPU time stolen by the hypervisor" in readme_summary(run, "t.md")
     assert "stolen by the hypervisor" not in render(results())
+
+
+def test_the_package_on_a_warm_connect_server_is_compared_without_a_target() -> None:
+    run = results()
+    run["throughput"]["contenders"]["package_connect"] = {
+        "seconds": {"median": 5.0, "min": 5.0, "max": 5.0},
+        "runs": [],
+        "records_per_s": 200.0,
+        "mb_per_s": 0.1,
+        "vs_package": 2.0,
+    }
+    found = goals(run)
+    assert (found["package_connect_vs_structured_streaming"], found["package_connect_vs_python_consumer"]) == (2.5, 0.5)
+    markdown = render(run)
+    assert "| throughput on a warm Spark Connect server (no JVM start): package ÷ Structured Streaming, records/s" in (
+        markdown
+    )
+    assert "records/s | 2.50x | - | - |" in markdown
+    assert "airflow-kafka-offsets batch on a warm Spark Connect server (plan + read + commit)" in markdown
