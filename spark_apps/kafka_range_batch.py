@@ -59,20 +59,14 @@ COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timesta
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 RECORDS_PER_TASK = 1_000_000  # default split of long Kafka ranges (min_partitions null)
 # Kafka client settings for reading ranges that already exist (a setting in the connection wins):
-# - larger fetches than the Java client's defaults (500 records per poll, 1 MiB per partition
-#   fetch), so Spark's Kafka source polls once per 20,000 records, not per 500 (a 1M-record read:
-#   9.0 s -> 7.3-8.3 s);
-# - no wait at the broker for more data: with the default 500 ms, the fetches that reach the end
-#   of a range's data wait out the 500 ms, about 1 s of every small batch (10,000 records on a
-#   warm Spark Connect server: the read + write job 1.38 s -> 0.44 s, with or without transaction
-#   markers and aborted records). The data of a planned range is there; nothing is waited for.
+# no wait at the broker for more data. With the Java client's 500 ms, the fetches that reach the
+# end of a range's data wait out the 500 ms, about 1 s of every small batch (10,000 records on a
+# warm Spark Connect server: the read + write job 1.38 s -> 0.44 s, with or without transaction
+# markers and aborted records). The data of a planned range is there; nothing is waited for.
+# Larger fetches (20,000 records per poll, 8 MiB per partition) read 1M records 10-20% faster but
+# ran a 5M-record batch out of memory in a 1 GiB local driver: left to the connection.
 # (benchmarks/README.md, "Where the time of a small Spark Connect batch goes")
-READ_DEFAULTS = {
-    "max.poll.records": "20000",
-    "max.partition.fetch.bytes": str(8 * 1024 * 1024),
-    "fetch.max.bytes": str(64 * 1024 * 1024),
-    "fetch.max.wait.ms": "0",
-}
+READ_DEFAULTS = {"fetch.max.wait.ms": "0"}
 
 
 class BatchCheckError(RuntimeError):

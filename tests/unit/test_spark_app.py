@@ -140,7 +140,9 @@ def test_reader_options_read_the_exact_ranges_with_read_tuned_fetches_that_the_c
     assert json.loads(options["endingOffsets"]) == {"orders": {"0": 9, "3": 2}}
     assert options["failOnDataLoss"] == "true" and "minPartitions" not in options
     assert options["kafka.bootstrap.servers"] == "b:9092"
-    assert options["kafka.max.poll.records"] == "700"  # the connection's setting wins over the default
-    assert options["kafka.max.partition.fetch.bytes"] == str(8 * 1024 * 1024)
+    assert options["kafka.max.poll.records"] == "700"
+    assert options["kafka.fetch.max.wait.ms"] == "0"  # the app's default
+    job["kafka"]["fetch.max.wait.ms"] = 100
+    assert app.reader_options(job, tasks=None)["kafka.fetch.max.wait.ms"] == "100"  # the connection's setting wins
     assert options["kafka.isolation.level"] == "read_committed"  # no client setting weakens it
     assert app.reader_options(job, tasks=6)["minPartitions"] == "6"
