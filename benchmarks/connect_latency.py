@@ -71,7 +71,7 @@ def measure(info: Any, ledger: Any, conn_id: str, records: int, batches: int, wo
     runs = []
     for n in range(batches):
         run = one_batch(info, ledger, conn_id, records, workdir)
-        if conn_id.startswith("spark_connect"):
+        if conn_id == CONNECT_CONN_ID:
             run["trivial_s"] = trivial_connect_job(conn_id)
         say(f"{conn_id} batch {n + 1}/{batches}: " + ", ".join(f"{k} {v:.3f}" for k, v in run.items()))
         runs.append(run)

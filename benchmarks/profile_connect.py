@@ -19,7 +19,6 @@ import json
 import sys
 import tempfile
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,36 +76,21 @@ def timers(steps: Steps) -> Iterator[None]:
 
 
 def one_batch(info: Any, ledger: Any, records: int, workdir: str) -> dict[str, float]:
-    """Produce ``records`` into a new topic, then plan, read and commit them with every step timed."""
-    from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-    from airflow_kafka_offsets.clients.spark_execution import batch_runner
-    from airflow_kafka_offsets.clients.spark_submit import SparkSettings
-    from airflow_kafka_offsets.core.spec import build_spec
-    from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
-    from airflow_kafka_offsets.sinks import LocalDirectorySink
-    from benchmarks.contenders import ACTOR
-    from benchmarks.datagen import produce
+    """Produce ``records`` into a new topic, then plan, read and commit them (``connect_latency``'s
+    batch) with every step of the read timed."""
+    from benchmarks.connect_latency import one_batch as timed_batch
 
-    data = produce(info.bootstrap_servers, records, PARTITIONS)
-    spec = build_spec(f"prof-{uuid.uuid4().hex[:8]}", [data.topic], workdir)
-    sink = LocalDirectorySink(spec.output_root)
-    kafka_props = {"bootstrap.servers": info.bootstrap_servers}
-    runner = batch_runner(SparkSettings(conn_id=CONNECT_CONN_ID, jars=tuple(info.connector_jars)))
     steps = Steps()
     with timers(steps):
-        start = time.perf_counter()
-        outcome = steps.wrap("plan", plan_batch)(ledger, spec, KafkaOffsetsClient(kafka_props).offsets, sink, ACTOR)
-        assert outcome.plan is not None
-        read_start = time.perf_counter()
-        run_batch(ledger, sink, outcome.plan, runner, kafka_props, ACTOR)
-        read_s = time.perf_counter() - read_start
-        committed = steps.wrap("commit", commit_batch)(ledger, sink, spec.name, outcome.plan.batch_id, ACTOR)
-        total = time.perf_counter() - start
-    if committed.records != records:
-        raise RuntimeError(f"committed {committed.records} records, {records} were produced")
-    timed_inside_read = sum(v for k, v in steps.seconds.items() if k not in ("plan", "commit"))
-    rest = read_s - timed_inside_read
-    return {**steps.seconds, "rest of the read step (ledger, job, report check)": rest, "total": total}
+        run = timed_batch(info, ledger, CONNECT_CONN_ID, records, workdir)
+    rest = run["read_s"] - sum(steps.seconds.values())
+    return {
+        "plan": run["plan_s"],
+        **steps.seconds,
+        "commit": run["commit_s"],
+        "rest of the read step (ledger, job, report check)": rest,
+        "total": run["total_s"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
