@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ from airflow_kafka_offsets.errors import PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.readers import committed_outputs, read_output
 from airflow_kafka_offsets.sinks.files import Storage, location_uri
+from devstack.state import state_dir
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -145,7 +145,9 @@ def main() -> int:
     args = parser.parse_args()
 
     info = devstack.current()
-    work = Path(os.environ.get("AKO_DEMO_DIR", Path(tempfile.gettempdir()) / "ako-demo"))
+    # The stack's state dir by default: Airflow's home and the output live and go with the ledger
+    # they belong to (`scripts/stack down` removes them together).
+    work = Path(os.environ.get("AKO_DEMO_DIR") or state_dir() / "demo")
     output = f"s3://{info.s3_bucket}/demo" if args.s3 else str(work / "output")
     env = airflow_env(info, output, work / "airflow-home", args.sink)
     (work / "airflow-home").mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,13 @@ from airflow_kafka_offsets.core.model import (
 from airflow_kafka_offsets.core.planner import has_work, new_partitions, plan_ranges
 from airflow_kafka_offsets.core.report import check_report, parse_report
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
-from airflow_kafka_offsets.errors import BatchStateError, DecodeErrorThresholdError, PipelineBusyError, SparkJobError
+from airflow_kafka_offsets.errors import (
+    BatchStateError,
+    DecodeErrorThresholdError,
+    OutputLocationError,
+    PipelineBusyError,
+    SparkJobError,
+)
 from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction, describe_actor, raise_for_state
 from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
@@ -392,6 +398,13 @@ def commit_batch(
         records, output_bytes = tx.store_counts(plan, attempt.attempt_id if attempt else None)
         if attempt is not None:
             published = sink.published_attempt(uid, plan)
+            if published is not None and published not in {a.attempt_id for a in tx.attempts(pipeline, [batch_id])}:
+                raise OutputLocationError(
+                    f"batch {batch_id} of pipeline {pipeline!r}: its output location {plan.output_uri} already holds "
+                    f"attempt {published}, which this ledger never ran (another ledger's output, or this pipeline's "
+                    "from before its ledger was created again); nothing was committed: move that output away or "
+                    "give the pipeline a new output root, then commit again"
+                )
             if published is not None:
                 log.info(
                     "pipeline %s: batch %s attempt %s was published by an earlier try",

@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -221,9 +222,24 @@ def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_u
     ]
 
 
-def request_parse(airflow: dict, dag_id: str) -> None:
-    """Ask the dag-processor to parse the DAG's file now."""
-    api(airflow, f"parseDagFile/{api(airflow, f'dags/{dag_id}/details')['file_token']}", "PUT")
+def request_parse(airflow: dict, dag_id: str, timeout: float = 120) -> None:
+    """Ask the dag-processor to parse the DAG's file now.
+
+    Airflow answers 409 while an earlier request for the file is still pending; that one may already
+    be parsing with the old variables, so ask again until a request made from now on is accepted.
+    """
+    path = f"parseDagFile/{api(airflow, f'dags/{dag_id}/details')['file_token']}"
+
+    def accepted() -> bool:
+        try:
+            api(airflow, path, "PUT")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise
+            return False
+        return True
+
+    wait_until(accepted, f"the dag-processor to take a new parse request for {dag_id}", timeout)
 
 
 def consumers_of(airflow: dict, uri: str) -> list[tuple[str, str]]:

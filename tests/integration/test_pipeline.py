@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import psycopg2
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTP
@@ -14,7 +15,8 @@ from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.errors import DataLossError, NoStartingOffsetError
+from airflow_kafka_offsets.errors import DataLossError, NoStartingOffsetError, OutputLocationError
+from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
@@ -199,3 +201,37 @@ def test_crash_after_spark_before_commit_replays_the_same_batch(stack, ledger, m
     assert_exactly_once(committed_rows(ledger, "crash"), produced + produced_later)
     assert ledger.contiguity_problems("crash") == []
     assert not (local_path(first.plan.output_uri).parent.parent / "_staging" / "crash" / "batch=000000000001").exists()
+
+
+def test_an_output_left_by_another_ledger_is_refused_at_commit_and_kept(stack, ledger, make_topic, tmp_path):
+    """A ledger created again (or a second one) over the same output root finds its batch 1's location
+    holding the other ledger's batch 1. Taking it for its own published attempt would commit the
+    other records as these; the commit refuses, changes nothing, and goes through once it is moved."""
+    topic = make_topic(partitions=2)
+    spec = build_spec("reused_root", [topic], str(tmp_path))
+    earlier = produce(stack.bootstrap_servers, topic, 40, partitions=2)
+    first = run_once(ledger, spec, stack)
+    assert first is not None and first.plan.batch_id == 1
+    output = local_path(first.plan.output_uri)
+    files_before = sorted((p.name, p.stat().st_mtime_ns) for p in output.iterdir())
+
+    again = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=f"t_{uuid.uuid4().hex[:12]}")
+    again.migrate()
+    later = produce(stack.bootstrap_servers, topic, 30, partitions=2)
+    outcome = plan(again, spec, stack)
+    read(again, spec, stack, outcome)
+    with pytest.raises(
+        OutputLocationError,
+        match=r"batch 1 of pipeline 'reused_root': its output location .*"
+        r"batch=000000000001 already holds attempt \w+, which this ledger never ran",
+    ):
+        commit(again, spec, 1)
+    assert again.batch("reused_root", 1).state is BatchState.PLANNED
+    assert again.cursors("reused_root") == {TP(topic, 0): 0, TP(topic, 1): 0}
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in output.iterdir()) == files_before
+    assert_exactly_once(committed_rows(ledger, "reused_root"), earlier)
+
+    output.rename(tmp_path / "moved-away")
+    assert commit(again, spec, 1).records == 70
+    assert_exactly_once(committed_rows(again, "reused_root"), earlier + later)
+    assert again.cursors("reused_root") == {TP(topic, 0): 35, TP(topic, 1): 35}
