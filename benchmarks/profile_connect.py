@@ -61,6 +61,7 @@ def timers(steps: Steps) -> Iterator[None]:
         (spark_connect.ConnectRuntime, "parallelism", "parallelism"),
         (DataFrameWriter, "parquet", "Kafka read + Parquet write job"),
         (app, "summarize", "read-back check job"),
+        (app, "summarize_collected", "read-back check job"),
         (spark_connect.ConnectRuntime, "output_bytes", "output size"),
         (spark_connect.ConnectRuntime, "write_report", "report"),
         (spark_connect, "_release", "session release"),
@@ -97,7 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_connect", description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument(
+        "--collected-check-max-offsets",
+        type=int,
+        help="the app's COLLECTED_CHECK_MAX_OFFSETS for this run (0: every batch checked by the aggregate)",
+    )
     args = parser.parse_args(argv)
+    if args.collected_check_max_offsets is not None:
+        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+        app.COLLECTED_CHECK_MAX_OFFSETS = args.collected_check_max_offsets
     import devstack
     from benchmarks.run import _drop, _ledger
 

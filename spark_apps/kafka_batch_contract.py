@@ -67,3 +67,34 @@ def range_problems(ranges: Iterable[Mapping[str, Any]], partitions: Iterable[Map
         if records and (low is None or high is None or int(low) < start or int(high) >= end):
             problems.append(f"{name}: offsets [{low}, {high}] outside the planned range [{start}, {end})")
     return problems
+
+
+def summarize_rows(rows: Iterable[tuple[str, int, int, int, bool]], decoding: bool = False) -> list[dict[str, Any]]:
+    """The read-back summary of a small batch from its collected ``(topic, partition, offset,
+    key + value bytes, has a decode error)`` rows: the same figures as the app's Spark aggregate."""
+    summaries: dict[tuple[str, int], dict[str, Any]] = {}
+    offsets: dict[tuple[str, int], set[int]] = {}
+    for topic, partition, offset, payload_bytes, decode_error in rows:
+        key = (topic, partition)
+        part = summaries.get(key)
+        if part is None:
+            part = summaries[key] = {
+                "topic": topic,
+                "partition": partition,
+                "records": 0,
+                "min_offset": offset,
+                "max_offset": offset,
+                "payload_bytes": 0,
+                **({"decode_errors": 0} if decoding else {}),
+            }
+            offsets[key] = set()
+        part["records"] += 1
+        part["min_offset"] = min(part["min_offset"], offset)
+        part["max_offset"] = max(part["max_offset"], offset)
+        part["payload_bytes"] += payload_bytes
+        if decoding and decode_error:
+            part["decode_errors"] += 1
+        offsets[key].add(offset)
+    for key, part in summaries.items():
+        part["distinct_offsets"] = len(offsets[key])
+    return [summaries[key] for key in sorted(summaries)]

@@ -192,9 +192,11 @@ def test_a_batch_for_an_s3_table_is_written_by_the_server_with_the_keys_as_sessi
     assert attempt_rows(ledger, "cxs3") == [(1, "succeeded", app, None)]
 
 
-def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_offset_blocks(spark_connect):
+@pytest.mark.parametrize("summarizer", ["summarize", "summarize_collected"])
+def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_offset_blocks(spark_connect, summarizer):
     """The read-back check's per-partition summary on real Spark, against the same figures computed here:
-    offsets on both sides of the edges of its 64-offset blocks, a repeated offset, a null key and value."""
+    offsets on both sides of the edges of its 64-offset blocks, a repeated offset, a null key and value;
+    the aggregate of large batches and the collected rows of small ones alike."""
     from airflow_kafka_offsets.clients.spark_connect import connect_mode
     from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
 
@@ -206,7 +208,7 @@ def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_o
     with connect_mode():
         session = remote_session(connection_url(spark_connect))
         try:
-            summary = app.summarize(session.createDataFrame(rows, schema))
+            summary = getattr(app, summarizer)(session.createDataFrame(rows, schema))
         finally:
             session.stop()
     assert summary == [

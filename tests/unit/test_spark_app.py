@@ -146,3 +146,28 @@ def test_reader_options_read_the_exact_ranges_with_read_tuned_fetches_that_the_c
     assert app.reader_options(job, tasks=None)["kafka.fetch.max.wait.ms"] == "100"  # the connection's setting wins
     assert options["kafka.isolation.level"] == "read_committed"  # no client setting weakens it
     assert app.reader_options(job, tasks=6)["minPartitions"] == "6"
+
+
+def test_a_small_batchs_collected_rows_summarize_to_the_aggregates_figures() -> None:
+    rows = [("a", 0, 64, 3, False), ("a", 0, 0, 2, True), ("a", 0, 64, 3, False), ("b", 1, 9, 0, False)]
+    rows += [("a", 1, offset, 1, False) for offset in range(5, 105, 10)]
+    assert contract.summarize_rows(rows, decoding=True) == [
+        {"topic": "a", "partition": 0, "records": 3, "min_offset": 0, "max_offset": 64, "distinct_offsets": 2,
+         "payload_bytes": 8, "decode_errors": 1},
+        {"topic": "a", "partition": 1, "records": 10, "min_offset": 5, "max_offset": 95, "distinct_offsets": 10,
+         "payload_bytes": 10, "decode_errors": 0},
+        {"topic": "b", "partition": 1, "records": 1, "min_offset": 9, "max_offset": 9, "distinct_offsets": 1,
+         "payload_bytes": 0, "decode_errors": 0},
+    ]  # fmt: skip
+    assert contract.summarize_rows(rows)[0] == {
+        "topic": "a", "partition": 0, "records": 3, "min_offset": 0, "max_offset": 64, "distinct_offsets": 2,
+        "payload_bytes": 8,
+    }  # fmt: skip
+    assert contract.summarize_rows([]) == []
+
+
+@pytest.mark.parametrize(("end", "collected"), [(50_000, True), (50_001, False)])
+def test_batches_up_to_50000_planned_offsets_are_checked_from_collected_rows(end: int, collected: bool) -> None:
+    job = {"ranges": [{"topic": "t", "partition": 0, "start": 10, "end": end}, RANGES[0]]}
+    assert app.planned_offsets(job) == end - 10 + 10
+    assert (app.planned_offsets(job) <= app.COLLECTED_CHECK_MAX_OFFSETS) is collected
