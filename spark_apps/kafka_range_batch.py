@@ -43,6 +43,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Callable
 from typing import Protocol
 
 from pyspark import SparkFiles
@@ -254,6 +255,11 @@ def payload_bytes() -> Column:
     return F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
 
 
+def read_back_check(job: dict) -> Callable[..., list[dict]]:
+    """How the batch's written files are summarized: from collected rows when it is small."""
+    return summarize_collected if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS else summarize
+
+
 def summarize_collected(written: DataFrame, decoding: bool = False) -> list[dict]:
     """:func:`summarize` of a small batch, computed on the driver from the rows' offsets and sizes."""
     decode_error = F.col("decode_error").isNotNull() if decoding else F.lit(False)
@@ -323,8 +329,7 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     writer.parquet(staging)
     # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
     written = spark.read.schema(records.schema).parquet(staging)
-    check = summarize_collected if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS else summarize
-    partitions = check(written, decoding=bool(decode))
+    partitions = read_back_check(job)(written, decoding=bool(decode))
     check_against_ranges(job, partitions)
     if decode:
         errors = written.where(F.col("decode_error").isNotNull())

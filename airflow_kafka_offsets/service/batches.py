@@ -398,14 +398,9 @@ def commit_batch(
         records, output_bytes = tx.store_counts(plan, attempt.attempt_id if attempt else None)
         if attempt is not None:
             published = sink.published_attempt(uid, plan)
-            if published is not None and published not in {a.attempt_id for a in tx.attempts(pipeline, [batch_id])}:
-                raise OutputLocationError(
-                    f"batch {batch_id} of pipeline {pipeline!r}: its output location {plan.output_uri} already holds "
-                    f"attempt {published}, which this ledger never ran (another ledger's output, or this pipeline's "
-                    "from before its ledger was created again); nothing was committed: move that output away or "
-                    "give the pipeline a new output root, then commit again"
-                )
-            if published is not None:
+            if published is None:
+                sink.publish(tx, Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, records, decode))
+            elif published in {a.attempt_id for a in tx.attempts(pipeline, [batch_id], reports=False)}:
                 log.info(
                     "pipeline %s: batch %s attempt %s was published by an earlier try",
                     pipeline,
@@ -413,7 +408,12 @@ def commit_batch(
                     published,
                 )
             else:
-                sink.publish(tx, Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, records, decode))
+                raise OutputLocationError(
+                    f"batch {batch_id} of pipeline {pipeline!r}: its output location {plan.output_uri} already holds "
+                    f"attempt {published}, which this ledger never ran (another ledger's output, or this pipeline's "
+                    "from before its ledger was created again); nothing was committed: move that output away or "
+                    "give the pipeline a new output root, then commit again"
+                )
             crash_point("after_publish")
         else:  # a directory sink gives every committed ingest batch a readable output, an empty one here
             sink.publish(tx, Publication(uid, plan, None, None, 0, decode))
