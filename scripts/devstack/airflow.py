@@ -32,6 +32,8 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 # task and trigger log files directly, so they are not started.
 ARGUMENTS = {"scheduler": ["--skip-serve-logs"], "triggerer": ["--skip-serve-logs"]}
 REPO = Path(__file__).resolve().parents[2]
+# each file in dags/ declares one DAG named after it; tests use them all as soon as Airflow is up
+PROJECT_DAGS = frozenset(path.stem for path in (REPO / "dags").glob("*.py"))
 
 
 def airflow_bin() -> str:
@@ -198,9 +200,11 @@ def _wait_ready(cfg: Mapping[str, Any], timeout: float) -> None:
                 for c in ("metadatabase", "scheduler", "dag_processor", "triggerer")
             )
             dags = {d["dag_id"] for d in api(cfg, "dags?limit=100")["dags"]} if healthy else set()
-            if "kafka_offsets_manual_ops" in dags:
+            missing = sorted(PROJECT_DAGS - dags)
+            if not missing:
                 return
-            last = f"health {health}, dags {sorted(dags)}"
+            errors = api(cfg, "importErrors?limit=100")["import_errors"] if healthy else []
+            last = f"health {health}, not parsed yet {missing}, import errors {errors}"
         except (OSError, ValueError, urllib.error.URLError) as exc:
             last = str(exc)
         time.sleep(2)

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 import urllib.error
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -153,6 +155,30 @@ def api(airflow: dict, path: str, method: str = "GET", body: dict | None = None)
     return devstack.airflow.api(airflow, path, airflow["token"], method=method, body=body)
 
 
+@contextmanager
+def airflow_variables(airflow: dict, variables: Mapping[str, str]) -> Iterator[None]:
+    """The variables set for the block, then deleted, whatever happens in it or while setting them.
+
+    A value left from an earlier run that ended without its clean-up is replaced, not a 409.
+    """
+    try:
+        for key, value in variables.items():
+            delete_variable(airflow, key)
+            api(airflow, "variables", "POST", {"key": key, "value": value})
+        yield
+    finally:
+        for key in variables:
+            delete_variable(airflow, key)
+
+
+def delete_variable(airflow: dict, key: str) -> None:
+    try:
+        api(airflow, f"variables/{key}", "DELETE")
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+
+
 def runs_of(airflow: dict, dag_id: str) -> dict[str, dict]:
     return {r["dag_run_id"]: r for r in api(airflow, f"dags/{dag_id}/dagRuns?limit=100")["dag_runs"]}
 
@@ -180,23 +206,20 @@ def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_u
         "kafka_offsets_demo_pipeline": CONSUMER_PIPELINE,
         "kafka_offsets_demo_output": str(tmp_path / "out"),
     }
-    for key, value in variables.items():
-        api(airflow_ui, "variables", "POST", {"key": key, "value": value})
-    consumer_before = set(runs_of(airflow_ui, CONSUMER_DAG_ID))
-    ingest_before = set(runs_of(airflow_ui, DAG_ID))
-    try:
-        api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": False})
-        api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": False})
-        api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # commits batch 1
-        ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, 1)
-        api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # nothing new: no event
-        ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, len(ingest) + 1)
-        runs = wait_until_finished(airflow_ui, CONSUMER_DAG_ID, consumer_before, 1)
-    finally:
-        api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": True})
-        api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": True})
-        for key in variables:
-            api(airflow_ui, f"variables/{key}", "DELETE")
+    with airflow_variables(airflow_ui, variables):
+        consumer_before = set(runs_of(airflow_ui, CONSUMER_DAG_ID))
+        ingest_before = set(runs_of(airflow_ui, DAG_ID))
+        try:
+            api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": False})
+            api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": False})
+            api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # commits batch 1
+            ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, 1)
+            api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # nothing new: no event
+            ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, len(ingest) + 1)
+            runs = wait_until_finished(airflow_ui, CONSUMER_DAG_ID, consumer_before, 1)
+        finally:
+            api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": True})
+            api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": True})
     # the ingest runs made one event between them: the ones triggered, and the one the scheduler may
     # have created when the DAG was parsed (so before `ingest_before`), which runs with this test's
     # variables too; events are this test's by the output location in their extra
@@ -251,13 +274,10 @@ def consumers_of(airflow: dict, uri: str) -> list[tuple[str, str]]:
 def test_parsing_puts_each_ingest_dags_topic_in_the_asset_graph(airflow_ui, stack, make_topic):
     server = stack.bootstrap_servers.split(",")[0]
     topic = make_topic(partitions=1)  # new: no run has read it, only a parse can name it
-    api(airflow_ui, "variables", "POST", {"key": "kafka_offsets_demo_topic", "value": topic})
-    try:
+    with airflow_variables(airflow_ui, {"kafka_offsets_demo_topic": topic}):
         request_parse(airflow_ui, DAG_ID)
         consumers = wait_until(
             lambda: consumers_of(airflow_ui, f"kafka://{server}/{topic}"), f"kafka://{server}/{topic} as an inlet", 90
         )
-    finally:
-        api(airflow_ui, "variables/kafka_offsets_demo_topic", "DELETE")
     assert consumers == [(DAG_ID, "ingest.plan")]
     assert consumers_of(airflow_ui, f"kafka://{server}/{LAG_TOPIC}") == [(LAG_DAG_ID, "ingest.plan")]

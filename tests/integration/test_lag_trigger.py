@@ -30,7 +30,7 @@ from airflow_kafka_offsets.triggers import KafkaLagTrigger
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
 from .pipeline import ACTOR
-from .test_assets_lineage import api, runs_of, wait_until_finished
+from .test_assets_lineage import airflow_variables, api, runs_of, wait_until_finished
 from .test_manual_ops_ui import wait_until
 
 QUIET_S = 2.0  # ten polls of the in-process triggers
@@ -186,32 +186,32 @@ def test_watcher_in_the_triggerer_starts_one_ingest_run_once_lag_reaches_100(air
 
     events_before = {e["id"] for e in events()}
     runs_before = set(runs_of(airflow_ui, LAG_DAG_ID))
-    api(airflow_ui, "variables", "POST", {"key": "kafka_offsets_lag_output", "value": str(output)})
-    try:
-        api(airflow_ui, f"dags/{LAG_DAG_ID}", "PATCH", {"is_paused": False})
-        started = time.monotonic()
-        produced = produce(stack.bootstrap_servers, LAG_TOPIC, 60, partitions=2)
-        # the watcher saw the 60 records and held; two more looks change nothing
-        wait_until(lambda: triggerer_says("pipeline lag_events: lag 60 records < 100"), "a look at lag 60", 90)
-        time.sleep(2 * LAG_POLL_S)
-        (watched,) = api(airflow_ui, f"assets?name_pattern={LAG_ASSET}")["assets"]
-        assert [w["name"] for w in watched["watchers"]] == ["kafka_offsets_lag_lag_events"]
-        assert [e for e in events() if e["id"] not in events_before] == []
-        assert set(runs_of(airflow_ui, LAG_DAG_ID)) == runs_before
-        quiet = time.monotonic() - started
+    with airflow_variables(airflow_ui, {"kafka_offsets_lag_output": str(output)}):
+        try:
+            api(airflow_ui, f"dags/{LAG_DAG_ID}", "PATCH", {"is_paused": False})
+            started = time.monotonic()
+            produced = produce(stack.bootstrap_servers, LAG_TOPIC, 60, partitions=2)
+            # the watcher saw the 60 records and held; two more looks change nothing
+            wait_until(lambda: triggerer_says("pipeline lag_events: lag 60 records < 100"), "a look at lag 60", 90)
+            time.sleep(2 * LAG_POLL_S)
+            (watched,) = api(airflow_ui, f"assets?name_pattern={LAG_ASSET}")["assets"]
+            assert [w["name"] for w in watched["watchers"]] == ["kafka_offsets_lag_lag_events"]
+            assert [e for e in events() if e["id"] not in events_before] == []
+            assert set(runs_of(airflow_ui, LAG_DAG_ID)) == runs_before
+            quiet = time.monotonic() - started
 
-        produced += produce(stack.bootstrap_servers, LAG_TOPIC, 40, partitions=2)
-        crossed = time.monotonic()
-        wait_until(lambda: [e for e in events() if e["id"] not in events_before], "the asset event", 60)
-        fired = time.monotonic() - crossed
-        runs = wait_until_finished(airflow_ui, LAG_DAG_ID, runs_before, 1)
-        time.sleep(LAG_POLL_S + 1)  # the commit moved the cursors: no lag, nothing more fires
-        print(
-            f"quiet phase {quiet:.0f}s, fired {fired:.0f}s after crossing, run done {time.monotonic() - crossed:.0f}s"
-        )
-    finally:
-        api(airflow_ui, f"dags/{LAG_DAG_ID}", "PATCH", {"is_paused": True})
-        api(airflow_ui, "variables/kafka_offsets_lag_output", "DELETE")
+            produced += produce(stack.bootstrap_servers, LAG_TOPIC, 40, partitions=2)
+            crossed = time.monotonic()
+            wait_until(lambda: [e for e in events() if e["id"] not in events_before], "the asset event", 60)
+            fired = time.monotonic() - crossed
+            runs = wait_until_finished(airflow_ui, LAG_DAG_ID, runs_before, 1)
+            time.sleep(LAG_POLL_S + 1)  # the commit moved the cursors: no lag, nothing more fires
+            print(
+                f"quiet phase {quiet:.0f}s, fired {fired:.0f}s after crossing,"
+                f" run done {time.monotonic() - crossed:.0f}s"
+            )
+        finally:
+            api(airflow_ui, f"dags/{LAG_DAG_ID}", "PATCH", {"is_paused": True})
 
     (event,) = [e for e in events() if e["id"] not in events_before]
     assert event["extra"] == {

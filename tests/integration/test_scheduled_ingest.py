@@ -26,7 +26,7 @@ from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.ledger import Ledger
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
-from .test_assets_lineage import DAG_ID, api, request_parse, runs_of
+from .test_assets_lineage import DAG_ID, airflow_variables, api, request_parse, runs_of
 from .test_manual_ops_ui import DAG_ID as MANUAL_OPS_DAG_ID
 from .test_manual_ops_ui import result_of, run_ids, wait_for_new_run, wait_until
 
@@ -73,17 +73,16 @@ def scheduled_example(airflow_ui, stack, make_topic, tmp_path) -> Iterator[dict[
         "kafka_offsets_demo_interval_seconds": str(INTERVAL_S),
     }
     stop_scheduling(airflow_ui)
-    for key, value in variables.items():
-        api(airflow_ui, "variables", "POST", {"key": key, "value": value})
     try:
-        reparse(airflow_ui, INTERVAL_S)
-        ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=airflow_ui["ledger_schema"])
-        ledger.migrate()
-        yield {"topic": topic, "pipeline": pipeline, "ledger": ledger}
+        with airflow_variables(airflow_ui, variables):
+            try:
+                reparse(airflow_ui, INTERVAL_S)
+                ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=airflow_ui["ledger_schema"])
+                ledger.migrate()
+                yield {"topic": topic, "pipeline": pipeline, "ledger": ledger}
+            finally:
+                stop_scheduling(airflow_ui)  # a run still going would read the defaults once the variables are gone
     finally:
-        stop_scheduling(airflow_ui)  # a run still going would read the defaults once the variables are gone
-        for key in variables:
-            api(airflow_ui, f"variables/{key}", "DELETE")
         reparse(airflow_ui, DEFAULT_INTERVAL_S)
 
 
