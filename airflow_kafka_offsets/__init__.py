@@ -71,6 +71,16 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
                         "default": "",
                     },
+                    "spark_class_archive_dir": {
+                        "description": "A directory on the worker for a class-data-sharing archive of "
+                        "spark-submit's driver JVM: the first batch writes it (slower, once), later batches "
+                        "map Spark's classes from it instead of loading them. Empty: no archive. Client "
+                        "deploy mode only.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "/var/cache/airflow-kafka-offsets/jvm",
+                        "default": "",
+                    },
                     "attempt_lease_seconds": {
                         "description": "How long a Spark attempt counts as alive without a heartbeat; its "
                         "worker renews the lease every quarter of it while spark-submit runs.",

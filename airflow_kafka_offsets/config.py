@@ -79,4 +79,5 @@ def spark_settings(
         driver_memory=driver_memory,
         num_executors=num_executors,
         total_executor_cores=total_executor_cores,
+        class_archive_dir=config_value("spark_class_archive_dir", "") or None,
     )

@@ -143,9 +143,11 @@ class PackageRunner:
         app: str | None = None,
         default_conf: Mapping[str, str] | None = None,
         connect_server_pid: int | None = None,
+        class_archive_dir: str | None = None,
     ) -> None:
         """``app`` and ``default_conf`` replace SparkSettings.application and default_conf (for a baseline);
-        ``connect_server_pid``: run on the stack's warm Spark Connect server (that process's CPU counts)."""
+        ``connect_server_pid``: run on the stack's warm Spark Connect server (that process's CPU counts);
+        ``class_archive_dir``: SparkSettings.class_archive_dir (the driver JVM's class archive)."""
         self.info = info
         self.ledger = ledger
         self.workdir = workdir
@@ -154,6 +156,7 @@ class PackageRunner:
         self.app = app
         self.default_conf = dict(default_conf) if default_conf is not None else None
         self.connect_server_pid = connect_server_pid
+        self.class_archive_dir = class_archive_dir
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
         return self._run(topic, expected)
@@ -180,6 +183,7 @@ class PackageRunner:
             conn_id=CONNECT_CONN_ID if on_connect else "spark_default",
             jars=tuple(self.info.connector_jars),
             conf=self.spark_conf if on_connect else {**self.spark_conf, **event_log_conf(events)},
+            class_archive_dir=self.class_archive_dir,
             **replaced,
         )
         spark = batch_runner(settings)

@@ -238,8 +238,15 @@ def overhead_lines(results: dict) -> list[str]:
     trivial = ov.get("trivial_submit")
     if trivial:
         sec = trivial["seconds"]
+        archive = results.get("params", {}).get("class_archive_dir")
+        settings = (
+            "same jars and Spark settings, but no class archive: the package's batch maps the one in "
+            f"`spark_class_archive_dir` {archive}"
+            if archive
+            else "same jars and Spark settings"
+        )
         out += [
-            f"A trivial spark-submit (`spark.range(10).count()`, same jars and Spark settings), timed alternately: "
+            f"A trivial spark-submit (`spark.range(10).count()`, {settings}), timed alternately: "
             f"{_f(sec['median'], 2)} s ({_f(sec['min'], 2)}-{_f(sec['max'], 2)}); the batch takes "
             f"{_f(ov['vs_trivial_submit'], 2)}x that.",
             "",

@@ -20,6 +20,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_offsets.clients import class_archive
 from airflow_kafka_offsets.clients.object_store import S3Access
 from airflow_kafka_offsets.clients.versions import check_connector_jars, connector_coordinates, local_pyspark_version
 from airflow_kafka_offsets.core.spark_failures import FailureKind, FailureScanner
@@ -98,6 +99,8 @@ class SparkSettings:
     num_executors: int | None = None
     total_executor_cores: int | None = None
     spark_binary: str = "spark-submit"
+    # Where the driver JVM's class-data-sharing archive lives (clients/class_archive.py); None: none.
+    class_archive_dir: str | None = None
     # The app and the conf every batch starts from; benchmarks and tests substitute their own.
     application: str | None = None
     default_conf: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SPARK_CONF))
@@ -115,8 +118,10 @@ class SparkSettings:
         return (), (connector_coordinates(local_pyspark_version()),)
 
 
-def check_spark_connection(conn_id: str) -> None:
-    """The Spark provider silently falls back to master 'yarn' without a connection: refuse that."""
+def check_spark_connection(conn_id: str) -> Any:
+    """The Spark provider silently falls back to master 'yarn' without a connection: refuse that.
+
+    Returns the connection."""
     from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -137,6 +142,7 @@ def check_spark_connection(conn_id: str) -> None:
             f"Spark connection {conn_id!r} has no host: set it to the Spark master (local[2], spark://host:7077, "
             "yarn, k8s://...)"
         )
+    return conn
 
 
 def _write_private(path: Path, payload: Mapping[str, Any]) -> None:
@@ -160,7 +166,14 @@ class SparkBatchSubmitter:
     def check(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Refuse a configuration spark-submit cannot run (before any ledger write); returns (jars, packages)."""
         settings = self.settings
-        check_spark_connection(settings.conn_id)
+        conn = check_spark_connection(settings.conn_id)
+        if settings.class_archive_dir:
+            class_archive.check_directory(settings.class_archive_dir)
+            if conn.extra_dejson.get("deploy-mode") == "cluster":
+                raise ConfigurationError(
+                    f"spark_class_archive_dir is set but Spark connection {settings.conn_id!r} runs the driver in "
+                    "cluster deploy mode, on another machine: the archive is for a driver on this worker; unset one"
+                )
         not_hadoop = sorted(k for k in settings.private_conf if not k.startswith(HADOOP_PREFIX))
         if not_hadoop:
             raise ConfigurationError(
@@ -183,8 +196,14 @@ class SparkBatchSubmitter:
             # processes' ones in this private directory too, so a killed worker leaves no copy elsewhere.
             local_dirs = Path(private_dir) / "spark-local"
             local_dirs.mkdir(mode=0o700)
+            conf = {**settings.default_conf, **settings.conf}
+            archive = None
+            if settings.class_archive_dir:
+                identity = class_archive.jvm_identity(settings.spark_binary, jars, packages)
+                archive = class_archive.prepare(settings.class_archive_dir, identity, job["attempt_id"])
+                conf = class_archive.with_driver_java_option(conf, archive.java_option)
             hook = _diagnosing_hook_class()(
-                conf={**settings.default_conf, **settings.conf},
+                conf=conf,
                 conn_id=settings.conn_id,
                 files=str(job_file),
                 py_files=app_file(CONTRACT_FILE),
@@ -200,11 +219,16 @@ class SparkBatchSubmitter:
                 spark_binary=settings.spark_binary,
             )
             self._running = hook
+            succeeded = False
             try:
                 hook.submit(settings.application or app_file(), env={**os.environ, "SPARK_LOCAL_DIRS": str(local_dirs)})
+                succeeded = True
             except Exception as exc:
                 # a known cause says it all; otherwise keep the hook's error chained for the traceback
                 raise spark_job_error(job, hook.scanner, str(exc)) from (None if hook.scanner.found else exc)
+            finally:
+                if archive is not None:
+                    class_archive.settle(archive, succeeded)
 
 
 _ERROR_CLASSES: Mapping[FailureKind, type[SparkJobError]] = {
