@@ -43,8 +43,8 @@ def check_directory(directory: str) -> None:
 
 
 def archive_path(directory: str, identity: Sequence[str]) -> Path:
-    """The archive of one JDK, Spark install and set of jars (``identity``) in ``directory``."""
-    check_directory(directory)
+    """The archive of one JDK, Spark install and set of jars (``identity``) in ``directory``
+    (checked by :func:`check_directory` before the batch)."""
     digest = hashlib.sha256("\0".join(identity).encode()).hexdigest()[:16]
     return Path(directory).absolute() / f"spark-driver-{digest}.jsa"
 
