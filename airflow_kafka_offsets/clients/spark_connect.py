@@ -27,15 +27,18 @@ from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF, Spark
 from airflow_kafka_offsets.core.spark_failures import FailureScanner
 from airflow_kafka_offsets.errors import ConfigurationError, KafkaOffsetsError, SparkJobError
 from airflow_kafka_offsets.sinks.files import Storage
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import PRIVATE_CONF, apply_private_conf
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX, PRIVATE_CONF, apply_private_conf
 
 log = logging.getLogger(__name__)
 
 CONNECT_CONN_TYPE = "spark_connect"
 CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's mark of a Connect-only process
-# Session settings a Connect client may change: the SQL ones of the spark-submit defaults (the
-# others, like the driver's JVM options, belong to the server's start).
-SESSION_DEFAULTS: Mapping[str, str] = {k: v for k, v in DEFAULT_SPARK_CONF.items() if k.startswith("spark.sql.")}
+# Session settings a Connect client may change: the SQL ones of the spark-submit defaults and their
+# Hadoop ones (the Parquet writer's; see session_conf). The others, like the driver's JVM options,
+# belong to the server's start.
+SESSION_DEFAULTS: Mapping[str, str] = {
+    k: v for k, v in DEFAULT_SPARK_CONF.items() if k.startswith("spark.sql.") or k.startswith(HADOOP_PREFIX)
+}
 # pyspark retries an unreachable server for about ten minutes by default; a server that died
 # mid-batch has lost the attempt anyway: fail within seconds, and let the task retry.
 RETRIES = 4
@@ -140,7 +143,13 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     private = _SessionConf()
     apply_private_conf({PRIVATE_CONF: dict(settings.private_conf)}, private)
     own = {f"fs.{key.split('.')[1]}.impl.disable.cache": "true" for key in private if key.startswith("fs.")}
-    return {**SESSION_DEFAULTS, **{k: str(v) for k, v in settings.conf.items()}, **private, **own}
+    return {**hadoop_keys_bare({**SESSION_DEFAULTS, **settings.conf}), **private, **own}
+
+
+def hadoop_keys_bare(conf: Mapping[str, Any]) -> dict[str, str]:
+    """``spark.hadoop.*`` settings under their Hadoop names: Spark copies a session's conf into the
+    Hadoop configuration of its reads and writes key for key, where spark-submit strips the prefix."""
+    return {key.removeprefix(HADOOP_PREFIX): str(value) for key, value in conf.items()}
 
 
 class SparkConnectRunner:

@@ -86,6 +86,22 @@ def assert_exactly_once(rows: list[dict], produced: list[dict]) -> None:
         assert (r["partition"], r["offset"]) == (p["partition"], p["offset"])
 
 
+def parquet_column_chunks(directory: Path, columns: list[str]) -> dict[str, set[bool]]:
+    """Per column, whether its chunks carry statistics, over every Parquet file under ``directory``
+    (the set of what the writer did: {True} for all of them, {False} for none)."""
+    chunks: dict[str, set[bool]] = {name: set() for name in columns}
+    files = sorted(p for p in directory.rglob("*.parquet") if not p.name.startswith((".", "_")))
+    assert files, f"no Parquet files under {directory}"
+    for file in files:
+        meta = pq.ParquetFile(file).metadata
+        for group in range(meta.num_row_groups):
+            for index in range(meta.num_columns):
+                column = meta.row_group(group).column(index)
+                if column.path_in_schema in chunks:
+                    chunks[column.path_in_schema].add(column.is_stats_set)
+    return chunks
+
+
 def ledger_ranges(ledger: Ledger, pipeline: str) -> list[tuple]:
     with ledger.transaction() as tx:
         return tx.fetchall(

@@ -6,12 +6,15 @@ import uuid
 
 import psycopg2
 import pyarrow.parquet as pq
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from airflow_kafka_offsets.clients.spark_execution import batch_runner
+from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 from airflow_kafka_offsets.service.batches import build_job
 
-from .helpers import local_path, produce
+from .helpers import local_path, parquet_column_chunks, produce
 from .pipeline import submitter
 
 
@@ -72,6 +75,29 @@ def test_spark_reads_exact_offset_ranges_record_by_record(stack, make_topic, tmp
         assert int(g["timestamp"].timestamp() * 1000) == e["timestamp_ms"]
         assert g["timestampType"] == e["timestampType"]
         assert g["headers"] == e["headers"]
+
+
+@pytest.mark.parametrize("mode", ["spark-submit", "spark-connect"])
+def test_a_parquet_writer_setting_in_spark_conf_reaches_the_writer_in_both_execution_modes(
+    request, stack, make_topic, tmp_path, mode
+):
+    # Spark Connect takes spark.hadoop.* settings (the package's zstd level among them) as session
+    # conf under their Hadoop names; spark-submit strips the prefix itself.
+    conn_id = request.getfixturevalue("spark_connect") if mode == "spark-connect" else "spark_default"
+    topic = make_topic(partitions=2)
+    produce(stack.bootstrap_servers, topic, 40, partitions=2)
+    staging = (tmp_path / "staging").as_uri()
+    plan = BatchPlan("writer", 1, 0, (PartitionRange(topic, 0, 0, 20, 0), PartitionRange(topic, 1, 0, 20, 0)), "x")
+    runner = batch_runner(
+        SparkSettings(
+            conn_id=conn_id,
+            jars=tuple(stack.connector_jars),
+            conf={"spark.hadoop.parquet.column.statistics.enabled#value": "false"},
+        )
+    )
+    runner(build_job(plan, "a1", staging, {"bootstrap.servers": stack.bootstrap_servers}))
+    chunks = parquet_column_chunks(local_path(staging), ["key", "value"])
+    assert chunks == {"key": {True}, "value": {False}}  # statistics: Parquet's default, and as set
 
 
 def test_postgres_accepts_connections(stack):

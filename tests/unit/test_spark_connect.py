@@ -55,13 +55,15 @@ def test_connect_connection_without_host_or_with_submit_only_settings_is_refused
 
 def test_session_conf_is_the_sql_defaults_the_users_conf_and_the_private_hadoop_settings() -> None:
     settings = SparkSettings(
-        conf={"spark.sql.shuffle.partitions": "4"},
+        conf={"spark.sql.shuffle.partitions": "4", "spark.hadoop.parquet.compression.codec.zstd.level": "3"},
         private_conf={"spark.hadoop.fs.s3a.secret.key": "k"},
     )
     assert session_conf(settings) == {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.parquet.compression.codec": "zstd",
+        # the Parquet writer's Hadoop settings under their Hadoop names, the user's over the default
+        "parquet.compression.codec.zstd.level": "3",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.shuffle.partitions": "4",  # the user's conf over the default
         "fs.s3a.secret.key": "k",  # the Hadoop key, as the app sets it under spark-submit
