@@ -3,14 +3,15 @@
 One SparkSession (``local[2]``, the package's DEFAULT_SPARK_CONF, its connector jars) on the local
 stack runs, alternately and ``--repeat`` times, on one topic produced once:
 
-- ``read_noop_default`` / ``read_noop_large_fetch``: the Kafka read alone (Spark's ``noop`` sink),
-  with the app's settings and with LARGE_FETCH added;
+- ``read_noop_default`` / ``read_noop_large_fetch`` / ``read_noop_poll_<n>``: the Kafka read alone
+  (Spark's ``noop`` sink), with the app's settings, with LARGE_FETCH added, and with ``n`` records
+  per poll (500: the Java client's default);
 - ``write_parquet_<codec>``: the read + Parquet write the app does, with
   the package's zstd and with the alternatives in CODECS;
 - ``read_back``: the app's ``summarize`` over the written files (its check of what they hold);
   ``read_back_narrow``: the same without the key and value columns (what the payload bytes cost).
 
-The reads, and the writes, swap order every run (the first job of a JVM pays for its compilation). It prints,
+The reads, and the writes, reverse their order every run (the first job of a JVM pays for its compilation). It prints,
 per step, the median wall clock and, from Spark's event log, its tasks' run, CPU and GC seconds.
 A figure, not a test::
 
@@ -31,8 +32,8 @@ from typing import Any
 
 from benchmarks.common import loadavg, prepare_environment, say
 
-# Larger fetches than the Java client's (500 records per poll, 1 MiB per partition): faster reads,
-# more memory held per task (see the app's READ_DEFAULTS).
+# Larger fetches than the app's (5,000 records per poll, the Java client's 1 MiB per partition): more
+# memory held per task, and no faster a read (see the app's READ_DEFAULTS).
 LARGE_FETCH = {
     "max.poll.records": "20000",
     "max.partition.fetch.bytes": str(8 * 1024 * 1024),
@@ -152,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                 reads = [
                     ("read_noop_default", app.READ_DEFAULTS),
                     ("read_noop_large_fetch", {**app.READ_DEFAULTS, **LARGE_FETCH}),
+                    ("read_noop_poll_500", {**app.READ_DEFAULTS, "max.poll.records": "500"}),
+                    ("read_noop_poll_20000", {**app.READ_DEFAULTS, "max.poll.records": "20000"}),
                 ]
                 for name, fetch in reads[:: 1 if rep % 2 == 0 else -1]:
                     timed(name, lambda fetch=fetch: kafka(fetch).write.format("noop").mode("overwrite").save())

@@ -29,12 +29,12 @@ GOALS: list[tuple[str, str, tuple[float, str] | None]] = [
     (
         "package_connect_vs_structured_streaming",
         "throughput on a warm Spark Connect server (no JVM start): package ÷ Structured Streaming, records/s",
-        None,
+        (1.5, "min"),
     ),
     (
         "package_connect_vs_python_consumer",
         "throughput on a warm Spark Connect server (no JVM start): package ÷ the Python consumer, records/s",
-        None,
+        (1.0, "min"),
     ),
     ("batch_vs_trivial_submit", "small batch (spark-submit) ÷ a trivial spark-submit, wall seconds", (1.2, "max")),
     ("trivial_submit_s", "trivial spark-submit (`spark.range(10).count()`), seconds", None),

@@ -64,10 +64,14 @@ RECORDS_PER_TASK = 1_000_000  # default split of long Kafka ranges (min_partitio
 # end of a range's data wait out the 500 ms, about 1 s of every small batch (10,000 records on a
 # warm Spark Connect server: the read + write job 1.38 s -> 0.44 s, with or without transaction
 # markers and aborted records). The data of a planned range is there; nothing is waited for.
-# Larger fetches (20,000 records per poll, 8 MiB per partition) read 1M records 10-20% faster but
+# And 5,000 records per poll instead of 500, with the client's fetch sizes: Spark's reader
+# polls a tenth as often (the Kafka read of 1M records alone 2.9 s instead of 3.6 s on a warm JVM;
+# whole batches on a warm Spark Connect server 5.85 s instead of 6.15 s, medians of 6 interleaved).
+# Larger fetches too (20,000 records per poll, 8 MiB per partition) read no faster than this but
 # ran a 5M-record batch out of memory in a 1 GiB local driver: left to the connection.
-# (benchmarks/README.md, "Where the time of a small Spark Connect batch goes")
-READ_DEFAULTS = {"fetch.max.wait.ms": "0"}
+# (benchmarks/README.md, "Where the time of a small Spark Connect batch goes" and "Throughput on a
+# warm Spark Connect server")
+READ_DEFAULTS = {"fetch.max.wait.ms": "0", "max.poll.records": "5000"}
 # A batch of at most this many planned offsets is checked from its collected rows: one Spark job
 # without a shuffle instead of the aggregate's three stages. On a warm Spark Connect server
 # (medians, seconds, collected against aggregate): 10,000 records 0.24-0.30 against 0.45-0.63,

@@ -142,6 +142,8 @@ def test_reader_options_read_the_exact_ranges_with_read_tuned_fetches_that_the_c
     assert options["kafka.bootstrap.servers"] == "b:9092"
     assert options["kafka.max.poll.records"] == "700"
     assert options["kafka.fetch.max.wait.ms"] == "0"  # the app's default
+    job["kafka"].pop("max.poll.records")
+    assert app.reader_options(job, tasks=None)["kafka.max.poll.records"] == "5000"  # the app's default
     job["kafka"]["fetch.max.wait.ms"] = 100
     assert app.reader_options(job, tasks=None)["kafka.fetch.max.wait.ms"] == "100"  # the connection's setting wins
     assert options["kafka.isolation.level"] == "read_committed"  # no client setting weakens it
