@@ -123,7 +123,16 @@ def spark_running_under(pid: int) -> bool:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return False
-    return any("java" in c.name() and "kafka_range_batch" in " ".join(c.cmdline()) for c in children)
+    return any(runs_the_batch_app(child) for child in children)
+
+
+def runs_the_batch_app(process: psutil.Process) -> bool:
+    """A JVM with the app on its command line. A process that exits while it is looked at (spark-submit's
+    launcher JVM, a zombie until its parent reaps it) is not the driver."""
+    try:
+        return "java" in process.name() and "kafka_range_batch" in " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # ZombieProcess is a NoSuchProcess
+        return False
 
 
 def kill_read_mid_spark(airflow: dict, ledger: Ledger, pipeline: str, run_id: str) -> None:
