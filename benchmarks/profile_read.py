@@ -11,8 +11,9 @@ stack runs, alternately and ``--repeat`` times, on one topic produced once:
 - ``read_back``: the app's ``summarize`` over the written files (its check of what they hold);
   ``read_back_narrow``: the same without the key and value columns (what the payload bytes cost).
 
-The reads, and the writes, reverse their order every run (the first job of a JVM pays for its compilation). It prints,
-per step, the median wall clock and, from Spark's event log, its tasks' run, CPU and GC seconds.
+The reads, and the writes, reverse their order every run (the first job of a JVM pays for its
+compilation). It prints, per step, the median wall clock and, from Spark's event log, its tasks'
+run, CPU and GC seconds.
 A figure, not a test::
 
     PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.profile_read [--records 1000000] [--repeat 2]

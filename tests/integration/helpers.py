@@ -86,9 +86,9 @@ def assert_exactly_once(rows: list[dict], produced: list[dict]) -> None:
         assert (r["partition"], r["offset"]) == (p["partition"], p["offset"])
 
 
-def parquet_column_chunks(directory: Path, columns: list[str]) -> dict[str, set[bool]]:
-    """Per column, whether its chunks carry statistics, over every Parquet file under ``directory``
-    (the set of what the writer did: {True} for all of them, {False} for none)."""
+def statistics_per_column(directory: Path, columns: list[str]) -> dict[str, set[bool]]:
+    """Per column, the set of whether its chunks carry statistics, over every Parquet file under
+    ``directory``: {True} when all of them do, {False} when none does."""
     chunks: dict[str, set[bool]] = {name: set() for name in columns}
     files = sorted(p for p in directory.rglob("*.parquet") if not p.name.startswith((".", "_")))
     assert files, f"no Parquet files under {directory}"

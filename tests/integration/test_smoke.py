@@ -14,7 +14,7 @@ from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 from airflow_kafka_offsets.service.batches import build_job
 
-from .helpers import local_path, parquet_column_chunks, produce
+from .helpers import local_path, produce, statistics_per_column
 from .pipeline import submitter
 
 
@@ -96,7 +96,7 @@ def test_a_parquet_writer_setting_in_spark_conf_reaches_the_writer_in_both_execu
         )
     )
     runner(build_job(plan, "a1", staging, {"bootstrap.servers": stack.bootstrap_servers}))
-    chunks = parquet_column_chunks(local_path(staging), ["key", "value"])
+    chunks = statistics_per_column(local_path(staging), ["key", "value"])
     assert chunks == {"key": {True}, "value": {False}}  # statistics: Parquet's default, and as set
 
 
