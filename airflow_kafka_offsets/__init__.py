@@ -17,7 +17,7 @@ __all__ = ["__version__", "get_provider_info"]
 
 def get_provider_info() -> dict[str, Any]:
     """Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
-    from airflow_kafka_offsets.core.object_storage_connection import connection_type_info
+    from airflow_kafka_offsets.object_storage.connection import connection_type_info
 
     return {
         "package-name": "airflow-kafka-offsets",

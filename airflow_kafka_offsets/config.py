@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from airflow_kafka_offsets.clients.object_store import S3Access, is_object_store, s3a_spark_conf
-from airflow_kafka_offsets.clients.spark_submit import SparkSettings, split_list
+from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store, s3a_spark_conf
+from airflow_kafka_offsets.spark.settings import SparkSettings, split_list
 
 CONFIG_SECTION = "kafka_offsets"
 DEFAULT_LEDGER_SCHEMA = "kafka_offsets"

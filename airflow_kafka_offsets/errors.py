@@ -99,6 +99,10 @@ class SparkConnectorMissingError(SparkJobError, ConfigurationError):
     """Spark's Kafka connector (or a dependency of it) is not on Spark's classpath."""
 
 
+class SparkVersionMismatchError(SparkJobError, ConfigurationError):
+    """The Spark that runs the batch does not fit its connector, its Connect client or this package."""
+
+
 class SparkOutOfMemoryError(SparkJobError):
     """The Spark driver or an executor ran out of memory."""
 

@@ -29,7 +29,7 @@ from airflow.sdk import Asset, AssetAlias
 from airflow_kafka_offsets.core.model import BatchPlan
 from airflow_kafka_offsets.core.spec import validate_topics
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
-from airflow_kafka_offsets.sinks.files import join
+from airflow_kafka_offsets.object_storage.storage import join
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage

@@ -16,10 +16,10 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_kafka_offsets.clients.object_store import S3Access, is_object_store
 from airflow_kafka_offsets.errors import BatchNotFoundError, OutputLocationError
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store
 from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
 
 

@@ -26,11 +26,11 @@ PARTITIONS = 4
 def one_batch(info: Any, ledger: Any, conn_id: str, records: int, workdir: str) -> dict[str, float]:
     """Produce ``records`` into a new topic, then plan, read and commit them once; seconds per step."""
     from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-    from airflow_kafka_offsets.clients.spark_execution import batch_runner
-    from airflow_kafka_offsets.clients.spark_submit import SparkSettings
     from airflow_kafka_offsets.core.spec import build_spec
     from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
     from airflow_kafka_offsets.sinks import LocalDirectorySink
+    from airflow_kafka_offsets.spark.runner import batch_runner
+    from airflow_kafka_offsets.spark.settings import SparkSettings
     from benchmarks.contenders import ACTOR
     from benchmarks.datagen import produce
 
@@ -54,7 +54,7 @@ def one_batch(info: Any, ledger: Any, conn_id: str, records: int, workdir: str) 
 
 def trivial_connect_job(conn_id: str) -> float:
     """Seconds of ``spark.range(10).count()`` on a new session of the server: its floor on this machine."""
-    from airflow_kafka_offsets.clients.spark_connect import connect_mode, connection_url, remote_session
+    from airflow_kafka_offsets.spark.connect import connect_mode, connection_url, remote_session
 
     with connect_mode():
         start = now()

@@ -163,11 +163,11 @@ class PackageRunner:
 
     def _run(self, topic: str, expected: int) -> dict[str, Any]:
         from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-        from airflow_kafka_offsets.clients.spark_execution import batch_runner
-        from airflow_kafka_offsets.clients.spark_submit import SparkSettings
         from airflow_kafka_offsets.core.spec import build_spec
         from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
         from airflow_kafka_offsets.sinks import LocalDirectorySink
+        from airflow_kafka_offsets.spark.runner import batch_runner
+        from airflow_kafka_offsets.spark.settings import SparkSettings
 
         run_dir = self.workdir / f"package-{uuid.uuid4().hex[:8]}"
         events = run_dir / "eventlog"

@@ -51,7 +51,7 @@ def timers(steps: Steps) -> Iterator[None]:
     """Wrap the app's steps and the Connect runner's session set-up with timers, and unwrap them after."""
     from pyspark.sql.connect.readwriter import DataFrameWriter
 
-    from airflow_kafka_offsets.clients import spark_connect
+    from airflow_kafka_offsets.spark import connect as spark_connect
     from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
 
     targets: list[tuple[Any, str, str]] = [

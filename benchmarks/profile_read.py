@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
+    from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
     from benchmarks import datagen
 
     work = Path(tempfile.mkdtemp(prefix="ako-profile-"))

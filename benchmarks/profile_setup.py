@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO / "scripts"))
     import devstack
-    from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
+    from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
     from benchmarks.run import _drop, _ledger
 

@@ -224,7 +224,7 @@ def _connect_pid(args: argparse.Namespace) -> int | None:
 
 
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
+    from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
 
     dataset = datagen.produce(info.bootstrap_servers, args.records, args.partitions, args.record_bytes)
@@ -281,7 +281,7 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
 
 
 def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF
+    from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
 
     dataset = datagen.produce(info.bootstrap_servers, args.overhead_records, args.partitions, args.record_bytes)

@@ -22,12 +22,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import devstack
-from airflow_kafka_offsets.clients.object_store import s3_access
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.object_storage.access import s3_access
+from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.sinks import Publication, open_sink
-from airflow_kafka_offsets.sinks.files import Storage
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 from benchmarks.common import say
 

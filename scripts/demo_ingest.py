@@ -26,11 +26,11 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
 import devstack
-from airflow_kafka_offsets.clients.object_store import s3_access
 from airflow_kafka_offsets.errors import PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.object_storage.access import s3_access
+from airflow_kafka_offsets.object_storage.storage import Storage, location_uri
 from airflow_kafka_offsets.readers import committed_outputs, read_output
-from airflow_kafka_offsets.sinks.files import Storage, location_uri
 from devstack.state import state_dir
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,10 +18,59 @@ ERRORS_DIR = "_errors"  # records the JSON decode step could not parse, with the
 # The day (UTC) of the record timestamp, as a date column the output is partitioned by when a
 # table sink asks for it (job field "partition_by": "day").
 DAY_COLUMN = "timestamp_date"
-CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_2\.1[0-9]-([0-9][^/]*?)\.jar$")
+# Spark's Kafka connector jar: group 1 its Scala binary version, group 2 its Spark version.
+CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_(2\.1[0-9])-([0-9][^/]*?)\.jar$")
+CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10"
+# Spark 3.x is built for Scala 2.12 (2.13 builds exist but no managed platform runs them), 4.x for 2.13.
+SCALA_BY_MAJOR = {"3": "2.12", "4": "2.13"}
+_RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
 # The job file's settings that hold secrets (S3 keys): spark.hadoop.* only, applied by the app.
 PRIVATE_CONF = "private_conf"
 HADOOP_PREFIX = "spark.hadoop."
+
+
+def spark_release(version: str) -> str:
+    """``major.minor.patch`` of a Spark version string, without a vendor's suffix (``3.5.1-amzn-0``)."""
+    found = _RELEASE.match(version.strip())
+    if found is None:
+        raise ValueError(f"{version!r} is not a Spark version (expected major.minor.patch, e.g. 4.0.1)")
+    return found.group(0)
+
+
+def spark_line(version: str) -> str:
+    """The release line (``major.minor``) of a Spark version: what binary compatibility follows."""
+    return spark_release(version).rsplit(".", 1)[0]
+
+
+def scala_binary_version(spark_version: str) -> str:
+    major = spark_release(spark_version).split(".")[0]
+    if major not in SCALA_BY_MAJOR:
+        raise ValueError(f"Spark {spark_version} is not a Spark 3 or 4 release")
+    return SCALA_BY_MAJOR[major]
+
+
+def connector_coordinates(spark_version: str, scala: str | None = None) -> str:
+    """The Maven coordinates of the Kafka connector built for this Spark."""
+    scala = scala or scala_binary_version(spark_version)
+    return f"org.apache.spark:{CONNECTOR_ARTIFACT}_{scala}:{spark_release(spark_version)}"
+
+
+def connector_mismatch(
+    connector_version: str, connector_scala: str | None, spark_version: str, scala: str
+) -> str | None:
+    """Why a connector cannot run on this Spark, or None.
+
+    The connector must come from the same release line and Scala binary version; its patch release may
+    differ (Spark keeps binary compatibility within a line, and a line's newest patch is not always
+    published together with its connector).
+    """
+    if spark_line(connector_version) == spark_line(spark_version) and connector_scala in (None, scala):
+        return None
+    built = f"{connector_version}" + (f" for Scala {connector_scala}" if connector_scala else "")
+    return (
+        f"Spark's Kafka connector is version {built} but the Spark that runs the batch is {spark_version} "
+        f"(Scala {scala}): use {connector_coordinates(spark_version, scala)}"
+    )
 
 
 class HadoopConfiguration(Protocol):

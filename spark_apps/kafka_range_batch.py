@@ -100,7 +100,8 @@ def load_job(job_file: str) -> dict:
     raise FileNotFoundError(f"job file {job_file} not found (looked in {candidates})")
 
 
-def connector_version(spark: SparkSession) -> str | None:
+def connector_version(spark: SparkSession) -> tuple[str, str | None] | None:
+    """The Kafka connector's (version, Scala binary version) as the JVM loaded it; None when unknown."""
     jvm = spark.sparkContext._jvm
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     try:
@@ -110,12 +111,18 @@ def connector_version(spark: SparkSession) -> str | None:
             "Spark's Kafka connector is not on the classpath: pass spark-sql-kafka-0-10 and its dependencies "
             "with --jars or --packages"
         ) from exc
-    version = cls.getPackage().getImplementationVersion() if cls.getPackage() else None
-    if version:
-        return str(version)
     source = cls.getProtectionDomain().getCodeSource()
     match = contract.CONNECTOR_JAR.search(str(source.getLocation().getPath())) if source else None
-    return match.group(1) if match else None
+    version = cls.getPackage().getImplementationVersion() if cls.getPackage() else None
+    if version:
+        return str(version), match.group(1) if match else None
+    return (match.group(2), match.group(1)) if match else None
+
+
+def jvm_scala_version(spark: SparkSession) -> str:
+    """The Scala binary version the driver's JVM runs (``2.12``, ``2.13``)."""
+    full = str(spark.sparkContext._jvm.scala.util.Properties.versionNumberString())
+    return ".".join(full.split(".")[:2])
 
 
 def check_pyspark_version(spark: SparkSession) -> None:
@@ -133,16 +140,15 @@ def check_versions(spark: SparkSession) -> None:
     """Fail early when pyspark, the JVM Spark and the Kafka connector disagree."""
     check_pyspark_version(spark)
     found = connector_version(spark)
-    if found is not None and found != spark.version:
-        raise RuntimeError(
-            f"Spark's Kafka connector is version {found} but Spark is {spark.version}: "
-            f"use org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}"
-        )
+    if found is not None:
+        problem = contract.connector_mismatch(found[0], found[1], spark.version, jvm_scala_version(spark))
+        if problem:
+            raise RuntimeError(problem)
 
 
 class Runtime(Protocol):
     """What the app needs beyond DataFrames: the driver's JVM under spark-submit (:class:`JvmRuntime`),
-    the package's worker under Spark Connect (``airflow_kafka_offsets.clients.spark_connect``)."""
+    the package's worker under Spark Connect (``airflow_kafka_offsets.spark.connect``)."""
 
     def check_versions(self) -> None: ...
 
@@ -227,7 +233,15 @@ def read_ranges(spark: SparkSession, job: dict, runtime: Runtime) -> DataFrame:
     return spark.read.format("kafka").options(**options).load().select(*COLUMNS)
 
 
-def with_decoded(df: DataFrame, schema: str) -> DataFrame:
+def utf8_check(spark_version: str) -> str:
+    """A SQL expression true when ``value`` is valid UTF-8. ``is_valid_utf8`` is Spark 4's; on Spark 3
+    a string cast keeps the bytes and encoding it back replaces invalid ones, so the bytes differ."""
+    if int(contract.spark_release(spark_version).split(".")[0]) >= 4:
+        return "is_valid_utf8(CAST(value AS STRING))"
+    return "encode(CAST(value AS STRING), 'UTF-8') = value"
+
+
+def with_decoded(df: DataFrame, schema: str, spark_version: str) -> DataFrame:
     """Add ``decoded`` (the value parsed as JSON with ``schema``) and ``decode_error`` (why not).
 
     The raw ``value`` stays untouched; a tombstone (null value) is not an error.
@@ -239,7 +253,7 @@ def with_decoded(df: DataFrame, schema: str) -> DataFrame:
     )
     error = (
         F.when(F.col("value").isNull(), F.lit(None))
-        .when(~F.expr("is_valid_utf8(CAST(value AS STRING))"), F.lit("value is not valid UTF-8"))
+        .when(~F.expr(utf8_check(spark_version)), F.lit("value is not valid UTF-8"))
         .when(parsed.isNull(), F.lit("value is not a JSON object"))
         .when(parsed[CORRUPT].isNotNull(), F.lit("value does not match the JSON schema"))
     )
@@ -321,7 +335,7 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     decode = job.get("decode")
     records = read_ranges(spark, job, runtime)
     if decode:
-        records = with_decoded(records, decode["schema"])
+        records = with_decoded(records, decode["schema"], spark.version)
     writer = records.write.mode("overwrite")
     if job.get("partition_by") == "day":
         # The UTC day whatever the session time zone: Iceberg's day() transform and Delta's

@@ -27,11 +27,11 @@ def _actor(command: str) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     request = request_from_args(args)
     # Imported here, so that --help and bad input answer without loading Airflow's connection code.
-    from airflow_kafka_offsets.clients.spark_execution import batch_runner
     from airflow_kafka_offsets.config import ledger_schema, spark_settings
     from airflow_kafka_offsets.core.operation_fields import operation
     from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
     from airflow_kafka_offsets.service.commands import OperationContext, run_operation
+    from airflow_kafka_offsets.spark.runner import batch_runner
 
     ledger = LedgerHook(args.postgres_conn_id, ledger_schema(args.ledger_schema)).get_conn()
     kafka_hook = KafkaClusterHook(args.kafka_conn_id)

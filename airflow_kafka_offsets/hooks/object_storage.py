@@ -1,7 +1,7 @@
 """S3-compatible object storage from an Airflow connection: the provider's own type, or ``aws``.
 
 The provider registers the connection type (its form is declared in the provider info, see
-:mod:`airflow_kafka_offsets.core.object_storage_connection`), so Airflow's UI offers it without
+:mod:`airflow_kafka_offsets.object_storage.connection`), so Airflow's UI offers it without
 the Amazon provider; an ``aws`` connection is read by the same code.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from airflow.sdk import BaseHook
 
-from airflow_kafka_offsets.clients.object_store import S3Access, s3_access
-from airflow_kafka_offsets.core.object_storage_connection import CONN_TYPE, HOOK_NAME, check_conn_type
 from airflow_kafka_offsets.hooks.connections import get_connection
+from airflow_kafka_offsets.object_storage.access import S3Access, s3_access, s3a_spark_conf
+from airflow_kafka_offsets.object_storage.connection import CONN_TYPE, HOOK_NAME, check_conn_type
 
 
 class ObjectStorageHook(BaseHook):
@@ -34,3 +34,8 @@ class ObjectStorageHook(BaseHook):
         conn = get_connection(conn_id, f"S3 ({self.purpose})" if self.purpose else "S3")
         check_conn_type(conn_id, conn.conn_type)
         return s3_access(conn_id, conn.login, conn.password, conn.extra_dejson)
+
+    def get_spark_conf(self) -> dict[str, str]:
+        """The connection as Spark's S3A settings (``spark.hadoop.fs.s3a.*``, the secret included: hand
+        them to ``SparkSettings(private_conf=...)``, which keeps them off the command line)."""
+        return s3a_spark_conf(self.get_conn())

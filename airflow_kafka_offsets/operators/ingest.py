@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_kafka_offsets.clients.spark_execution import BatchRunner, batch_runner
-from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.config import config_value, ledger_schema, spark_settings
 from airflow_kafka_offsets.core.model import BatchPlan
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
@@ -43,6 +41,8 @@ from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.operations import pipeline_sink, sink_for_spec
 from airflow_kafka_offsets.sinks import Sink
+from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
+from airflow_kafka_offsets.spark.settings import SparkSettings
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage

@@ -13,12 +13,12 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_kafka_offsets.clients.spark_execution import batch_runner
 from airflow_kafka_offsets.config import spark_settings
 from airflow_kafka_offsets.core.operation_fields import operation, parse_request
 from airflow_kafka_offsets.hooks import KafkaClusterHook
 from airflow_kafka_offsets.operators.ingest import KafkaOffsetsBaseOperator, actor_from_context
 from airflow_kafka_offsets.service.commands import OperationContext, run_operation
+from airflow_kafka_offsets.spark.runner import batch_runner
 
 
 class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):

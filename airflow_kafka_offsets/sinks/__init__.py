@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from airflow_kafka_offsets.clients.object_store import S3Access, is_object_store
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat
 from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store
 from airflow_kafka_offsets.sinks.base import Publication, Sink
 from airflow_kafka_offsets.sinks.local import LocalDirectorySink
 from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
@@ -47,7 +47,7 @@ def open_sink(
     if spec.sink.format is SinkFormat.DIRECTORY:
         return directory_sink(spec.output_root, s3)
     try:
-        from airflow_kafka_offsets.sinks.files import Storage
+        from airflow_kafka_offsets.object_storage.storage import Storage
 
         storage = Storage(s3)
         if spec.sink.format is SinkFormat.ICEBERG:

@@ -28,7 +28,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 from airflow_kafka_offsets.errors import SchemaEvolutionError
-from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DAY_COLUMN

@@ -36,7 +36,7 @@ from pyiceberg.transforms import DayTransform
 
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
-from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
 

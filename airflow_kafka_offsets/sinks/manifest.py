@@ -26,13 +26,13 @@ from xml.etree import ElementTree
 
 import pyarrow.parquet as pq
 
-from airflow_kafka_offsets.clients.object_store import S3Access, signing_credentials
-from airflow_kafka_offsets.clients.s3_request import S3Response, request
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
-from airflow_kafka_offsets.core.s3_refusals import NO_SUCH_BUCKET, s3_refusal
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.errors import OutputLocationError
-from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.object_storage.access import S3Access, signing_credentials
+from airflow_kafka_offsets.object_storage.refusals import NO_SUCH_BUCKET, s3_refusal
+from airflow_kafka_offsets.object_storage.signing import S3Response, request
 from airflow_kafka_offsets.sinks.base import Publication
 from airflow_kafka_offsets.sinks.local import EMPTY_ATTEMPT, STAGING_DIR
 from airflow_kafka_offsets.sinks.schema import output_schema

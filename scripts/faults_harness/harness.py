@@ -28,9 +28,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import devstack
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.service.faults import CRASH_ENV
 from airflow_kafka_offsets.service.operations import pipeline_sink
-from airflow_kafka_offsets.sinks import REPORT_NAME, Sink, files
+from airflow_kafka_offsets.sinks import REPORT_NAME, Sink
 from faults_harness.procs import Worker, kill_everything_started, worker_argv, worker_env
 from faults_harness.verify import Verdict, verify
 from faults_harness.worker import PAUSE_ENV, SPARK_CONF_ENV

@@ -21,7 +21,7 @@ from pyiceberg.table import Table
 
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import PipelineSpec
-from airflow_kafka_offsets.sinks import files
+from airflow_kafka_offsets.object_storage import storage as files
 
 COMMIT_KEYS = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.attempt")
 

@@ -47,7 +47,7 @@ def spark_cluster(stack: devstack.StackInfo) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def spark_connect(stack: devstack.StackInfo) -> Iterator[str]:
     """A warm Spark Connect server (one query answered) and its ``spark_connect`` connection's id."""
-    from airflow_kafka_offsets.clients.spark_connect import connection_url, remote_session
+    from airflow_kafka_offsets.spark.connect import connection_url, remote_session
 
     already_running = devstack.status()["services"].get("spark_connect", {}).get("alive", False)
     started = time.monotonic()

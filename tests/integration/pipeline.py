@@ -7,16 +7,16 @@ from collections.abc import Callable
 import pytest
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.clients.object_store import s3a_spark_conf
-from airflow_kafka_offsets.clients.spark_execution import BatchRunner, batch_runner
-from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
 from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.service.operations import sink_for_spec
 from airflow_kafka_offsets.sinks import Sink
+from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
+from airflow_kafka_offsets.spark.settings import SparkSettings
 
 ACTOR = {"dag_id": "tests", "run_id": "manual"}
 # The Spark connection of read() and run_once() when a test names none. A module whose subject is

@@ -13,11 +13,11 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_kafka_offsets.clients.spark_execution import batch_runner
-from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.service.batches import build_job
+from airflow_kafka_offsets.spark.runner import batch_runner
+from airflow_kafka_offsets.spark.settings import SparkSettings
 
 from .helpers import local_path, produce
 

@@ -20,10 +20,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
 import devstack
-from airflow_kafka_offsets.clients.object_store import signing_credentials
-from airflow_kafka_offsets.clients.s3_request import request
-from airflow_kafka_offsets.core.object_storage_connection import CONN_TYPE, FIELDS, HOOK_NAME
 from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
+from airflow_kafka_offsets.object_storage.access import signing_credentials
+from airflow_kafka_offsets.object_storage.connection import CONN_TYPE, FIELDS, HOOK_NAME
+from airflow_kafka_offsets.object_storage.signing import request
 
 from .test_manual_ops_ui import SCREENSHOTS, login, page_text, pick, wait_until
 

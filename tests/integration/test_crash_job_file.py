@@ -23,7 +23,8 @@ from .pipeline import plan
 
 CHILD = """
 import os, psycopg2
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
+from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.batches import load_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink

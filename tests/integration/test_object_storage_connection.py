@@ -16,9 +16,9 @@ import pytest
 
 import devstack
 from airflow_kafka_offsets.config import object_storage
-from airflow_kafka_offsets.core.object_storage_connection import CONN_TYPE, FIELDS, HOOK_NAME
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import OutputLocationError
+from airflow_kafka_offsets.object_storage.connection import CONN_TYPE, FIELDS, HOOK_NAME
 from airflow_kafka_offsets.readers import committed_outputs, read_output
 
 from .helpers import assert_exactly_once, produce, refused

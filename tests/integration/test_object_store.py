@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import devstack
-from airflow_kafka_offsets.clients.object_store import s3a_spark_conf_for_connection
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
+from airflow_kafka_offsets.spark.settings import SparkSettings
+from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 from devstack.info import S3_CONN_ID
 from devstack.s3_request import S3Credentials, request
 
@@ -73,7 +74,7 @@ def test_the_stack_s3_server_has_its_bucket_and_accepts_only_its_key(stack: devs
 
 def test_the_airflow_connection_of_the_stack_reaches_the_server(stack: devstack.StackInfo) -> None:
     """`scripts/stack env` exports an `aws` connection; read back through Airflow it names this server."""
-    conf = s3a_spark_conf_for_connection(S3_CONN_ID)
+    conf = ObjectStorageHook(S3_CONN_ID).get_spark_conf()
     assert conf["spark.hadoop.fs.s3a.endpoint"] == stack.s3_endpoint
     assert conf["spark.hadoop.fs.s3a.access.key"] == stack.s3_access_key
     assert conf["spark.hadoop.fs.s3a.secret.key"] == stack.s3_secret_key
@@ -135,7 +136,7 @@ def test_spark_writes_parquet_to_s3a_with_the_connections_key_and_pyarrow_reads_
     settings = SparkSettings(
         jars=(*stack.connector_jars, *stack.s3a_jars),
         application=str(app),
-        private_conf=s3a_spark_conf_for_connection(S3_CONN_ID),
+        private_conf=ObjectStorageHook(S3_CONN_ID).get_spark_conf(),
     )
     job = {"pipeline": "s3a", "batch_id": 1, "attempt_id": uuid.uuid4().hex, "rows": 2500, "output": f"s3a://{prefix}"}
     SparkBatchSubmitter(settings)(job)

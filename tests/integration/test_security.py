@@ -26,15 +26,16 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_offsets.clients import spark_submit as spark_module
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.service.batches import plan_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
+from airflow_kafka_offsets.spark import submit as spark_module
+from airflow_kafka_offsets.spark.settings import SparkSettings
+from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 
 from .helpers import assert_exactly_once, committed_rows, produce
 

@@ -9,10 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from airflow_kafka_offsets.clients.spark_execution import batch_runner
-from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 from airflow_kafka_offsets.service.batches import build_job
+from airflow_kafka_offsets.spark.runner import batch_runner
+from airflow_kafka_offsets.spark.settings import SparkSettings
 
 from .helpers import local_path, produce, statistics_per_column
 from .pipeline import submitter

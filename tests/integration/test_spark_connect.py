@@ -22,14 +22,14 @@ from pyiceberg.catalog.sql import SqlCatalog
 import devstack
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
-from airflow_kafka_offsets.clients.spark_connect import SparkConnectRunner, connection_url, remote_session
-from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
+from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.sinks.files import Storage
+from airflow_kafka_offsets.spark.connect import SparkConnectRunner, connection_url, remote_session
+from airflow_kafka_offsets.spark.settings import SparkSettings
 from faults_harness.harness import Context, Pipeline, crash
 from faults_harness.verify import verify
 
@@ -197,7 +197,7 @@ def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_o
     """The read-back check's per-partition summary on real Spark, against the same figures computed here:
     offsets on both sides of the edges of its 64-offset blocks, a repeated offset, a null key and value;
     the aggregate of large batches and the collected rows of small ones alike."""
-    from airflow_kafka_offsets.clients.spark_connect import connect_mode
+    from airflow_kafka_offsets.spark.connect import connect_mode
     from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
 
     rows = [("a", 0, offset, b"k", b"vv") for offset in (0, 1, 63, 64, 65, 32768, 65536, 100_000)]

@@ -22,16 +22,16 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 
-from airflow_kafka_offsets.clients.versions import table_reader_package
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.service.operations import abort_planned_batch, replay_batch
 from airflow_kafka_offsets.service.sweep import sweep
-from airflow_kafka_offsets.sinks import files
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
+from airflow_kafka_offsets.spark.versions import table_reader_package
 from faults_harness import lake_readers
 
 from .helpers import assert_exactly_once, produce, refused

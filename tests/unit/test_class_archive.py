@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_offsets.clients import class_archive
-from airflow_kafka_offsets.clients.class_archive import ArchiveUse
 from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.spark import class_archive
+from airflow_kafka_offsets.spark.class_archive import ArchiveUse
 
 IDENTITY = ("/usr/lib/jvm/java-17/bin/java", "/opt/spark/bin/spark-submit", "/jars/spark-sql-kafka.jar")
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from airflow_kafka_offsets.clients.object_store import S3Access, signing_credentials
-from airflow_kafka_offsets.core.s3_refusals import s3_refusal
 from airflow_kafka_offsets.errors import ConfigurationError, OutputLocationError
+from airflow_kafka_offsets.object_storage.access import S3Access, signing_credentials
+from airflow_kafka_offsets.object_storage.refusals import s3_refusal
 from airflow_kafka_offsets.sinks import LocalDirectorySink, ManifestDirectorySink, directory_sink
 from airflow_kafka_offsets.sinks.manifest import Manifest, ManifestFile
 

@@ -10,10 +10,10 @@ import jsonschema
 import pytest
 
 import airflow_kafka_offsets
-from airflow_kafka_offsets.clients.object_store import S3Access, s3_access
-from airflow_kafka_offsets.core.object_storage_connection import CONN_TYPE, FIELDS, connection_type_info
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
+from airflow_kafka_offsets.object_storage.access import S3Access, s3_access
+from airflow_kafka_offsets.object_storage.connection import CONN_TYPE, FIELDS, connection_type_info
 
 SECRET = "s3cr3t-Key/with+chars"
 TOKEN = "FwoGZXIvYXdzEXAMPLETOKEN"

@@ -8,15 +8,17 @@ from typing import Any
 
 import pytest
 
-from airflow_kafka_offsets.clients import spark_submit
-from airflow_kafka_offsets.clients.object_store import (
+from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
+from airflow_kafka_offsets.object_storage.access import (
     S3Access,
     s3_access,
     s3a_spark_conf,
-    s3a_spark_conf_for_connection,
 )
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
-from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.spark import submit as spark_submit
+from airflow_kafka_offsets.spark.settings import SparkSettings
+from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter, SubmitPlan
+from airflow_kafka_offsets.spark.versions import ClusterSpark
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import apply_private_conf
 
 SECRET = "s3cr3t-Key/with+chars"
@@ -100,9 +102,11 @@ def test_repr_of_access_hides_the_secret_and_token() -> None:
 def test_connection_is_read_from_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
     conn = {"conn_type": "aws", "login": "AKOKEY", "password": SECRET, "extra": STACK_EXTRA}
     monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps(conn))
-    assert s3a_spark_conf_for_connection("lake") == s3a_spark_conf(s3_access("lake", "AKOKEY", SECRET, STACK_EXTRA))
+    assert ObjectStorageHook("lake").get_spark_conf() == s3a_spark_conf(
+        s3_access("lake", "AKOKEY", SECRET, STACK_EXTRA)
+    )
     with pytest.raises(ConfigurationError, match="S3 connection 'missing_conn' is not defined in Airflow"):
-        s3a_spark_conf_for_connection("missing_conn")
+        ObjectStorageHook("missing_conn").get_spark_conf()
 
 
 class FakeHadoopConf:
@@ -135,7 +139,11 @@ def test_the_secret_travels_in_the_job_file_and_never_in_the_submit_command(
 ) -> None:
     """The hook builds the real spark-submit command; only starting the process is replaced."""
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    monkeypatch.setattr(SparkBatchSubmitter, "check", lambda self: ((), ()))
+    monkeypatch.setattr(
+        SparkBatchSubmitter,
+        "check",
+        lambda self: SubmitPlan("spark-submit", ClusterSpark("4.2.0", "2.13", "t"), (), ()),
+    )
     private = s3a_spark_conf(s3_access("s3", "AKOKEY", SECRET, STACK_EXTRA))
     seen: dict[str, Any] = {}
     hook_class = spark_submit._diagnosing_hook_class()

@@ -24,7 +24,6 @@ from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionRange, PartitionReport
 from airflow_kafka_offsets.errors import DataLossError, KafkaUnavailableError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
@@ -36,6 +35,8 @@ from airflow_kafka_offsets.operators import (
     kafka_ingest_task_group,
 )
 from airflow_kafka_offsets.service.batches import PlanOutcome
+from airflow_kafka_offsets.spark.settings import SparkSettings
+from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 
 PLAN = BatchPlan("orders", 4, 0, (PartitionRange("orders", 0, 10, 20, 10),), "file:///out/orders/batch=4")
 

@@ -92,14 +92,14 @@ def test_a_table_commit_names_the_batch_its_attempt_and_its_ranges():
 
 
 def test_spark_table_readers_are_picked_by_spark_line_and_missing_ones_are_refused():
-    from airflow_kafka_offsets.clients.versions import table_reader_package
     from airflow_kafka_offsets.errors import ConfigurationError
+    from airflow_kafka_offsets.spark.versions import table_reader_package
 
     assert table_reader_package("delta", "4.2.0") == "io.delta:delta-spark_4.2_2.13:4.4.0"
     assert table_reader_package("iceberg", "4.1.1") == "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"
     with pytest.raises(ConfigurationError) as info:
         table_reader_package("iceberg", "4.2.0")
     assert str(info.value) == (
-        "no iceberg runtime for Spark 4.2 is released (known: Spark 4.0, Spark 4.1): read the table with Spark "
-        "4.0 or 4.1, or another engine (PyIceberg, delta-rs, Trino, DuckDB)"
+        "no iceberg runtime for Spark 4.2 is released (known: Spark 3.5, Spark 4.0, Spark 4.1): read the table with "
+        "Spark 3.5 or 4.0 or 4.1, or another engine (PyIceberg, delta-rs, Trino, DuckDB)"
     )

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_offsets.clients import spark_submit
-from airflow_kafka_offsets.clients.versions import CONNECTOR_JAR as PACKAGE_CONNECTOR_JAR
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 from airflow_kafka_offsets.service.batches import build_job
 from airflow_kafka_offsets.sinks.local import REPORT_NAME as SINK_REPORT_NAME
+from airflow_kafka_offsets.spark import settings as spark_settings
+from airflow_kafka_offsets.spark.versions import CONNECTOR_JAR as PACKAGE_CONNECTOR_JAR
 from airflow_kafka_offsets.spark_apps import kafka_batch_contract as contract
 
 APPS = Path(__file__).resolve().parents[2] / "spark_apps"
@@ -47,10 +47,10 @@ def test_app_imports_nothing_from_airflow_or_the_package() -> None:
 
 def test_submitter_ships_the_contract_beside_the_app() -> None:
     assert (
-        Path(spark_submit.app_file(spark_submit.CONTRACT_FILE)).read_text()
+        Path(spark_settings.app_file(spark_settings.CONTRACT_FILE)).read_text()
         == (APPS / "kafka_batch_contract.py").read_text()
     )
-    assert Path(spark_submit.app_file()).name == "kafka_range_batch.py"
+    assert Path(spark_settings.app_file()).name == "kafka_range_batch.py"
 
 
 def test_job_built_by_the_package_is_loaded_by_the_app(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from airflow_kafka_offsets.clients.spark_connect import (
+from airflow_kafka_offsets.errors import ConfigurationError, SparkDataLossError, SparkJobError
+from airflow_kafka_offsets.spark.connect import (
     CONNECT_MODE_ENV,
     SparkConnectRunner,
     connect_job_error,
@@ -16,9 +17,9 @@ from airflow_kafka_offsets.clients.spark_connect import (
     endpoint,
     session_conf,
 )
-from airflow_kafka_offsets.clients.spark_execution import batch_runner
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
-from airflow_kafka_offsets.errors import ConfigurationError, SparkDataLossError, SparkJobError
+from airflow_kafka_offsets.spark.runner import batch_runner
+from airflow_kafka_offsets.spark.settings import SparkSettings
+from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 
 JOB = {"pipeline": "orders", "batch_id": 7}
 CONNECT = {"conn_type": "spark_connect", "host": "localhost", "port": 15002, "password": "s3cr3t-token"}

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_offsets.clients.spark_submit import spark_job_error
-from airflow_kafka_offsets.core.spark_failures import FailureKind, FailureScanner, classify, merge_spans
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, SparkConnectorMissingError, SparkJobError, SparkObjectStoreError
+from airflow_kafka_offsets.spark.failures import FailureKind, FailureScanner, classify, merge_spans, spark_job_error
 
 DATA_LOSS = """\
 26/11/22 02:01:30 ERROR Utils: Aborting task

@@ -23,10 +23,11 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_kafka_offsets.clients.spark_submit import DEFAULT_SPARK_CONF, SparkSettings, spark_job_error
-from airflow_kafka_offsets.core.spark_failures import FailureScanner
 from airflow_kafka_offsets.errors import ConfigurationError, KafkaOffsetsError, SparkJobError
-from airflow_kafka_offsets.sinks.files import Storage
+from airflow_kafka_offsets.object_storage.storage import Storage
+from airflow_kafka_offsets.spark.failures import FailureScanner, spark_job_error
+from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF, SparkSettings
+from airflow_kafka_offsets.spark.versions import check_connect_client
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX, PRIVATE_CONF, apply_private_conf
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,39 @@ def connect_mode() -> Iterator[None]:
             os.environ[CONNECT_MODE_ENV] = before
 
 
+_SERVER_VERSIONS: dict[str, str] = {}
+
+
+def server_version(url: str) -> str:
+    """The Spark version a Connect server runs (asked once per process and server)."""
+    if url not in _SERVER_VERSIONS:
+        from pyspark.errors import PySparkException
+
+        try:
+            with connect_mode():
+                session = remote_session(url)
+                session.client.set_retry_policies([_retry_policy()])
+                try:
+                    _SERVER_VERSIONS[url] = str(session.version)
+                finally:
+                    _release(session)
+        except (PySparkException, RuntimeError, OSError) as exc:
+            where = endpoint(url)
+            if _unreachable(exc):
+                raise SparkJobError(
+                    f"the Spark Connect server at {where} did not answer; start it (scripts/stack up "
+                    "--spark-connect locally), then retry"
+                ) from exc
+            raise ConfigurationError(f"the Spark Connect server at {where} refused a session: {exc}") from exc
+    return _SERVER_VERSIONS[url]
+
+
+def _retry_policy() -> Any:
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=RETRIES, max_backoff=MAX_BACKOFF_MS)
+
+
 class ConnectRuntime:
     """The app's :class:`Runtime` on a Connect session: checks and files from this process."""
 
@@ -103,9 +137,9 @@ class ConnectRuntime:
         self.storage = storage
 
     def check_versions(self) -> None:
-        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+        import pyspark
 
-        app.check_pyspark_version(self.spark)
+        check_connect_client(pyspark.__version__, self.spark.version, "this session's server")
 
     def parallelism(self) -> int:
         """Spark's default parallelism on the server: the tasks its plan splits a range of rows into.
@@ -161,7 +195,10 @@ class SparkConnectRunner:
         self._lock = threading.Lock()
 
     def check(self) -> str:
-        """Refuse a connection Spark Connect cannot use (before any ledger write); returns its URL."""
+        """Refuse a connection Spark Connect cannot use, or a server this worker's client cannot drive
+        (before anything is planned); returns its URL."""
+        import pyspark
+
         url = connection_url(self.settings.conn_id)
         ignored = [name for name in SUBMIT_ONLY if getattr(self.settings, name) is not None]
         if ignored:
@@ -169,6 +206,7 @@ class SparkConnectRunner:
                 f"{', '.join(ignored)} cannot be set with the Spark Connect connection {self.settings.conn_id!r}: "
                 "the server's own start decides them; drop them, or use a spark connection (spark-submit)"
             )
+        check_connect_client(pyspark.__version__, server_version(url), endpoint(url))
         return url
 
     def kill(self) -> None:
@@ -202,12 +240,10 @@ class SparkConnectRunner:
         )
 
     def _run(self, url: str, job: Mapping[str, Any]) -> dict[str, Any]:
-        from pyspark.sql.connect.client.retries import DefaultPolicy
-
         from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
 
         spark = remote_session(url)
-        spark.client.set_retry_policies([DefaultPolicy(max_retries=RETRIES, max_backoff=MAX_BACKOFF_MS)])
+        spark.client.set_retry_policies([_retry_policy()])
         with self._lock:
             self._session = spark
         try:

@@ -9,11 +9,22 @@ then a stage abort and 20 JVM frames), so every line is scanned.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-from airflow_kafka_offsets.core.s3_refusals import NO_SUCH_BUCKET, S3Refusal
+from airflow_kafka_offsets.errors import (
+    SparkAuthenticationError,
+    SparkConnectorMissingError,
+    SparkDataLossError,
+    SparkExecutorLostError,
+    SparkJobError,
+    SparkObjectStoreError,
+    SparkOutOfMemoryError,
+    SparkVersionMismatchError,
+)
+from airflow_kafka_offsets.object_storage.refusals import NO_SUCH_BUCKET, S3Refusal
 
 MAX_EVIDENCE = 400
 
@@ -24,6 +35,7 @@ class FailureKind(str, Enum):
     AUTHORIZATION = "authorization"
     OBJECT_STORE_ACCESS = "object_store_access"
     CONNECTOR_MISSING = "connector_missing"
+    VERSION_MISMATCH = "version_mismatch"
     OUT_OF_MEMORY = "out_of_memory"
     EXECUTOR_LOST = "executor_lost"
 
@@ -121,9 +133,17 @@ _RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
             "ClassNotFoundException: org.apache.commons.pool2.",
         ),
         "Spark's Kafka connector or one of its dependencies is not on Spark's classpath",
-        "give Spark the connector matching pyspark, with its dependencies: [kafka_offsets] spark_jars "
-        "(spark-sql-kafka-0-10_2.13, kafka-clients, commons-pool2, spark-token-provider-kafka-0-10) or "
-        "spark_packages=org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>",
+        "give Spark the connector built for the Spark that runs the batch, with its dependencies: leave "
+        "spark_jars and spark_packages unset for the package's default, or set [kafka_offsets] spark_jars "
+        "(spark-sql-kafka-0-10_<scala>, kafka-clients, commons-pool2, spark-token-provider-kafka-0-10) or "
+        "spark_packages=org.apache.spark:spark-sql-kafka-0-10_<scala>:<Spark version>",
+    ),
+    (
+        FailureKind.VERSION_MISMATCH,
+        ("Spark's Kafka connector is version", "the Python files do not match the JVM"),
+        "the Spark that ran the batch does not match its Kafka connector or its Python files",
+        "give the Spark connection the Spark the batch should run on (spark-version extra, or the cluster's "
+        "spark-submit first on PATH) and the connector built for it; a retry cannot fix this",
     ),
     (
         FailureKind.OUT_OF_MEMORY,
@@ -210,3 +230,34 @@ def classify(lines: Iterable[str]) -> SparkFailure | None:
 _PRIORITY = {kind: rank for rank, kind in enumerate(FailureKind)}
 # An exception's own line (not a stack frame): "pyspark.errors...AnalysisException: ...", "java.lang.X: ...".
 _ERROR_LINE = re.compile(r"^\s*(?:Caused by: )?[\w.$]+(?:Exception|Error)(?:: |$)")
+
+
+_ERROR_CLASSES: Mapping[FailureKind, type[SparkJobError]] = {
+    FailureKind.DATA_LOSS: SparkDataLossError,
+    FailureKind.AUTHENTICATION: SparkAuthenticationError,
+    FailureKind.AUTHORIZATION: SparkAuthenticationError,
+    FailureKind.OBJECT_STORE_ACCESS: SparkObjectStoreError,
+    FailureKind.CONNECTOR_MISSING: SparkConnectorMissingError,
+    FailureKind.VERSION_MISMATCH: SparkVersionMismatchError,
+    FailureKind.OUT_OF_MEMORY: SparkOutOfMemoryError,
+    FailureKind.EXECUTOR_LOST: SparkExecutorLostError,
+}
+_EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
+
+
+def spark_job_error(job: Mapping[str, Any], scanner: FailureScanner, hook_message: str) -> SparkJobError:
+    """The exception for a failed spark-submit: the cause found in Spark's output and the next step.
+
+    The hook's own message (the command line and a tail of JVM frames) is left out: the full
+    output is in the task log above.
+    """
+    what = f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed"
+    failure = scanner.found
+    if failure is not None:
+        return _ERROR_CLASSES[failure.kind](
+            f"{what}: {failure.cause}. Next: {failure.next_step}.\nSpark's output: {failure.evidence}"
+        )
+    code = _EXIT_CODE.search(hook_message)
+    exit_code = f"spark-submit exited with code {code.group(1)}" if code else "spark-submit failed"
+    last = f"; its last error: {scanner.last_error_line}" if scanner.last_error_line else ""
+    return SparkJobError(f"{what}: {exit_code}{last}. Spark's full output is in the task log above")

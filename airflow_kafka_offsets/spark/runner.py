@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from airflow_kafka_offsets.clients.spark_connect import CONNECT_CONN_TYPE, SparkConnectRunner
-from airflow_kafka_offsets.clients.spark_submit import SparkBatchSubmitter, SparkSettings
+from airflow_kafka_offsets.spark.connect import CONNECT_CONN_TYPE, SparkConnectRunner
+from airflow_kafka_offsets.spark.settings import SparkSettings
+from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 
 
 class BatchRunner(Protocol):

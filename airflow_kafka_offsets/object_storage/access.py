@@ -1,12 +1,12 @@
 """S3 access from an Airflow connection, as Spark's S3A settings (``spark.hadoop.fs.s3a.*``).
 
-The connection is of the provider's own type (its form: :mod:`~airflow_kafka_offsets.core.object_storage_connection`)
+The connection is of the provider's own type (its form: :mod:`~airflow_kafka_offsets.object_storage.connection`)
 or of the Amazon provider's ``aws`` type, so users of that provider define it once. Both are read
 alike: login = access key id, password = secret access key (or ``aws_access_key_id`` /
 ``aws_secret_access_key`` in the extra), and in the extra ``aws_session_token``, ``region_name``,
 ``endpoint_url`` (or ``service_config: {"s3": {"endpoint_url": ...}}``) and ``addressing_style``
 (or ``config_kwargs: {"s3": {"addressing_style": ...}}``): ``path``, ``virtual`` or ``auto``. The settings hold the
-secret: hand them to :class:`~airflow_kafka_offsets.clients.spark_submit.SparkSettings` as
+secret: hand them to :class:`~airflow_kafka_offsets.spark.submit.SparkSettings` as
 ``private_conf``, which ships them in the private job file, never on the command line.
 """
 
@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_kafka_offsets.clients.s3_request import S3Credentials
-from airflow_kafka_offsets.core.object_storage_connection import (
+from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.object_storage.connection import (
     ADDRESSING_STYLE,
     ADDRESSING_STYLES,
     ENDPOINT_URL,
     REGION,
     SESSION_TOKEN,
 )
-from airflow_kafka_offsets.core.s3_refusals import CONNECTION_HINT
-from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.object_storage.refusals import CONNECTION_HINT
+from airflow_kafka_offsets.object_storage.signing import S3Credentials
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX
 
 S3_SCHEMES = ("s3", "s3a")
@@ -115,13 +115,6 @@ def s3a_spark_conf(access: S3Access) -> dict[str, str]:
     if access.region:
         conf["fs.s3a.endpoint.region"] = access.region
     return {HADOOP_PREFIX + key: value for key, value in conf.items()}
-
-
-def s3a_spark_conf_for_connection(conn_id: str) -> dict[str, str]:
-    """The S3A settings of an Airflow S3 connection (for ``SparkSettings.private_conf``)."""
-    from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
-
-    return s3a_spark_conf(ObjectStorageHook(conn_id).get_conn())
 
 
 def signing_credentials(access: S3Access, location: str) -> S3Credentials:

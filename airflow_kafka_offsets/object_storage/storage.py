@@ -3,7 +3,7 @@
 Only what a table sink needs: the attempt's report, the Parquet files it wrote (not its
 ``_errors/`` side output, not ``_SUCCESS`` or checksum files), and removing an attempt. One URI
 form everywhere: ``s3a://`` locations are kept as ``s3://`` (Spark reads those through S3A too,
-see :func:`airflow_kafka_offsets.clients.object_store.s3a_spark_conf`), which PyIceberg,
+see :func:`airflow_kafka_offsets.object_storage.access.s3a_spark_conf`), which PyIceberg,
 delta-rs and Arrow all take.
 """
 
@@ -19,8 +19,8 @@ from urllib.parse import urlparse, urlsplit
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from airflow_kafka_offsets.clients.object_store import S3_SCHEMES, S3Access
 from airflow_kafka_offsets.errors import OutputLocationError
+from airflow_kafka_offsets.object_storage.access import S3_SCHEMES, S3Access
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
 
