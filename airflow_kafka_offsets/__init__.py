@@ -65,10 +65,20 @@ def get_provider_info() -> dict[str, Any]:
                     },
                     "spark_packages": {
                         "description": "Maven coordinates handed to spark-submit --packages when no "
-                        "spark_jars are set. Empty means the connector matching the local pyspark.",
+                        "spark_jars are set. Empty means the connector built for the Spark that runs the batch "
+                        "(spark_version, else the one the Spark connection's spark-submit runs).",
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
+                        "default": "",
+                    },
+                    "spark_version": {
+                        "description": "The version of the Spark that spark-submit batches run on, when it "
+                        "cannot be found from the spark-submit on the worker's PATH (a cluster client that is "
+                        "not a Spark home). The Spark connection's spark-version extra wins. Empty: found.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "3.5.1",
                         "default": "",
                     },
                     "spark_class_archive_dir": {

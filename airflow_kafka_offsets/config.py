@@ -80,4 +80,5 @@ def spark_settings(
         num_executors=num_executors,
         total_executor_cores=total_executor_cores,
         class_archive_dir=config_value("spark_class_archive_dir", "") or None,
+        spark_version=config_value("spark_version", "") or None,
     )

@@ -263,10 +263,16 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
     :param json_schema: a Spark DDL schema: decode values as JSON into ``decoded``.
     :param max_decode_errors: fail the batch when more records than this cannot be decoded.
     :param kafka_timeout_s: how long to wait for Kafka's answers.
+    :param spark_conn_id: when set, the Spark connection the batch will run on is checked before anything
+        is planned (its Spark's version against the connector in ``spark_jars`` / ``spark_packages``, a
+        Spark Connect server's version against this worker's client); the task group sets it.
     """
 
     template_fields: Sequence[str] = (
         *KafkaOffsetsBaseOperator.template_fields,
+        "spark_conn_id",
+        "spark_jars",
+        "spark_packages",
         "topics",
         "output_root",
         "sink",
@@ -296,9 +302,15 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
         json_schema: str | None = None,
         max_decode_errors: int | str | None = None,
         kafka_timeout_s: float = 30.0,
+        spark_conn_id: str | None = None,
+        spark_jars: str | Sequence[str] | None = None,
+        spark_packages: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.spark_conn_id = spark_conn_id
+        self.spark_jars = spark_jars
+        self.spark_packages = spark_packages
         self.topics = topics
         self.output_root = output_root
         self.sink = sink
@@ -329,6 +341,8 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
             max_decode_errors=self.max_decode_errors,
             sink=self.sink,
         )
+        if self.spark_conn_id:
+            batch_runner(spark_settings(self.spark_conn_id, jars=self.spark_jars, packages=self.spark_packages)).check()
         ledger = self.ledger()
         sink = sink_for_spec(ledger, spec)
         sink.check_writable(spec.decode)
@@ -551,12 +565,21 @@ def kafka_ingest_task_group(
         "kafka_asset_server": kafka_asset_server,
     }
     with TaskGroup(group_id=group_id) as group:
+        spark = spark_kwargs or {}
         plan = KafkaBatchPlanOperator(
-            task_id="plan", topics=topics, output_root=output_root, sink=sink, **common, **(plan_kwargs or {})
+            task_id="plan",
+            topics=topics,
+            output_root=output_root,
+            sink=sink,
+            spark_conn_id=spark_conn_id,
+            spark_jars=spark.get("spark_jars"),
+            spark_packages=spark.get("spark_packages"),
+            **common,
+            **(plan_kwargs or {}),
         )
         batch_id = plan.output  # the plan's result: read and commit take its batch_id
         read = KafkaBatchSparkOperator(
-            task_id="read", batch_id=batch_id, spark_conn_id=spark_conn_id, **common, **(spark_kwargs or {})
+            task_id="read", batch_id=batch_id, spark_conn_id=spark_conn_id, **common, **spark
         )
         commit = KafkaBatchCommitOperator(task_id="commit", batch_id=batch_id, **common, **(commit_kwargs or {}))
         plan >> read >> commit
