@@ -12,6 +12,7 @@ anything is planned, with the coordinates or pins to use.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,11 +25,12 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.batches import commit_batch, run_batch
 from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
+from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_package
 from devstack import jars, spark_lines
 from faults_harness import lake_readers
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce, refused
-from .pipeline import ACTOR, plan, sink_of
+from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_of
 
 # The lines the test command runs (the worker's own 4.2 runs in every other test); the whole
 # matrix (4.1 too, Connect servers of each line) is scripts/spark-matrix.
@@ -120,3 +122,91 @@ def test_a_connector_built_for_another_spark_is_refused_before_anything_is_plann
     assert batch_runner(SparkSettings()).check().packages == (
         f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}",
     )
+
+
+SPARK_TABLE_READER = """
+import json, sys
+from pyspark.sql import SparkSession
+with open(sys.argv[1]) as handle:
+    job = json.load(handle)
+spark = SparkSession.builder.master("local[1]").appName("table-reader").getOrCreate()
+reader = spark.table(job["table"]) if job["table"] else spark.read.format("delta").load(job["location"])
+for row in reader.select("key", "partition", "offset").collect():
+    print(json.dumps({"key": row.key.hex(), "partition": row.partition, "offset": row.offset}))
+spark.stop()
+"""
+
+
+def spark_table_rows(stack, ledger: Ledger, spec, home: Path, tmp_path: Path) -> list[dict]:
+    """The table as the line's Spark reads it with its own table runtime (iceberg-spark-runtime through
+    the JDBC catalog in the ledger's database; delta-spark), in a spark-submit of its own."""
+    spark = spark_home_spark(home)
+    assert spark is not None
+    package = table_reader_package(spec.sink.format.value, spark.version)
+    ivy = str(Path.home() / ".cache" / "airflow-kafka-offsets" / "ivy")
+    conf = {"spark.jars.ivy": ivy, "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"}
+    if spec.sink.format.value == "iceberg":
+        catalog = ledger.schema  # the catalog's name in iceberg_tables: the ledger's schema
+        conf |= {
+            "spark.jars.packages": f"{package},org.postgresql:postgresql:42.7.4",
+            "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            f"spark.sql.catalog.{catalog}": "org.apache.iceberg.spark.SparkCatalog",
+            f"spark.sql.catalog.{catalog}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+            f"spark.sql.catalog.{catalog}.uri": f"jdbc:postgresql://{stack.pg_host}:{stack.pg_port}/{stack.pg_database}",
+            f"spark.sql.catalog.{catalog}.jdbc.user": stack.pg_user,
+            f"spark.sql.catalog.{catalog}.jdbc.password": stack.pg_password,
+            f"spark.sql.catalog.{catalog}.warehouse": spec.output_root,
+        }
+        job = {"conf": conf, "table": f"{catalog}.{spec.sink.table}", "location": None}
+    else:
+        conf |= {
+            "spark.jars.packages": package,
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        }
+        location = lake_readers.delta_table(spec).table_uri
+        job = {"conf": conf, "table": None, "location": location}
+    properties = tmp_path / "reader.properties"  # holds the catalog's password: a private file, not argv
+    properties.touch(mode=0o600)
+    properties.write_text("".join(f"{key} {value}\n" for key, value in job.pop("conf").items()))
+    job_file = tmp_path / "reader-job.json"
+    job_file.write_text(json.dumps(job))
+    script = tmp_path / "reader.py"
+    script.write_text(SPARK_TABLE_READER)
+    result = subprocess.run(
+        [str(home / "bin" / "spark-submit"), "--properties-file", str(properties), str(script), str(job_file)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=spark_lines.submit_env(home),
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return [{**r, "key": bytes.fromhex(r["key"])} for r in rows]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("sink_format", "line"), [("iceberg", "4.0"), ("delta", "3.5")])
+def test_sparks_own_table_readers_see_every_id_once_after_crashed_commits(
+    stack, ledger, make_topic, tmp_path, sink_format, line
+):
+    """Spark's table runtimes (iceberg-spark-runtime through the JDBC catalog, delta-spark) read
+    what the sinks committed, after a worker died between publishing and the ledger's commit and
+    after one died inside the commit transaction."""
+    home = spark_lines.spark_home(spark_lines.resolve(line))
+    topic = make_topic(partitions=2)
+    name = f"spark_reads_{sink_format}_{line.replace('.', '_')}"
+    table = f"lake.{name}" if sink_format == "iceberg" else name
+    spec = build_spec(name, [topic], str(tmp_path / "lake"), sink={"format": sink_format, "table": table})
+    produced = produce(stack.bootstrap_servers, topic, 150, 2)
+    assert run_once(ledger, spec, stack) is not None
+    for point in ("after_publish", "in_commit_transaction"):
+        produced += produce(stack.bootstrap_servers, topic, 100, 2)
+        outcome = plan(ledger, spec, stack)
+        read(ledger, spec, stack, outcome)
+        commit_dies_at(ledger, spec, outcome.plan.batch_id, point)
+        commit(ledger, spec, outcome.plan.batch_id)  # the retry commits the same batch once
+
+    rows = spark_table_rows(stack, ledger, spec, home, tmp_path)
+    assert len(rows) == 350
+    assert_exactly_once(rows, produced)
