@@ -44,7 +44,7 @@ INSTALL_TIMEOUT_S = 1800
 CHECK_TIMEOUT_S = 300
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _SUBMIT_VERSION_RE = re.compile(r"\bversion (\d+\.\d+\.\d+\S*)")
-_PROBE_PREFIX = "AKO_SPARK_LINE_PROBE "
+PROBE_PREFIX = "AKO_SPARK_LINE_PROBE "
 # What the checking app reports: pyspark as the driver's Python imports it, the JVM's Spark,
 # pyspark as a Python worker (an executor's Python) imports it, and the pyspark distribution
 # importlib.metadata finds first on sys.path (the site's only through conf/spark-env.sh: Spark's
@@ -57,7 +57,7 @@ from pyspark.sql import SparkSession
 
 spark = SparkSession.builder.appName("ako spark line probe").getOrCreate()
 executor = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__version__).collect()[0]
-print({_PROBE_PREFIX!r} + json.dumps({{
+print({PROBE_PREFIX!r} + json.dumps({{
     "python": pyspark.__version__,
     "pyspark_file": pyspark.__file__,
     "distribution": importlib.metadata.version("pyspark"),
@@ -230,8 +230,8 @@ def probe(home: Path, python: str | None = None, workdir: Path | None = None) ->
     argv += ["--conf", "spark.log.level=WARN", str(app)]
     proc = procs.run(argv, f"the probe app on {home}", cwd=workdir, env=env, timeout=CHECK_TIMEOUT_S)
     for line in proc.stdout.splitlines():
-        if line.startswith(_PROBE_PREFIX):
-            result: dict[str, Any] = json.loads(line.removeprefix(_PROBE_PREFIX))
+        if line.startswith(PROBE_PREFIX):
+            result: dict[str, Any] = json.loads(line.removeprefix(PROBE_PREFIX))
             return result
     raise StackError(f"the probe app on {home} printed no result; its output:\n{proc.stdout[-2000:]}")
 
