@@ -59,7 +59,10 @@ def configure(
     home = spark_home or jars.pyspark_home()
     if home is None or not any((home / "jars").glob("spark-connect_*.jar")):
         where = f"the Spark {spark_version} home {home}" if spark_version else f"this Python ({sys.executable})"
-        raise StackError(f"no jars/spark-connect_*.jar in {where}: it cannot run a Spark Connect server")
+        raise StackError(
+            f"no jars/spark-connect_*.jar in {where}: it cannot run a Spark Connect server "
+            "(pyspark 4.0 and newer ship it)"
+        )
     base = base_dir(sd, spark_version)
     if base.exists():
         shutil.rmtree(base)
