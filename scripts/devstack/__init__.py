@@ -15,6 +15,8 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     devstack.stop_airflow()
     devstack.start_spark_connect()    # a Spark Connect server; its `spark_connect` connection
     devstack.restart_spark_connect(hard=True)   # crash and start it again, same port and token
+    devstack.start_spark_connect("4.1")   # a Connect server of another Spark line (spark_lines)
+    devstack.stop_spark_connect("4.1")
     devstack.down()
 
 The broker has a second client listener, SASL_PLAINTEXT with mechanism PLAIN, for one user
@@ -25,6 +27,9 @@ same ports and data). The PLAINTEXT listener and ``airflow_env()`` are unchanged
 The S3 server accepts one key (``<state>/s3/identities.json``, 0600), has one bucket
 (``kafka-offsets``) and is exported as the ``aws`` connection ``kafka_offsets_s3``; Spark reaches
 it through the S3A jars (``info.s3a_jars``, also in ``AIRFLOW__KAFKA_OFFSETS__SPARK_JARS``).
+
+``devstack.spark_lines.spark_home("3.5")`` installs (once) the Spark home of another Spark line,
+beside the venv; ``devstack.jars.fetch_connector("3.5.7")`` fetches that line's connector.
 
 Stdlib only, plus psycopg2 for creating the ``ledger`` database.
 """

@@ -1,4 +1,4 @@
-"""CLI: ``python -m devstack up|down|status|env|jars|restart|spark`` (PYTHONPATH=scripts)."""
+"""CLI: ``python -m devstack up|down|status|env|jars|spark-home|restart|spark`` (PYTHONPATH=scripts)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,18 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import airflow, jars, stack
+from . import airflow, jars, spark_lines, stack
 from .errors import StackError
 
 
 def _print_status(st: dict, show_password: bool = False) -> None:
     """``show_password``: only for `status`, asked for by the user (never in `up`'s output, which lands in logs)."""
     print(f"state dir: {st['state_dir']}")
+    homes = st.get("spark_homes") or {}
+    if homes:
+        print("spark homes (`scripts/stack spark-home VERSION` installs one):")
+        for version, home in homes.items():
+            print(f"  {version:<10} {home}")
     if not st["services"]:
         print("stack is down")
         return
@@ -41,6 +46,12 @@ def _print_status(st: dict, show_password: bool = False) -> None:
                 f"  spark connect      {c['spark_connect_url']}  (connection spark_connect_default, type "
                 f"spark_connect; token in {c['spark_connect_token_file']})"
             )
+        for svc in st["services"].values():
+            if svc.get("spark_version"):
+                print(
+                    f"  spark connect      {svc['address']}  Spark {svc['spark_version']} (connection "
+                    f"{svc['conn_id']}, type spark_connect; token in {svc['token_file']})"
+                )
         if c.get("s3_endpoint"):
             print(
                 f"  S3 endpoint        {c['s3_endpoint']}  (bucket {c['s3_bucket']}, region {c['s3_region']}, "
@@ -73,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also start a Spark Connect server (exported as the spark_connect connection spark_connect_default)",
     )
     up.add_argument(
+        "--spark-version",
+        help="with --spark-connect: a server of this Spark line or release (e.g. 4.1 or 4.1.2) instead of the "
+        f"default one; lines: {', '.join(f'{k} ({v})' for k, v in spark_lines.SPARK_LINES.items())}",
+    )
+    up.add_argument(
         "--airflow",
         action="store_true",
         help="also start Airflow (api-server, scheduler, dag-processor, triggerer) on the project's dags/",
@@ -83,7 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     stat.add_argument("--json", action="store_true")
     sub.add_parser("env", help="print `export` lines (Airflow connections etc.) for a shell")
     jp = sub.add_parser("jars", help="fetch the Kafka, Spark connector and S3A jars, print their paths")
-    jp.add_argument("--spark-version", help="connector version (default: installed pyspark's)")
+    jp.add_argument(
+        "--spark-version",
+        help="that Spark line's or release's connector and S3A jars, installing its Spark home if needed "
+        "(default: the installed pyspark's)",
+    )
+    sh = sub.add_parser("spark-home", help="install (if needed) the Spark home of a Spark line; print its path")
+    sh.add_argument("version", help=f"a release or a line: {', '.join(spark_lines.SPARK_LINES)}")
     rs = sub.add_parser("restart", help="restart one service on the same ports and data")
     rs.add_argument("service", choices=["kafka", "postgres", "s3"])
     rs.add_argument("--hard", action="store_true", help="crash it: SIGKILL kafka or s3 / pg_ctl stop -m immediate")
@@ -93,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.cmd == "up":
-            stack.up(spark_cluster=args.spark_cluster, spark_connect_server=args.spark_connect)
+            stack.up(
+                spark_cluster=args.spark_cluster,
+                spark_connect_server=args.spark_connect,
+                spark_version=args.spark_version,
+            )
             if args.airflow:
                 stack.start_airflow()
             _print_status(stack.status())
@@ -107,10 +133,20 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in stack.current().airflow_env().items():
                 print(f"export {key}={shlex.quote(value)}")
         elif args.cmd == "jars":
-            libs, connector = jars.fetch_all(args.spark_version)
+            version = spark_lines.resolve(args.spark_version)  # default: the installed pyspark's
+            home = spark_lines.spark_home(version)
+            libs, connector = jars.fetch_all(version)
+            print(f"spark home:     {home}")
             print(f"kafka libs:     {libs}  ({len(list(libs.glob('*.jar')))} jars)")
             print("connector jars: " + ",".join(str(j) for j in connector))
-            print("s3a jars:       " + ",".join(str(j) for j in jars.fetch_s3a()))
+            try:
+                print("s3a jars:       " + ",".join(str(j) for j in jars.fetch_s3a(spark_home=home)))
+            except StackError as exc:
+                if spark_lines.is_worker_version(version):
+                    raise
+                print(f"s3a jars:       none ({exc})")
+        elif args.cmd == "spark-home":
+            print(spark_lines.spark_home(args.version))
         elif args.cmd == "restart":
             if args.service == "kafka":
                 stack.restart_kafka(hard=args.hard)

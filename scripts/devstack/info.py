@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ class StackInfo:
     s3a_jars: tuple[str, ...] = ()
     # The Spark Connect server (`up --spark-connect`) as a `spark_connect` connection (holds the token).
     spark_connect: dict[str, Any] | None = None
+    # Connect servers of other Spark lines (`up --spark-connect --spark-version V`): release ->
+    # its `spark_connect` connection, exported as `spark_connect.conn_id(release)`.
+    spark_connect_lines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def spark_connect_url(self) -> str | None:
@@ -145,6 +148,8 @@ class StackInfo:
             )
         if self.spark_connect:
             env[f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}"] = json.dumps(self.spark_connect)
+        for version, conn in self.spark_connect_lines.items():
+            env[f"AIRFLOW_CONN_{spark_connect.conn_id(version).upper()}"] = json.dumps(conn)
         if self.s3_endpoint:
             env[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"] = json.dumps(self.s3_connection())
             env["AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID"] = S3_CONN_ID
@@ -173,6 +178,9 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
         state_dir=stack["state_dir"],
         s3a_jars=tuple(stack.get("s3a_jars", ())),
         spark_connect=spark_connect.connection(stack["spark_connect"]) if stack.get("spark_connect") else None,
+        spark_connect_lines={
+            version: spark_connect.connection(cfg) for version, cfg in stack.get("spark_connect_lines", {}).items()
+        },
         **_sasl(kafka),
         **_s3(stack.get("s3")),
     )

@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 from . import procs, state
@@ -28,19 +29,27 @@ POM_DIR = Path(__file__).resolve().parent.parent / "jars"
 KAFKA_POM = POM_DIR / "kafka-broker.xml"
 CONNECTOR_POM = POM_DIR / "spark-connector.xml"
 S3A_POM = POM_DIR / "spark-s3a.xml"
-# The AWS SDK v2 version hadoop-aws declares (its `bundle` dependency), per Hadoop release:
-# the S3A jars take the SDK's individual modules at that version instead of the 500 MB bundle.
-AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
+# The AWS SDK v2 version hadoop-aws declares (its `bundle` dependency, hadoop-project's
+# aws-java-sdk-v2.version), per Hadoop release: the S3A jars take the SDK's individual modules at
+# that version instead of the 500 MB bundle. Hadoop 3.4.1 is in pyspark 4.0.x, 3.4.2 in 4.1.x,
+# 3.5.0 in 4.2.x. Hadoop 3.3 (pyspark 3.5.x) builds S3A on the AWS SDK v1: not provided.
+# Hadoop 3.4.1 declares 2.24.6, but s3-transfer-manager 2.24.6 is not in the Maven registry in
+# use (the bundle is): the whole SDK set is taken at 2.24.8 instead, the next patch release that
+# has every module (patch releases of the SDK v2 only add).
+AWS_SDK_FOR_HADOOP = {"3.4.1": "2.24.8", "3.4.2": "2.29.52", "3.5.0": "2.35.4"}
+S3A_MIN_HADOOP = (3, 4)
 AWS_SDK_ENV = "AKO_AWS_SDK_VERSION"
 _HADOOP_API_RE = re.compile(r"^hadoop-client-api-(?P<version>\d+(?:\.\d+)+)\.jar$")
+_SPARK_CORE_RE = re.compile(r"^spark-core_\d+\.\d+-(?P<version>\d+(?:\.\d+)+\S*)\.jar$")
 TOKEN_PROVIDER = "spark-token-provider-kafka-0-10"
 TOKEN_PROVIDER_ENV = "AKO_TOKEN_PROVIDER_VERSION"
-# Newest spark-token-provider-kafka release per Spark major version known to be in
-# the Maven registry this project uses. Only consulted when the exact release is
-# missing there (4.0.1+ are). Linkage-checked against spark-sql-kafka 4.2.0 and
-# pyspark 4.2.0: everything resolves except two LogKeys used only in a log line
-# of Kerberos delegation-token fetching, which the devstack never uses.
-TOKEN_PROVIDER_FALLBACK = {"4": "4.0.0"}
+# The spark-token-provider-kafka release to use when the exact one is missing from the
+# Maven registry this project uses, per Spark line ("4.1") and then per major version ("4").
+# Found there: 3.5.7, 4.0.0, 4.1.1 and 4.2.0; missing: 4.0.1-4.0.3, 4.1.0, 4.1.2.
+# 4.0.0 was linkage-checked against spark-sql-kafka 4.2.0 and pyspark 4.2.0: everything
+# resolves except two LogKeys used only in a log line of Kerberos delegation-token fetching,
+# which the devstack never uses.
+TOKEN_PROVIDER_FALLBACK = {"4.1": "4.1.1", "4": "4.0.0"}
 _JAR_RE = re.compile(r"^(?P<name>.+)-(?P<version>\d+(?:\.\d+)+[^/]*)\.jar$")
 
 
@@ -84,24 +93,40 @@ def fetch_kafka(version: str = KAFKA_VERSION, quiet: bool = False) -> Path:
     return dest
 
 
-def fetch_connector(spark_version: str | None = None, quiet: bool = False) -> list[Path]:
-    """Ensure the spark-sql-kafka connector jars are cached; return their absolute paths."""
+def token_provider_fallback(version: str) -> str | None:
+    """The token-provider release to try when ``version``'s own is not in the registry (same line first)."""
+    parts = version.split(".")
+    return TOKEN_PROVIDER_FALLBACK.get(".".join(parts[:2])) or TOKEN_PROVIDER_FALLBACK.get(parts[0])
+
+
+def fetch_connector(
+    spark_version: str | None = None, quiet: bool = False, spark_home: Path | None = None
+) -> list[Path]:
+    """Ensure the spark-sql-kafka connector jars of one Spark release are cached; return their paths.
+
+    ``spark_home``: the Spark home the jars go with (default: that release's, see
+    ``spark_lines.spark_home``, which installs it when missing): jars it already ships are dropped.
+    """
+    from . import spark_lines  # it imports this module
+
     version = spark_version or default_spark_version()
+    scala = spark_lines.scala_binary_version(version)
     dest = connector_dir(version)
     if not _complete(dest):
-        _log(f"fetching spark-sql-kafka-0-10 {version} jars into {dest} ...", quiet)
-        props = {"spark.version": version}
+        home = spark_home or spark_lines.spark_home(version, quiet=quiet)
+        _log(f"fetching spark-sql-kafka-0-10_{scala} {version} jars into {dest} ...", quiet)
+        props = {"spark.version": version, "scala.binary.version": scala}
         override = os.environ.get(TOKEN_PROVIDER_ENV)
         if override:
             props["token.provider.version"] = override
         try:
             jars = _mvn_copy(CONNECTOR_POM, dest, props)
         except StackError as exc:
-            fallback = TOKEN_PROVIDER_FALLBACK.get(version.split(".")[0])
+            fallback = token_provider_fallback(version)
             if override or not fallback or TOKEN_PROVIDER not in str(exc):
                 raise
             print(
-                f"devstack: WARNING: org.apache.spark:{TOKEN_PROVIDER}_2.13:{version} is not in "
+                f"devstack: WARNING: org.apache.spark:{TOKEN_PROVIDER}_{scala}:{version} is not in "
                 f"the Maven registry in use; using {fallback} instead (binary compatible for "
                 f"everything but Kerberos delegation tokens). Set {TOKEN_PROVIDER_ENV} to "
                 f"choose another version.",
@@ -109,41 +134,69 @@ def fetch_connector(spark_version: str | None = None, quiet: bool = False) -> li
             )
             props["token.provider.version"] = fallback
             jars = _mvn_copy(CONNECTOR_POM, dest, props)
-        jars = _drop_pyspark_duplicates(dest, jars)
-        _write_marker(dest, {"spark.version": version, "properties": props, "jars": jars})
+        jars = _drop_pyspark_duplicates(dest, jars, home)
+        meta = {"spark.version": version, "spark_home": str(home), "properties": props, "jars": jars}
+        _write_marker(dest, meta)
     meta = json.loads((dest / MARKER).read_text())
     return [dest / name for name in meta["jars"]]
 
 
-def hadoop_version() -> str:
-    """The Hadoop version inside pyspark (its ``jars/hadoop-client-api-<version>.jar``)."""
-    home = pyspark_home()
+def spark_version_of(spark_home: Path) -> str | None:
+    """The Spark release of a Spark home (its ``jars/spark-core_<scala>-<version>.jar``)."""
+    cores = (spark_home / "jars").glob("spark-core_*.jar")
+    found = [m.group("version") for p in cores if (m := _SPARK_CORE_RE.match(p.name))]
+    return found[0] if len(found) == 1 else None
+
+
+def hadoop_version(spark_home: Path | None = None) -> str:
+    """The Hadoop version inside a Spark home (default: the worker's pyspark), from its
+    ``jars/hadoop-client-api-<version>.jar``."""
+    home = spark_home or pyspark_home()
     jars = (home / "jars").glob("*.jar") if home else ()
     found = [m.group("version") for p in jars if (m := _HADOOP_API_RE.match(p.name))]
     if len(found) != 1:
-        raise StackError(f"cannot tell the Hadoop version inside pyspark (hadoop-client-api jars found: {found})")
+        raise StackError(
+            f"cannot tell the Hadoop version inside {home or 'pyspark'} (hadoop-client-api jars found: {found})"
+        )
     return found[0]
 
 
-def s3a_dir(hadoop: str) -> Path:
-    return state.cache_dir() / f"spark-s3a-{hadoop}"
+def s3a_dir(hadoop: str, spark_version: str) -> Path:
+    """One dir per Hadoop release and Spark release: the jars kept depend on what that Spark ships."""
+    return state.cache_dir() / f"spark-s3a-{hadoop}-spark-{spark_version}"
 
 
-def fetch_s3a(quiet: bool = False) -> list[Path]:
-    """Ensure hadoop-aws (at pyspark's Hadoop version) and the AWS SDK modules it uses are cached."""
-    hadoop = hadoop_version()
+def fetch_s3a(quiet: bool = False, spark_home: Path | None = None) -> list[Path]:
+    """Ensure hadoop-aws (at the Spark home's Hadoop version) and the AWS SDK modules it uses are cached.
+
+    ``spark_home``: default the worker's pyspark. A Spark whose Hadoop predates 3.4 (Spark 3.5:
+    Hadoop 3.3.4, S3A on the AWS SDK v1) is refused: the stack provides SDK v2 modules only.
+    """
+    home = spark_home or pyspark_home()
+    if home is None:
+        raise StackError(f"pyspark with jars/ is not installed in this Python ({sys.executable})")
+    spark = spark_version_of(home) or default_spark_version()
+    hadoop = hadoop_version(home)
+    if tuple(int(p) for p in hadoop.split(".")[:2]) < S3A_MIN_HADOOP:
+        line = ".".join(spark.split(".")[:2])
+        raise StackError(
+            f"no S3A jars for the Spark {line} line: Spark {spark} ships Hadoop {hadoop}, whose S3A is "
+            f"built on the AWS SDK v1; the dev stack provides S3A (AWS SDK v2) for Hadoop 3.4+ only "
+            f"(Spark 4.0 and newer)"
+        )
     sdk = os.environ.get(AWS_SDK_ENV) or AWS_SDK_FOR_HADOOP.get(hadoop)
     if not sdk:
         raise StackError(
-            f"no AWS SDK version known for Hadoop {hadoop}: set {AWS_SDK_ENV} to the version of "
+            f"no AWS SDK version known for Hadoop {hadoop} (Spark {spark}): set {AWS_SDK_ENV} to the version of "
             f"software.amazon.awssdk:bundle that org.apache.hadoop:hadoop-aws:{hadoop} depends on"
         )
-    dest = s3a_dir(hadoop)
+    dest = s3a_dir(hadoop, spark)
     if not _complete(dest):
-        _log(f"fetching hadoop-aws {hadoop} and AWS SDK {sdk} modules into {dest} ...", quiet)
+        _log(f"fetching hadoop-aws {hadoop} and AWS SDK {sdk} modules for Spark {spark} into {dest} ...", quiet)
         props = {"hadoop.version": hadoop, "aws.sdk.version": sdk}
-        jars = _drop_pyspark_duplicates(dest, _mvn_copy(S3A_POM, dest, props))
-        _write_marker(dest, {"hadoop.version": hadoop, "properties": props, "jars": jars})
+        jars = _drop_pyspark_duplicates(dest, _mvn_copy(S3A_POM, dest, props), home)
+        meta = {"hadoop.version": hadoop, "spark.version": spark, "spark_home": str(home), "properties": props}
+        _write_marker(dest, {**meta, "jars": jars})
     meta = json.loads((dest / MARKER).read_text())
     return [dest / name for name in meta["jars"]]
 
@@ -205,19 +258,31 @@ def _artifact(jar: str) -> tuple[str, str]:
     return (m.group("name"), m.group("version")) if m else (jar, "")
 
 
-def _drop_pyspark_duplicates(dest: Path, jars: list[str]) -> list[str]:
-    """Remove any jar whose artifact pyspark/jars already ships (the pom excludes
-    the known ones; this catches new transitive deps of future connector versions)."""
-    home = pyspark_home()
-    if home is None:
+def _drop_pyspark_duplicates(dest: Path, jars: list[str], spark_home: Path | None) -> list[str]:
+    """Remove any jar whose artifact the Spark home's jars/ already ships (the poms exclude the
+    known ones; this catches new transitive deps of other releases). ``spark_home`` is the home
+    the jars go with: each line ships its own set.
+
+    Jar file names carry no group id, so a name match counts only when the two jars also share a
+    class package: pyspark 4.0's ``annotations-17.0.0.jar`` (JetBrains) is not the AWS SDK's
+    ``annotations`` module, which S3A needs.
+    """
+    if spark_home is None:
         return jars
-    shipped = dict(_artifact(p.name) for p in (home / "jars").glob("*.jar"))
+    shipped = {_artifact(p.name)[0]: p for p in (spark_home / "jars").glob("*.jar")}
     kept = []
     for jar in jars:
-        name, version = _artifact(jar)
-        if name in shipped:
-            print(f"devstack: note: dropping {jar}: pyspark already ships {name}-{shipped[name]}", file=sys.stderr)
+        name, _ = _artifact(jar)
+        twin = shipped.get(name)
+        if twin is not None and _class_packages(dest / jar) & _class_packages(twin):
+            print(f"devstack: note: dropping {jar}: {spark_home} already ships {twin.name}", file=sys.stderr)
             (dest / jar).unlink()
         else:
             kept.append(jar)
     return kept
+
+
+def _class_packages(jar: Path) -> set[str]:
+    """The packages (directories) of a jar's classes."""
+    with zipfile.ZipFile(jar) as archive:
+        return {n.rsplit("/", 1)[0] for n in archive.namelist() if n.endswith(".class") and "/" in n}

@@ -4,6 +4,11 @@
 connector and S3A jars the stack caches, ``local[2]``, bound to 127.0.0.1 on a free port. Clients
 authenticate with a token generated per stack (``<state>/spark-connect/token``, 0600), handed to
 the server in its environment (``SPARK_CONNECT_AUTHENTICATE_TOKEN``), never on its command line.
+
+The default server runs the worker's pyspark (connection ``spark_connect_default``). A server of
+another Spark line runs from that line's home (``spark_lines.spark_home``) with that line's jars,
+in ``<state>/spark-connect-<version>`` (connection ``spark_connect_<version with underscores>``),
+so servers of several lines run side by side. Spark 4.0+ homes ship the server's jar; 3.5's do not.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import jars, procs, state
+from . import jars, procs, spark_lines, state
 from .errors import StackError
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -27,12 +32,38 @@ DRIVER_MEMORY = os.environ.get("AKO_SPARK_CONNECT_MEMORY", "1g")
 CLIENT_HOST = "localhost"
 
 
-def configure(sd: Path, connector_jars: list[str], s3a_jars: list[str]) -> dict[str, Any]:
-    """Pick the port and dirs, write the token; return the config record."""
-    home = jars.pyspark_home()
+DEFAULT_CONN_ID = "spark_connect_default"  # SparkConnectHook's default connection
+
+
+def conn_id(spark_version: str | None = None) -> str:
+    """The Airflow connection id of the default server (``None``) or of one Spark release's server."""
+    return DEFAULT_CONN_ID if spark_version is None else f"spark_connect_{spark_version.replace('.', '_')}"
+
+
+def base_dir(sd: Path, spark_version: str | None = None) -> Path:
+    """Where a server keeps its token, log and scratch space: one dir per server."""
+    return sd / ("spark-connect" if spark_version is None else f"spark-connect-{spark_version}")
+
+
+def configure(
+    sd: Path,
+    connector_jars: list[str],
+    s3a_jars: list[str],
+    spark_home: Path | None = None,
+    spark_version: str | None = None,
+) -> dict[str, Any]:
+    """Pick the port and dirs, write the token; return the config record.
+
+    ``spark_home``/``spark_version``: a line's home and release (default: the worker's pyspark).
+    """
+    home = spark_home or jars.pyspark_home()
     if home is None or not any((home / "jars").glob("spark-connect_*.jar")):
-        raise StackError(f"pyspark with jars/spark-connect_*.jar is not installed in this Python ({sys.executable})")
-    base = sd / "spark-connect"
+        where = f"the Spark {spark_version} home {home}" if spark_version else f"this Python ({sys.executable})"
+        raise StackError(
+            f"no jars/spark-connect_*.jar in {where}: it cannot run a Spark Connect server "
+            "(pyspark 4.0 and newer ship it)"
+        )
+    base = base_dir(sd, spark_version)
     if base.exists():
         shutil.rmtree(base)
     (base / "local").mkdir(parents=True)
@@ -40,7 +71,7 @@ def configure(sd: Path, connector_jars: list[str], s3a_jars: list[str]) -> dict[
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(secrets.token_urlsafe(24))
-    return {
+    cfg: dict[str, Any] = {
         "spark_home": str(home),
         "base_dir": str(base),
         "host": state.LOOPBACK,
@@ -49,6 +80,9 @@ def configure(sd: Path, connector_jars: list[str], s3a_jars: list[str]) -> dict[
         "jars": [*connector_jars, *s3a_jars],
         "log": str(base / "server.out"),
     }
+    if spark_version is not None:  # the default's record stays as it was
+        cfg.update({"spark_version": spark_version, "conn_id": conn_id(spark_version)})
+    return cfg
 
 
 def _marker(cfg: dict[str, Any]) -> str:
@@ -65,6 +99,8 @@ def start(cfg: dict[str, Any], timeout: float = 120) -> int:
     procs.ensure_port_free(cfg["port"], "Spark Connect server", wait_s=10)
     # a JVM server, whatever pyspark client runs in this process (its Connect mark is inherited otherwise)
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
+    if cfg.get("spark_version"):
+        env = spark_lines.submit_env(Path(cfg["spark_home"]), env)  # its conf/spark-env.sh: its pyspark
     env.update(
         {
             "SPARK_HOME": cfg["spark_home"],

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, spark_connect, state
+from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, spark_connect, spark_lines, state
 from . import spark_cluster as spark
 from .errors import StackError
 from .info import StackInfo
@@ -20,8 +20,16 @@ def _say(msg: str) -> None:
     print(f"devstack: {msg}", file=sys.stderr, flush=True)
 
 
-def up(spark_cluster: bool = False, spark_connect_server: bool = False) -> StackInfo:
-    """Start (or reuse) PostgreSQL + Kafka + the S3 server, and a Spark cluster or Connect server if asked."""
+def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_version: str | None = None) -> StackInfo:
+    """Start (or reuse) PostgreSQL + Kafka + the S3 server, and a Spark cluster or Connect server if asked.
+
+    ``spark_version`` (a release or a line, with ``spark_connect_server``): the Connect server of that
+    Spark line instead of the default one (see :func:`start_spark_connect`). Servers recorded earlier
+    are started again if they died.
+    """
+    line = _line_version(spark_version)
+    if line and not spark_connect_server:
+        raise StackError("a Spark version applies to the Spark Connect server only: add --spark-connect")
     with state.lock():
         sd = state.ensure_state_dir()
         stack = state.load() or {"version": STACK_VERSION, "state_dir": str(sd)}
@@ -38,8 +46,11 @@ def up(spark_cluster: bool = False, spark_connect_server: bool = False) -> Stack
         if spark_cluster or stack.get("spark"):
             stack["spark"] = _ensure_spark(sd, stack.get("spark"))
             state.save(stack)
-        if spark_connect_server or stack.get("spark_connect"):
+        if (spark_connect_server and not line) or stack.get("spark_connect"):
             stack["spark_connect"] = _ensure_spark_connect(sd, stack)
+            state.save(stack)
+        for version in sorted({*stack.get("spark_connect_lines", {}), *([line] if line else [])}):
+            _ensure_spark_connect_line(sd, stack, version)
             state.save(stack)
         return info.from_stack(stack)
 
@@ -130,27 +141,103 @@ def _ensure_spark_connect(sd: Path, stack: dict[str, Any]) -> dict[str, Any]:
     return sc
 
 
-def start_spark_connect() -> dict[str, Any]:
-    """Start (or reuse) the Spark Connect server of the running stack; returns its Airflow connection."""
+def _line_version(spark_version: str | None) -> str | None:
+    """The release a Connect server of another line runs; ``None`` for the default server (no
+    version, or the worker's own pyspark release: the default server is that line's server)."""
+    if spark_version is None:
+        return None
+    version = spark_lines.resolve(spark_version)
+    return None if spark_lines.is_worker_version(version) else version
+
+
+def _ensure_spark_connect_line(sd: Path, stack: dict[str, Any], version: str) -> dict[str, Any]:
+    """Start (or reuse) the Connect server of one Spark release, recorded in ``spark_connect_lines``."""
+    lines = stack.setdefault("spark_connect_lines", {})
+    sc = lines.get(version)
+    if sc and spark_connect.is_running(sc) and procs.port_open(sc["port"], sc["host"]):
+        _say(f"Spark {version} Connect server already running (pid {sc['pid']}, {sc['host']}:{sc['port']})")
+        return dict(sc)
+    if sc:
+        spark_connect.stop(sc)
+    else:
+        home = spark_lines.spark_home(version)
+        connector = [str(p) for p in jars.fetch_connector(version, spark_home=home)]
+        sc = spark_connect.configure(sd, connector, _s3a_jars_of_line(home, version), home, version)
+    _say(f"starting Spark {version} Connect server on {sc['host']}:{sc['port']} ({sc['spark_home']})")
+    lines[version] = sc
+    state.save(stack)  # the record first: `down` finds a server whose start failed half-way
+    sc["pid"] = spark_connect.start(sc)
+    return dict(sc)
+
+
+def _s3a_jars_of_line(home: Path, version: str) -> list[str]:
+    """The line's S3A jars, or none where the stack has none for it (Spark 3.5: AWS SDK v1)."""
+    try:
+        return [str(p) for p in jars.fetch_s3a(spark_home=home)]
+    except StackError as exc:
+        _say(f"Spark {version} Connect server without S3A: {exc}")
+        return []
+
+
+def start_spark_connect(spark_version: str | None = None) -> dict[str, Any]:
+    """Start (or reuse) a Spark Connect server of the running stack; returns its Airflow connection.
+
+    ``spark_version`` (a release such as ``"4.1.2"`` or a line such as ``"4.1"``): a server of that
+    Spark line, run from its home (installed if needed) with its connector and S3A jars, on its own
+    port and state dir (connection id ``spark_connect.conn_id(version)``); servers of several lines
+    run at once. Without it (or with the worker's own release): the default server, as always.
+    """
+    line = _line_version(spark_version)
     with state.lock():
         stack = _require_stack()
-        stack["spark_connect"] = _ensure_spark_connect(Path(stack["state_dir"]), stack)
+        sd = Path(stack["state_dir"])
+        if line is None:
+            stack["spark_connect"] = _ensure_spark_connect(sd, stack)
+            state.save(stack)
+            return spark_connect.connection(stack["spark_connect"])
+        try:
+            cfg = _ensure_spark_connect_line(sd, stack, line)
+        finally:
+            state.save(stack)
+        return spark_connect.connection(cfg)
+
+
+def restart_spark_connect(hard: bool = False, spark_version: str | None = None) -> None:
+    """Stop (``hard``: SIGKILL, a crash) and start a Connect server on the same port and token."""
+    line = _line_version(spark_version)
+    if line is None:
+        _restart("spark_connect", spark_connect, hard, "run `scripts/stack up --spark-connect`")
+        return
+    with state.lock():
+        stack = _require_stack()
+        cfg = stack.get("spark_connect_lines", {}).get(line)
+        if not cfg:
+            raise StackError(
+                f"this stack has no Spark {line} Connect server; "
+                f"run `scripts/stack up --spark-connect --spark-version {line}`"
+            )
+        spark_connect.stop(cfg, hard=hard)
+        cfg["pid"] = spark_connect.start(cfg)
         state.save(stack)
-        return spark_connect.connection(stack["spark_connect"])
 
 
-def restart_spark_connect(hard: bool = False) -> None:
-    """Stop (``hard``: SIGKILL, a crash) and start the Connect server on the same port and token."""
-    _restart("spark_connect", spark_connect, hard, "run `scripts/stack up --spark-connect`")
-
-
-def stop_spark_connect() -> None:
-    """Stop the Spark Connect server (if any) and forget it."""
+def stop_spark_connect(spark_version: str | None = None) -> None:
+    """Stop a Spark Connect server (the default one, or that of ``spark_version``'s line) and forget it."""
+    line = _line_version(spark_version)
     with state.lock():
         stack = state.load()
-        if stack.get("spark_connect"):
-            spark_connect.stop(stack["spark_connect"])
-            shutil.rmtree(stack.pop("spark_connect")["base_dir"], ignore_errors=True)
+        if line is None:
+            if stack.get("spark_connect"):
+                spark_connect.stop(stack["spark_connect"])
+                shutil.rmtree(stack.pop("spark_connect")["base_dir"], ignore_errors=True)
+                state.save(stack)
+            return
+        lines = stack.get("spark_connect_lines", {})
+        if line in lines:
+            spark_connect.stop(lines[line])
+            shutil.rmtree(lines.pop(line)["base_dir"], ignore_errors=True)
+            if not lines:
+                stack.pop("spark_connect_lines")
             state.save(stack)
 
 
@@ -236,6 +323,9 @@ def down(keep_data: bool = False) -> None:
         if stack.get("spark_connect"):
             _say("stopping the Spark Connect server")
             spark_connect.stop(stack["spark_connect"])
+        for version, cfg in stack.get("spark_connect_lines", {}).items():
+            _say(f"stopping the Spark {version} Connect server")
+            spark_connect.stop(cfg)
         if stack.get("s3"):
             _say("stopping the S3 server")
             # its data is deleted next unless kept: skip the filer's ~17 s graceful drain then
@@ -249,6 +339,7 @@ def down(keep_data: bool = False) -> None:
         if keep_data:
             stack.pop("spark", None)  # spark has no data worth keeping; `up` starts it anew
             stack.pop("spark_connect", None)
+            stack.pop("spark_connect_lines", None)
             if stack:
                 state.save(stack)
             _say(f"data kept in {sd}")
@@ -310,6 +401,7 @@ def status() -> dict[str, Any]:
     """What runs where (pid, alive) and how to connect; never includes the password."""
     stack = state.load()
     out: dict[str, Any] = {"state_dir": str(state.state_dir()), "up": False, "services": {}}
+    out["spark_homes"] = spark_lines.installed()
     if not stack:
         return out
     services = out["services"]
@@ -361,6 +453,19 @@ def status() -> dict[str, Any]:
             "answers": alive and procs.port_open(cs["port"], cs["host"]),
             "address": f"sc://{spark_connect.CLIENT_HOST}:{cs['port']}",
             "log": cs["log"],
+        }
+    for version, cl in stack.get("spark_connect_lines", {}).items():
+        alive = spark_connect.is_running(cl)
+        services[f"spark_connect_{version}"] = {
+            "pid": cl.get("pid"),
+            "alive": alive,
+            "answers": alive and procs.port_open(cl["port"], cl["host"]),
+            "address": f"sc://{spark_connect.CLIENT_HOST}:{cl['port']}",
+            "spark_version": version,
+            "spark_home": cl["spark_home"],
+            "conn_id": cl["conn_id"],
+            "token_file": cl["token_file"],
+            "log": cl["log"],
         }
     s3 = stack.get("s3")
     if s3:
