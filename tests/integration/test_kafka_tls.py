@@ -229,5 +229,6 @@ def test_a_ca_that_did_not_sign_the_brokers_certificate_is_refused_at_once(
             task_id="read", batch_id=1, spark_conn_id=spark_connect, kafka_conn_id=bad, **common
         ).execute({})
     cause = not_retried(failed.value, SparkAuthenticationError)
-    assert "SslAuthenticationException" in str(cause)
+    assert "the TLS handshake with Kafka failed" in str(cause) and "SslAuthenticationException" in str(cause)
+    assert "ssl.ca.location" in str(cause)
     assert ledger.cursors(pipeline) == cursors and ledger.committed_batches(pipeline) == []
