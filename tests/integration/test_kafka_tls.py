@@ -6,7 +6,8 @@ settings a user gives for such a cluster: ``security.protocol`` SASL_SSL, ``sasl
 SCRAM-SHA-512, ``sasl.username``/``sasl.password`` and ``ssl.ca.location``. Records with unique ids
 are produced through that listener; the plan step asks it for offsets (confluent-kafka) and Spark's
 Kafka consumer reads through it, with the CA's certificates handed over as PEM text: one batch by
-spark-submit, two on the warm Spark Connect server, each with exact ledger ranges and every id once.
+spark-submit, two on the warm Spark Connect server, each with exact ledger ranges and every id once,
+and one read with the CA file deleted before Spark starts (no path needs to exist where Spark runs).
 A wrong password and a CA that did not sign the broker's certificate fail the plan step and the read
 step with the package's authentication errors, without retries, and change nothing in the ledger.
 """
@@ -23,13 +24,21 @@ import pytest
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
 import devstack
+from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.clients.kafka_config import java_client_properties
+from airflow_kafka_offsets.clients.spark_connect import SparkConnectRunner
+from airflow_kafka_offsets.clients.spark_submit import SparkSettings
 from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, KafkaAuthenticationError, SparkAuthenticationError
 from airflow_kafka_offsets.operators import KafkaBatchCommitOperator, KafkaBatchPlanOperator, KafkaBatchSparkOperator
+from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
 
 CONN_ID = "kafka_tls"
+ACTOR = {"dag_id": "tests", "run_id": "tls"}
 LEDGER_TABLES = ("pipelines", "cursors", "batches", "batch_ranges", "attempts", "audit")
 
 
@@ -141,6 +150,32 @@ def test_batches_on_the_spark_connect_server_read_through_sasl_ssl(
     server_log_dir = Path(devstack.status()["services"]["spark_connect"]["log"]).parent
     server_files = [p for p in server_log_dir.rglob("*") if p.is_file() and p.name != "token"]
     assert [str(p) for p in server_files if password.encode() in p.read_bytes()] == []
+
+
+def test_spark_reads_through_sasl_ssl_with_no_ca_file_where_it_runs(
+    stack, spark_connect, ledger, schema, make_topic, tmp_path
+):
+    """The CA's certificates reach Spark's consumer as text: the read works with the CA file gone
+    once the Kafka settings were made (as on executors that never had it)."""
+    topic = make_topic(partitions=2)
+    produced = produce_tls(stack, topic, 30, 2, "nofile-")
+    ca_copy = tmp_path / "worker-only-ca.pem"
+    ca_copy.write_text(Path(stack.ssl_ca_file).read_text())
+    config = {**stack.sasl_ssl_client_config(), "ssl.ca.location": str(ca_copy)}
+    pipeline = f"tls_nofile_{schema}"
+    spec = build_spec(pipeline, [topic], str(tmp_path / "out"))
+    sink = LocalDirectorySink(spec.output_root)
+    planned = plan_batch(ledger, spec, KafkaOffsetsClient(config).offsets, sink, ACTOR).plan
+    assert planned is not None and planned.records_planned == 30
+    properties = java_client_properties(config)
+    ca_copy.unlink()
+    assert str(ca_copy) not in json.dumps(properties)
+
+    run_batch(ledger, sink, planned, SparkConnectRunner(SparkSettings(conn_id=spark_connect)), properties, ACTOR)
+
+    assert commit_batch(ledger, sink, pipeline, planned.batch_id, ACTOR).records == 30
+    assert ledger_ranges(ledger, pipeline) == [(1, "committed", topic, p, 0, 0, 15, 15) for p in range(2)]
+    assert_exactly_once(committed_rows(ledger, pipeline), produced)
 
 
 def test_a_wrong_password_fails_plan_and_read_without_retries_and_changes_nothing(
