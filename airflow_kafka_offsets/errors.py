@@ -44,7 +44,8 @@ class KafkaUnavailableError(KafkaOffsetsError):
 
 
 class KafkaAuthenticationError(KafkaUnavailableError):
-    """Kafka refused the connection's credentials (SASL authentication failed)."""
+    """Kafka refused the connection's credentials (SASL authentication failed), or the broker's TLS
+    certificate did not verify against the connection's CA."""
 
 
 class LedgerError(KafkaOffsetsError):

@@ -21,6 +21,10 @@ from airflow_kafka_offsets.errors import KafkaAuthenticationError, KafkaUnavaila
 ADMIN_ONLY_DROPPED = frozenset({"group.id", "enable.auto.commit", "auto.offset.reset", "isolation.level"})
 # librdkafka reports these through error_cb only; list_topics just times out with _TRANSPORT.
 AUTHENTICATION_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+# A TLS handshake the client refused because the broker's certificate did not verify (wrong or
+# missing ssl.ca.location, a host name the certificate does not name): OpenSSL's reason, in an _SSL
+# error. Other _SSL errors (a handshake cut short by a restarting broker) may pass with a retry.
+CERTIFICATE_NOT_VERIFIED = "certificate verify failed"
 METADATA_WINDOW_S = 0.5
 METADATA_WINDOW_MAX_S = 8.0
 
@@ -40,8 +44,9 @@ class _ErrorLog:
             self._chained(error)
 
     def authentication_failure(self) -> KafkaError | None:
+        """The latest refusal a retry cannot fix: credentials rejected, or the broker's certificate not verified."""
         with self._lock:
-            return next((e for e in reversed(self._errors) if e.code() in AUTHENTICATION_ERRORS), None)
+            return next((e for e in reversed(self._errors) if is_refusal(e)), None)
 
     def last(self) -> KafkaError | None:
         """The most telling recent error: a broker-level one over librdkafka's 'all brokers down' summary."""
@@ -50,6 +55,13 @@ class _ErrorLog:
         specific = [e for e in errors if e.code() != KafkaError._ALL_BROKERS_DOWN]
         recent = specific or errors
         return recent[-1] if recent else None
+
+
+def is_refusal(error: KafkaError) -> bool:
+    """True for an error a retry cannot fix: SASL authentication failed, or TLS verification of the broker."""
+    return error.code() in AUTHENTICATION_ERRORS or (
+        error.code() == KafkaError._SSL and CERTIFICATE_NOT_VERIFIED in error.str()
+    )
 
 
 class KafkaOffsetsClient:
@@ -74,6 +86,12 @@ class KafkaOffsetsClient:
         """The error to raise when Kafka did not answer: names an authentication failure when it was one."""
         self._admin.poll(0)  # serve the queued error callbacks
         auth = self._errors.authentication_failure()
+        if auth is not None and auth.code() == KafkaError._SSL:
+            return KafkaAuthenticationError(
+                f"Kafka at {self._bootstrap} could not be trusted ({what}): the broker's TLS certificate was not "
+                f"verified: {auth.str()}; check ssl.ca.location (the CA that signed the broker's certificate) in the "
+                "Kafka connection and that bootstrap.servers names a host the certificate is for"
+            )
         if auth is not None:
             return KafkaAuthenticationError(
                 f"Kafka at {self._bootstrap} rejected the client's credentials ({what}): authentication failed: "

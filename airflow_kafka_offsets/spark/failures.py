@@ -111,10 +111,19 @@ def _object_store_refusal(line: str) -> SparkFailure | None:
 _RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
     (
         FailureKind.AUTHENTICATION,
-        ("SaslAuthenticationException", "SslAuthenticationException"),
+        ("SaslAuthenticationException",),
         "Kafka rejected the credentials of the Kafka connection (authentication failed)",
-        "check sasl.mechanism, sasl.username and sasl.password (or the SSL key store) in the Kafka connection, "
-        "then retry the task",
+        "check sasl.mechanism, sasl.username and sasl.password in the Kafka connection, then retry the task",
+    ),
+    (
+        FailureKind.AUTHENTICATION,
+        ("SslAuthenticationException",),
+        "the TLS handshake with Kafka failed (authentication failed): the broker's certificate did not verify "
+        "against the Kafka connection's CA or does not name the host in bootstrap.servers, or the broker refused "
+        "the client's certificate",
+        "check ssl.ca.location (the CA that signed the brokers' certificates), the host names in bootstrap.servers "
+        "and any client key store in the Kafka connection (Spark's output above says which, e.g. 'PKIX path "
+        "building failed' for an unknown CA), then retry the task",
     ),
     (
         FailureKind.AUTHORIZATION,

@@ -9,6 +9,7 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     info = devstack.up()              # idempotent; reuses a running stack
     info.bootstrap_servers, info.pg_dsn(), info.airflow_env()
     info.sasl_bootstrap_servers, info.sasl_client_config()   # SASL_PLAINTEXT/PLAIN listener
+    info.sasl_ssl_bootstrap_servers, info.sasl_ssl_client_config()   # SASL_SSL/SCRAM-SHA-512, info.ssl_ca_file
     info.s3_credentials(), info.s3_connection()   # the S3 server's key; its Airflow `aws` connection
     devstack.restart_kafka(); devstack.restart_postgres(); devstack.restart_s3()
     devstack.start_airflow()          # api-server, scheduler, dag-processor, triggerer on dags/
@@ -21,8 +22,13 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
 
 The broker has a second client listener, SASL_PLAINTEXT with mechanism PLAIN, for one user
 (``ako``) whose password is generated once per stack (``<state>/kafka-sasl-password``, 0600).
-A stack started before that listener existed gets it on the next ``up`` (one broker restart,
-same ports and data). The PLAINTEXT listener and ``airflow_env()`` are unchanged.
+A third, SASL_SSL with mechanism SCRAM-SHA-512, serves a certificate of a CA made for the stack
+(``<state>/kafka-tls/ca.pem``; the broker's PKCS12 key store and its password beside it, 0700/0600)
+to the SCRAM user ``ako-scram`` (password in ``<state>/kafka-scram-password``, 0600), created
+through Kafka's admin API after the broker's first start. A stack started before these listeners
+existed gets them on the next ``up`` (one broker restart, same ports and data). The PLAINTEXT
+listener and ``airflow_env()`` are unchanged; ``airflow_env(kafka_sasl_ssl=True)`` (what
+``scripts/stack env`` prints) adds the SASL_SSL listener as the ``kafka`` connection ``kafka_sasl_ssl``.
 
 The S3 server accepts one key (``<state>/s3/identities.json``, 0600), has one bucket
 (``kafka-offsets``) and is exported as the ``aws`` connection ``kafka_offsets_s3``; Spark reaches

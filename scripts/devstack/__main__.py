@@ -38,6 +38,18 @@ def _print_status(st: dict, show_password: bool = False) -> None:
             )
         else:
             print("  SASL_PLAINTEXT     not configured on this broker: `scripts/stack up` adds it")
+        if c.get("sasl_ssl_bootstrap_servers"):
+            print(
+                f"  SASL_SSL           {c['sasl_ssl_bootstrap_servers']}  (sasl.mechanism {c['sasl_ssl_mechanism']}, "
+                f"user {c['sasl_ssl_username']}, password in {c['sasl_ssl_password_file']}; "
+                f"CA certificate {c['ssl_ca_file']})"
+            )
+            print(
+                f"  SASL_SSL connection {c['kafka_sasl_ssl_connection_id']} (conn_type kafka; with its password in "
+                f"`scripts/stack env`): {json.dumps(c['kafka_sasl_ssl_connection'])}"
+            )
+        else:
+            print("  SASL_SSL           not configured on this broker: `scripts/stack up` adds it")
         print(f"  postgres DSN       {c['pg_dsn']}  (password in {c['pg_password_file']})")
         if c["spark_master_url"]:
             print(f"  spark master       {c['spark_master_url']}")
@@ -97,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     down.add_argument("--keep", action="store_true", help="keep the data for the next `up`")
     stat = sub.add_parser("status", help="what runs where and how to connect")
     stat.add_argument("--json", action="store_true")
-    sub.add_parser("env", help="print `export` lines (Airflow connections etc.) for a shell")
+    sub.add_parser("env", help="print `export` lines (Airflow connections, kafka_sasl_ssl too) for a shell")
     jp = sub.add_parser("jars", help="fetch the Kafka, Spark connector and S3A jars, print their paths")
     jp.add_argument(
         "--spark-version",
@@ -130,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(st, indent=2)) if args.json else _print_status(st, show_password=True)
             return 0 if st["up"] else 3
         elif args.cmd == "env":
-            for key, value in stack.current().airflow_env().items():
+            for key, value in stack.current().airflow_env(kafka_sasl_ssl=True).items():
                 print(f"export {key}={shlex.quote(value)}")
         elif args.cmd == "jars":
             version = spark_lines.resolve(args.spark_version)  # default: the installed pyspark's

@@ -12,6 +12,10 @@ from .errors import StackError
 from .s3_request import S3Credentials
 
 S3_CONN_ID = "kafka_offsets_s3"
+# The broker's SASL_SSL listener as a `kafka` connection: printed by `scripts/stack env`, but not in
+# the environment the stack gives Airflow and the tests (airflow_env()), so its password is in no
+# process's environment unless asked for.
+KAFKA_SASL_SSL_CONN_ID = "kafka_sasl_ssl"
 SPARK_CONNECT_CONN_ID = "spark_connect_default"  # SparkConnectHook's default connection
 
 
@@ -33,6 +37,13 @@ class StackInfo:
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: str | None = None
+    # The broker's SASL_SSL listener (mechanism SCRAM-SHA-512, a certificate of the stack's own CA,
+    # ssl_ca_file); None on a stack started before it existed (`devstack.up()` adds it).
+    sasl_ssl_bootstrap_servers: str | None = None
+    sasl_ssl_mechanism: str | None = None
+    sasl_ssl_username: str | None = None
+    sasl_ssl_password: str | None = None
+    ssl_ca_file: str | None = None
     # The S3 server (SeaweedFS), its bucket and key; None on a stack started before it existed
     # (`devstack.up()` adds it). s3a_jars: hadoop-aws and the AWS SDK modules for Spark's s3a://.
     s3_endpoint: str | None = None
@@ -57,6 +68,8 @@ class StackInfo:
             f"StackInfo(bootstrap_servers={self.bootstrap_servers!r}, "
             f"sasl_bootstrap_servers={self.sasl_bootstrap_servers!r}, "
             f"sasl_username={self.sasl_username!r}, "
+            f"sasl_ssl_bootstrap_servers={self.sasl_ssl_bootstrap_servers!r}, "
+            f"sasl_ssl_username={self.sasl_ssl_username!r}, ssl_ca_file={self.ssl_ca_file!r}, "
             f"pg={self.pg_user}@{self.pg_host}:{self.pg_port}/{self.pg_database}, "
             f"spark_master_url={self.spark_master_url!r}, spark_connect_url={self.spark_connect_url!r}, "
             f"s3_endpoint={self.s3_endpoint!r}, "
@@ -101,6 +114,28 @@ class StackInfo:
             "sasl.password": self.sasl_password if password is None else password,
         }
 
+    def sasl_ssl_client_config(self, password: str | None = None) -> dict[str, str]:
+        """confluent-kafka config for the SASL_SSL listener: SCRAM-SHA-512 over TLS verified against the
+        stack's CA (``ssl.ca.location``). Includes the password; ``password`` overrides it."""
+        if not (self.sasl_ssl_bootstrap_servers and self.ssl_ca_file):
+            raise StackError(
+                "this stack has no SASL_SSL listener; run `scripts/stack up` "
+                "(it adds one) or `scripts/stack down && scripts/stack up`"
+            )
+        return {
+            "bootstrap.servers": self.sasl_ssl_bootstrap_servers,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": self.sasl_ssl_mechanism or "SCRAM-SHA-512",
+            "sasl.username": self.sasl_ssl_username or "",
+            "sasl.password": self.sasl_ssl_password if password is None else password,
+            "ssl.ca.location": self.ssl_ca_file,
+        }
+
+    def kafka_sasl_ssl_connection(self, password: str | None = None) -> dict[str, object]:
+        """The SASL_SSL listener as an Airflow connection of the apache-kafka provider's ``kafka`` type
+        (its Config Dict holds the password unless ``password`` stands in for it)."""
+        return {"conn_type": "kafka", "extra": self.sasl_ssl_client_config(password)}
+
     def pg_dsn(self, dbname: str | None = None) -> str:
         """libpq key=value DSN (includes the password)."""
         parts = {
@@ -121,8 +156,11 @@ class StackInfo:
             f"@{self.pg_host}:{self.pg_port}/{dbname or self.pg_database}"
         )
 
-    def airflow_env(self) -> dict[str, str]:
-        """Airflow connections + provider settings for this stack, as env vars."""
+    def airflow_env(self, kafka_sasl_ssl: bool = False) -> dict[str, str]:
+        """Airflow connections + provider settings for this stack, as env vars.
+
+        ``kafka_sasl_ssl`` adds the SASL_SSL listener as the connection ``kafka_sasl_ssl`` (password
+        included; `scripts/stack env` prints it)."""
         env = {
             "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
                 {"conn_type": "kafka", "extra": {"bootstrap.servers": self.bootstrap_servers}}
@@ -153,6 +191,8 @@ class StackInfo:
         if self.s3_endpoint:
             env[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"] = json.dumps(self.s3_connection())
             env["AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID"] = S3_CONN_ID
+        if kafka_sasl_ssl and self.sasl_ssl_bootstrap_servers:
+            env[f"AIRFLOW_CONN_{KAFKA_SASL_SSL_CONN_ID.upper()}"] = json.dumps(self.kafka_sasl_ssl_connection())
         return env
 
 
@@ -182,6 +222,7 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
             version: spark_connect.connection(cfg) for version, cfg in stack.get("spark_connect_lines", {}).items()
         },
         **_sasl(kafka),
+        **_sasl_ssl(kafka),
         **_s3(stack.get("s3")),
     )
 
@@ -207,4 +248,16 @@ def _sasl(kafka: dict[str, Any]) -> dict[str, Any]:
         "sasl_mechanism": kafka.get("sasl_mechanism", "PLAIN"),
         "sasl_username": kafka["sasl_user"],
         "sasl_password": Path(kafka["sasl_password_file"]).read_text().strip(),
+    }
+
+
+def _sasl_ssl(kafka: dict[str, Any]) -> dict[str, Any]:
+    if not kafka.get("sasl_ssl_port"):
+        return {}
+    return {
+        "sasl_ssl_bootstrap_servers": f"{kafka['host']}:{kafka['sasl_ssl_port']}",
+        "sasl_ssl_mechanism": kafka["sasl_ssl_mechanism"],
+        "sasl_ssl_username": kafka["sasl_ssl_user"],
+        "sasl_ssl_password": Path(kafka["sasl_ssl_password_file"]).read_text().strip(),
+        "ssl_ca_file": kafka["ssl_ca_file"],
     }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-import secrets
 import shutil
 import socket
 import struct
@@ -13,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import procs, state
+from . import procs, state, tls
 from .errors import StackError
 
 MAIN_CLASS = "kafka.Kafka"
@@ -23,6 +22,13 @@ HEAP = os.environ.get("AKO_KAFKA_HEAP", "512m")
 SASL_USER = "ako"
 SASL_PASSWORD_FILE = "kafka-sasl-password"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+# The SASL_SSL listener (TLS with the stack's own CA, see tls.py; mechanism SCRAM-SHA-512), as
+# production clusters run it. Its user is a SCRAM credential in the cluster metadata, created through
+# Kafka's admin API after the first start; its password is generated per stack, 0600.
+SCRAM_USER = "ako-scram"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+SCRAM_PASSWORD_FILE = "kafka-scram-password"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 LOG4J2 = """\
 status = warn
@@ -52,21 +58,27 @@ def new_cluster_id() -> str:
 
 def sasl_password(sd: Path) -> str:
     """The SASL/PLAIN user's password, generated once per state dir and kept 0600."""
-    path = sd / SASL_PASSWORD_FILE
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_urlsafe(24) + "\n")
-    return path.read_text().strip()
+    return tls.write_secret(sd / SASL_PASSWORD_FILE)
+
+
+def scram_password(sd: Path) -> str:
+    """The SCRAM user's password (SASL_SSL listener), generated once per state dir and kept 0600."""
+    return tls.write_secret(sd / SCRAM_PASSWORD_FILE)
 
 
 def configure(
-    sd: Path, libs_dir: Path, port: int, controller_port: int, sasl_port: int | None = None
+    sd: Path,
+    libs_dir: Path,
+    port: int,
+    controller_port: int,
+    sasl_port: int | None = None,
+    sasl_ssl_port: int | None = None,
 ) -> dict[str, Any]:
     """Write server.properties + log4j2.properties; return the config record.
 
     ``sasl_port`` adds a SASL_PLAINTEXT listener (mechanism PLAIN) beside the
-    PLAINTEXT one; see :func:`enable_sasl`.
+    PLAINTEXT one; see :func:`enable_sasl`. ``sasl_ssl_port`` adds a SASL_SSL listener
+    (mechanism SCRAM-SHA-512, the stack's CA); see :func:`enable_sasl_ssl`.
     """
     base = sd / "kafka"
     if base.exists():
@@ -86,6 +98,8 @@ def configure(
     }
     if sasl_port is not None:
         _sasl_fields(cfg, sd, sasl_port)
+    if sasl_ssl_port is not None:
+        _sasl_ssl_fields(cfg, sd, sasl_ssl_port)
     write_config(cfg)
     (base / "log4j2.properties").write_text(LOG4J2.format(log=cfg["log"]))
     return cfg
@@ -118,6 +132,33 @@ def _sasl_fields(cfg: dict[str, Any], sd: Path, sasl_port: int) -> None:
     )
 
 
+def has_sasl_ssl(cfg: dict[str, Any]) -> bool:
+    """True if the broker config record has the SASL_SSL listener."""
+    return bool(cfg.get("sasl_ssl_port"))
+
+
+def enable_sasl_ssl(cfg: dict[str, Any], sd: Path, sasl_ssl_port: int) -> dict[str, Any]:
+    """Add the SASL_SSL listener to an existing broker's config (restart it to apply; :func:`start`
+    then creates the SCRAM user)."""
+    _sasl_ssl_fields(cfg, sd, sasl_ssl_port)
+    write_config(cfg)
+    return cfg
+
+
+def _sasl_ssl_fields(cfg: dict[str, Any], sd: Path, sasl_ssl_port: int) -> None:
+    scram_password(sd)
+    cfg.update(
+        {
+            "sasl_ssl_port": sasl_ssl_port,
+            "sasl_ssl_mechanism": SCRAM_MECHANISM,
+            "sasl_ssl_user": SCRAM_USER,
+            "sasl_ssl_password_file": str(sd / SCRAM_PASSWORD_FILE),
+            "sasl_ssl_user_created": False,
+            **tls.ensure(sd),
+        }
+    )
+
+
 def _jaas_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -142,6 +183,24 @@ def server_properties(cfg: dict[str, Any]) -> dict[str, str]:
                 f"{PLAIN_LOGIN_MODULE} required user_{cfg['sasl_user']}={_jaas_quote(password)};"
             ),
         }
+    if has_sasl_ssl(cfg):
+        listeners.append(f"SASL_SSL://{h}:{cfg['sasl_ssl_port']}")
+        advertised.append(f"SASL_SSL://{h}:{cfg['sasl_ssl_port']}")
+        protocols.append("SASL_SSL:SASL_SSL")
+        keystore_password = Path(cfg["ssl_keystore_password_file"]).read_text().strip()
+        mechanism = cfg["sasl_ssl_mechanism"]
+        sasl.update(
+            {
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms": mechanism,
+                # SCRAM users live in the cluster metadata; the broker's login module takes no options
+                f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config": f"{SCRAM_LOGIN_MODULE} required;",
+                "listener.name.sasl_ssl.ssl.keystore.type": "PKCS12",
+                "listener.name.sasl_ssl.ssl.keystore.location": cfg["ssl_keystore_file"],
+                "listener.name.sasl_ssl.ssl.keystore.password": keystore_password,
+                "listener.name.sasl_ssl.ssl.key.password": keystore_password,
+                "listener.name.sasl_ssl.ssl.client.auth": "none",
+            }
+        )
     return {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -182,7 +241,7 @@ def server_properties(cfg: dict[str, Any]) -> dict[str, str]:
 
 
 def write_config(cfg: dict[str, Any]) -> None:
-    """(Re)write server.properties, private (0600): it holds the SASL user's password."""
+    """(Re)write server.properties, private (0600): it holds the SASL user's and the key store's passwords."""
     path = Path(cfg["config"])
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)
@@ -227,6 +286,8 @@ def start(cfg: dict[str, Any], timeout: float = 90) -> int:
     procs.ensure_port_free(cfg["controller_port"], "Kafka controller")
     if has_sasl(cfg):
         procs.ensure_port_free(cfg["sasl_port"], "Kafka SASL_PLAINTEXT listener")
+    if has_sasl_ssl(cfg):
+        procs.ensure_port_free(cfg["sasl_ssl_port"], "Kafka SASL_SSL listener")
     format_storage(cfg)
     pid = procs.spawn_detached(
         _java_cmd(cfg, MAIN_CLASS, cfg["config"], heap=HEAP), Path(cfg["stdout"]), cwd=Path(cfg["base_dir"])
@@ -237,7 +298,63 @@ def start(cfg: dict[str, Any], timeout: float = 90) -> int:
             f"Kafka broker did not answer on {cfg['host']}:{cfg['port']} within "
             f"{timeout:.0f}s; tail of {cfg['log']}:\n{procs.tail(cfg['log'])}"
         )
+    if has_sasl_ssl(cfg):
+        try:
+            _wait_tls(cfg, timeout=30)
+            if not cfg.get("sasl_ssl_user_created"):
+                create_scram_user(cfg)
+        except StackError:
+            procs.terminate(pid, marker=cfg["config"], timeout=10)
+            raise
     return pid
+
+
+def _wait_tls(cfg: dict[str, Any], timeout: float) -> None:
+    """Wait until the SASL_SSL listener completes a TLS handshake verified against the stack's CA."""
+    deadline = time.monotonic() + timeout
+    while not tls.handshake(cfg["host"], cfg["sasl_ssl_port"], cfg["ssl_ca_file"]):
+        if time.monotonic() > deadline:
+            raise StackError(
+                f"Kafka's SASL_SSL listener {cfg['host']}:{cfg['sasl_ssl_port']} did not complete a TLS handshake "
+                f"verified by {cfg['ssl_ca_file']} within {timeout:.0f}s; tail of {cfg['log']}:\n"
+                f"{procs.tail(cfg['log'])}"
+            )
+        time.sleep(0.5)
+
+
+def create_scram_user(cfg: dict[str, Any]) -> None:
+    """Create (or reset) the SCRAM user through Kafka's admin API (``kafka-configs --alter``, over the
+    PLAINTEXT listener). The password goes in a 0600 file (``--add-config-file``), never on argv."""
+    config_file = Path(cfg["ssl_dir"]) / "scram-user.properties"
+    config_file.unlink(missing_ok=True)
+    password = Path(cfg["sasl_ssl_password_file"]).read_text().strip()
+    fd = os.open(config_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{cfg['sasl_ssl_mechanism']}=password={password}\n")  # no [...] in a file
+    try:
+        procs.run(
+            _java_cmd(
+                cfg,
+                "kafka.admin.ConfigCommand",
+                "--bootstrap-server",
+                f"{cfg['host']}:{cfg['port']}",
+                "--alter",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                cfg["sasl_ssl_user"],
+                "--add-config-file",
+                str(config_file),
+            ),
+            "kafka-configs (SCRAM user)",
+            cwd=cfg["base_dir"],
+            timeout=120,
+        )
+    except StackError as exc:  # the tool may quote the property it refused
+        raise StackError(str(exc).replace(password, "<password>")) from None
+    finally:
+        config_file.unlink(missing_ok=True)
+    cfg["sasl_ssl_user_created"] = True
 
 
 def wait_ready(cfg: dict[str, Any], pid: int, timeout: float) -> bool:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, spark_connect, spark_lines, state
+from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, spark_connect, spark_lines, state, tls
 from . import spark_cluster as spark
 from .errors import StackError
 from .info import StackInfo
@@ -70,21 +70,23 @@ def _ensure_postgres(sd: Path, pg: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _ensure_kafka(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[str, Any]:
+    # A stack started before the SASL_PLAINTEXT or the SASL_SSL listener existed: add them on the
+    # same data and ports (one broker restart; PLAINTEXT clients reconnect by themselves).
+    added = []
     if kc and not kafka.has_sasl(kc):
-        # A stack started before the SASL_PLAINTEXT listener existed: add it on the same
-        # data and ports (one broker restart; PLAINTEXT clients reconnect by themselves).
         kafka.enable_sasl(kc, sd, procs.free_port())
-        if kafka.is_running(kc):
-            _say(
-                f"adding a SASL_PLAINTEXT listener on {kc['host']}:{kc['sasl_port']}: "
-                f"restarting Kafka (pid {kc['pid']})"
-            )
-            kafka.stop(kc)
+        added.append(f"SASL_PLAINTEXT on {kc['host']}:{kc['sasl_port']}")
+    if kc and not kafka.has_sasl_ssl(kc):
+        kafka.enable_sasl_ssl(kc, sd, procs.free_port())
+        added.append(f"SASL_SSL on {kc['host']}:{kc['sasl_ssl_port']}")
+    if kc and added and kafka.is_running(kc):
+        _say(f"adding listener(s) {', '.join(added)}: restarting Kafka (pid {kc['pid']})")
+        kafka.stop(kc)
     if kc and kafka.is_running(kc):
         if kafka.wait_ready(kc, kc["pid"], timeout=30):
             _say(
                 f"Kafka already running (pid {kc['pid']}, {kc['host']}:{kc['port']}, "
-                f"SASL {kc['host']}:{kc['sasl_port']})"
+                f"SASL {kc['host']}:{kc['sasl_port']}, SASL_SSL {kc['host']}:{kc['sasl_ssl_port']})"
             )
             return kc
         _say(f"Kafka pid {kc['pid']} does not answer; restarting it")
@@ -92,10 +94,11 @@ def _ensure_kafka(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[s
     if kc and (Path(kc["log_dirs"]) / "meta.properties").exists():
         _say(f"starting existing Kafka broker on {kc['host']}:{kc['port']}")
     else:
-        kc = kafka.configure(sd, libs_dir, *procs.free_ports(3))
+        kc = kafka.configure(sd, libs_dir, *procs.free_ports(4))
         _say(
             f"starting new Kafka KRaft broker on {kc['host']}:{kc['port']} "
-            f"(SASL_PLAINTEXT/PLAIN on port {kc['sasl_port']})"
+            f"(SASL_PLAINTEXT/PLAIN on port {kc['sasl_port']}, SASL_SSL/{kc['sasl_ssl_mechanism']} "
+            f"on port {kc['sasl_ssl_port']})"
         )
     kc["pid"] = kafka.start(kc)
     return kc
@@ -421,9 +424,12 @@ def status() -> dict[str, Any]:
         services["kafka"] = {
             "pid": kc.get("pid"),
             "alive": alive,
-            "answers": alive and kafka.probe(kc["host"], kc["port"]),
+            "answers": alive
+            and kafka.probe(kc["host"], kc["port"])
+            and (not kafka.has_sasl_ssl(kc) or tls.handshake(kc["host"], kc["sasl_ssl_port"], kc["ssl_ca_file"])),
             "address": f"{kc['host']}:{kc['port']}",
             "sasl_address": (f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None),
+            "sasl_ssl_address": (f"{kc['host']}:{kc['sasl_ssl_port']}" if kafka.has_sasl_ssl(kc) else None),
             "controller": f"{kc['host']}:{kc['controller_port']}",
             "log_dirs": kc["log_dirs"],
             "log": kc["log"],
@@ -502,6 +508,17 @@ def status() -> dict[str, Any]:
             "sasl_mechanism": si.sasl_mechanism,
             "sasl_username": si.sasl_username,
             "sasl_password_file": kc.get("sasl_password_file"),
+            "sasl_ssl_bootstrap_servers": si.sasl_ssl_bootstrap_servers,
+            "sasl_ssl_mechanism": si.sasl_ssl_mechanism,
+            "sasl_ssl_username": si.sasl_ssl_username,
+            "sasl_ssl_password_file": kc.get("sasl_ssl_password_file"),
+            "ssl_ca_file": si.ssl_ca_file,
+            "kafka_sasl_ssl_connection_id": info.KAFKA_SASL_SSL_CONN_ID if si.sasl_ssl_bootstrap_servers else None,
+            "kafka_sasl_ssl_connection": (
+                si.kafka_sasl_ssl_connection(password=f"<content of {kc['sasl_ssl_password_file']}>")
+                if si.sasl_ssl_bootstrap_servers
+                else None
+            ),
             "pg_dsn": f"host={si.pg_host} port={si.pg_port} user={si.pg_user} dbname={si.pg_database}",
             "pg_password_file": pg["password_file"],
             "spark_master_url": si.spark_master_url,
@@ -509,7 +526,7 @@ def status() -> dict[str, Any]:
             "spark_connect_token_file": cs["token_file"] if cs else None,
             "connector_jars": list(si.connector_jars),
             "kafka_libs_dir": si.kafka_libs_dir,
-            "airflow_env_vars": sorted(si.airflow_env()),
+            "airflow_env_vars": sorted(si.airflow_env(kafka_sasl_ssl=True)),
         }
         if s3:
             out["connect"].update(

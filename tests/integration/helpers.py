@@ -19,13 +19,20 @@ from airflow_kafka_offsets.ledger import Ledger
 
 
 def produce(
-    bootstrap: str, topic: str, count: int, partitions: int, tag: str = "", transactional: bool = False
+    bootstrap: str,
+    topic: str,
+    count: int,
+    partitions: int,
+    tag: str = "",
+    transactional: bool = False,
+    client_config: dict[str, str] | None = None,
 ) -> list[dict]:
     """Produce ``count`` records round-robin over partitions; returns what was acknowledged, with offsets.
 
     ``transactional``: in one Kafka transaction, so a plan sees all of them or none (each partition
-    then also gets a commit marker, one offset)."""
-    config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    then also gets a commit marker, one offset). ``client_config``: the listener's security settings
+    (e.g. the stack's ``sasl_ssl_client_config()``)."""
+    config = {"bootstrap.servers": bootstrap, **(client_config or {}), "enable.idempotence": True, "linger.ms": 5}
     producer = Producer({**config, "transactional.id": uuid.uuid4().hex} if transactional else config)
     if transactional:
         producer.init_transactions(30)

@@ -1,15 +1,18 @@
 """Kafka credentials reach confluent-kafka and Spark but never argv, the process list or the logs.
 
-The local broker has a SASL_PLAINTEXT listener (mechanism PLAIN) with a random password per
-stack. The example DAG runs through ``dag.test()`` with ``kafka_default`` pointing at that
-listener; the connection lives in Airflow's metadata database, as in production, so no
-environment variable carries the password either. While the DAG runs, every process's command
-line and environment is sampled (``/proc``, and ``ps``) and must never hold the password; the task
-log (with the logged spark-submit command line and Spark's own output, here including the Kafka
-client's config dump and the Kafka source's debug log), Spark's event log, the ledger and the
-output must not hold it either. The job file that carries the settings to Spark is private and
-gone afterwards. A second run with a wrong password fails in Spark naming the authentication
-failure, and changes nothing. Two spark-submits in all.
+The local broker has a SASL_PLAINTEXT listener (mechanism PLAIN) and a SASL_SSL listener (SCRAM-SHA-512,
+a certificate of the stack's own CA), each with a random password per stack. The example DAG runs
+through ``dag.test()`` with ``kafka_default`` pointing at one listener, then the other; the
+connection lives in Airflow's metadata database, as in production, so no environment variable
+carries the password either. While the DAG runs, every process's command line and environment is
+sampled (``/proc``, and ``ps``) and must never hold the password (nor, over SASL_SSL, the broker's
+key store password or the CA's certificate text); the task log (with the logged spark-submit command
+line and Spark's own output, here including the Kafka client's config dump and the Kafka source's
+debug log), Spark's event log, the ledger and the output must not hold the passwords either. The
+job file that carries the settings to Spark is private and gone afterwards; over SASL_SSL it holds
+the CA's certificates as PEM text (no path that would have to exist where Spark runs) and no
+private key. A run with a wrong password fails in Spark naming the authentication failure, and
+changes nothing. Three spark-submits in all.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +72,7 @@ class ProcessWatch:
 
     secret: bytes
     marker: bytes  # in the command line of this test's Spark processes
+    also: tuple[bytes, ...] = ()  # more that must never be in argv or an environment
     interval_s: float = 0.2
     leaks: list[tuple[str, int, str]] = field(default_factory=list)
     samples: int = 0
@@ -109,9 +114,9 @@ class ProcessWatch:
             if self.marker in cmdline:
                 self.spark_seen += 1
                 self.spark_cmdlines.add(readable)
-            if self.secret in cmdline:
+            if any(secret in cmdline for secret in (self.secret, *self.also)):
                 self.leaks.append(("argv", int(proc.name), readable[:300]))
-            if self.secret in environ:
+            if any(secret in environ for secret in (self.secret, *self.also)):
                 self.leaks.append(("environment", int(proc.name), readable[:300]))
         for copy in Path("/tmp").glob("spark-*/userFiles-*/kafka-batch-*.json"):  # Spark's copies (--files)
             try:
@@ -123,7 +128,7 @@ class ProcessWatch:
         out = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, timeout=30).stdout
         self.ps_samples += 1
         for line in out.splitlines():
-            if self.secret in line:
+            if any(secret in line for secret in (self.secret, *self.also)):
                 self.leaks.append(("ps", int(line.split()[0]), line.decode("utf-8", "replace")[:300]))
 
 
@@ -178,20 +183,55 @@ def spark_conf_dir(tmp_path, monkeypatch) -> Path:
     return events
 
 
-@pytest.fixture()
-def sasl_kafka_default(stack, airflow_db, monkeypatch):
-    """``kafka_default`` -> the SASL listener, stored in the Airflow metadata DB (not in the environment)."""
+@dataclass(frozen=True)
+class Listener:
+    """A secured listener of the stack's broker, as the Kafka connection reaches it."""
+
+    protocol: str
+    mechanism: str
+    config: dict[str, str] = field(repr=False)
+    password: str = field(repr=False)
+    # SASL_SSL: the broker's key store password (never leaves the stack) and the CA's certificate
+    keystore_password: str | None = field(default=None, repr=False)
+    ca_certificate: str | None = field(default=None, repr=False)
+
+    def never_in_processes(self) -> tuple[bytes, ...]:
+        """Beyond the password, what no process's argv or environment may hold: the key store password
+        and the CA's text (a line of its base64), which travels in the private job file only."""
+        if self.ca_certificate is None or self.keystore_password is None:
+            return ()
+        ca_line = next(line for line in self.ca_certificate.splitlines() if line and not line.startswith("-----"))
+        return self.keystore_password.encode(), ca_line.encode()
+
+
+def listener(stack, protocol: str) -> Listener:
+    if protocol == "SASL_PLAINTEXT":
+        assert stack.sasl_bootstrap_servers, "the stack has no SASL listener (scripts/stack up adds it)"
+        return Listener(protocol, "PLAIN", stack.sasl_client_config(), stack.sasl_password)
+    assert stack.sasl_ssl_bootstrap_servers, "the stack has no SASL_SSL listener (scripts/stack up adds it)"
+    ca = Path(stack.ssl_ca_file)
+    return Listener(
+        protocol,
+        "SCRAM-SHA-512",
+        stack.sasl_ssl_client_config(),
+        stack.sasl_ssl_password,
+        keystore_password=ca.with_name("broker-keystore-password").read_text().strip(),
+        ca_certificate=ca.read_text(),
+    )
+
+
+@pytest.fixture(params=["SASL_PLAINTEXT", "SASL_SSL"])
+def secured_kafka_default(request, stack, airflow_db, monkeypatch) -> Iterator[Listener]:
+    """``kafka_default`` -> a secured listener, stored in the Airflow metadata DB (not in the environment)."""
     from airflow.models import Connection
     from airflow.utils.session import create_session
 
-    assert stack.sasl_bootstrap_servers, "the stack has no SASL listener (scripts/stack up adds it)"
+    secured = listener(stack, request.param)
     monkeypatch.delenv("AIRFLOW_CONN_KAFKA_DEFAULT", raising=False)
     with create_session() as session:
         session.query(Connection).filter(Connection.conn_id == "kafka_default").delete()
-        session.add(
-            Connection(conn_id="kafka_default", conn_type="kafka", extra=json.dumps(stack.sasl_client_config()))
-        )
-    yield
+        session.add(Connection(conn_id="kafka_default", conn_type="kafka", extra=json.dumps(secured.config)))
+    yield secured
     with create_session() as session:
         session.query(Connection).filter(Connection.conn_id == "kafka_default").delete()
 
@@ -225,11 +265,12 @@ def test_sasl_pipeline_through_airflow_keeps_the_password_out_of_argv_processes_
     monkeypatch,
     capfd,
     caplog,
-    sasl_kafka_default,
+    secured_kafka_default,
     spark_conf_dir,
     job_file_spy,
 ):
-    secret = stack.sasl_password.encode()
+    secured = secured_kafka_default
+    secret = secured.password.encode()
     topic = make_topic(partitions=3)
     pipeline = f"secured_{schema}"
     output = tmp_path / "out"
@@ -240,10 +281,10 @@ def test_sasl_pipeline_through_airflow_keeps_the_password_out_of_argv_processes_
     caplog.set_level("INFO")
     produced = produce(stack.bootstrap_servers, topic, 600, partitions=3)
 
-    with ProcessWatch(secret, marker=f"kafka-batch-{pipeline}-".encode()) as watch:
+    with ProcessWatch(secret, f"kafka-batch-{pipeline}-".encode(), also=secured.never_in_processes()) as watch:
         run_example_dag()
 
-    # exactly once, read over SASL by both confluent-kafka (plan, consumer-group mirror) and Spark
+    # exactly once, read over the secured listener by both confluent-kafka (plan, consumer-group mirror) and Spark
     batches = ledger.committed_batches(pipeline)
     assert [b.records_committed for b in batches] == [600]
     assert_exactly_once(committed_rows(ledger, pipeline), produced)
@@ -261,8 +302,15 @@ def test_sasl_pipeline_through_airflow_keeps_the_password_out_of_argv_processes_
     assert at_submit["file_mode"] == 0o600 and at_submit["dir_mode"] == 0o700
     assert at_submit["owner"] == os.getuid()
     job = json.loads(at_submit["text"])
-    assert job["kafka"]["security.protocol"] == "SASL_PLAINTEXT" and job["kafka"]["sasl.mechanism"] == "PLAIN"
-    assert stack.sasl_password in job["kafka"]["sasl.jaas.config"]
+    assert job["kafka"]["bootstrap.servers"] == secured.config["bootstrap.servers"]
+    assert (job["kafka"]["security.protocol"], job["kafka"]["sasl.mechanism"]) == (secured.protocol, secured.mechanism)
+    assert secured.password in job["kafka"]["sasl.jaas.config"]
+    assert "PRIVATE KEY" not in at_submit["text"]
+    if secured.ca_certificate is not None:
+        # the CA travels as PEM text in the job file: no path that must exist where Spark runs
+        assert job["kafka"]["ssl.truststore.type"] == "PEM"
+        assert job["kafka"]["ssl.truststore.certificates"] == secured.ca_certificate
+        assert "ssl.truststore.location" not in job["kafka"] and stack.ssl_ca_file not in at_submit["text"]
     assert not job_file.exists() and not job_file.parent.exists()
     if job_file.name in watch.job_copies:  # Spark's local copy (local mode fetches --files too)
         assert watch.job_copies[job_file.name] & 0o077 & ~0o011 == 0, oct(watch.job_copies[job_file.name])
@@ -280,14 +328,19 @@ def test_sasl_pipeline_through_airflow_keeps_the_password_out_of_argv_processes_
     assert not any(word in line for line in submit_lines for word in ("sasl.", "jaas", "LoginModule", "security."))
     assert "sasl.jaas.config = [hidden]" in log_text  # Spark's Kafka client got the JAAS config, masked
     assert 'password="*********(redacted)"' in log_text  # the Kafka source's debug log of its params
+    assert f"security.protocol = {secured.protocol}" in log_text  # Spark's consumer, on this listener
+    if secured.ca_certificate is not None:
+        assert "ssl.truststore.certificates = [hidden]" in log_text  # the consumer got the CA, masked
     assert f"pipeline {pipeline}: committed batch 1" in log_text
-    assert stack.sasl_password not in log_text
+    assert secured.password not in log_text
+    assert "PRIVATE KEY" not in log_text
+    assert secured.keystore_password is None or secured.keystore_password not in log_text
 
     # Spark's event log (environment, SQL plans, task events), the ledger and the output
     event_files = [p for p in spark_conf_dir.rglob("*") if p.is_file()]
     assert event_files and b"KafkaRelation" in b"".join(p.read_bytes() for p in event_files)
     assert files_containing(spark_conf_dir, secret) == []
-    assert stack.sasl_password not in ledger_text(ledger)
+    assert secured.password not in ledger_text(ledger)
     assert files_containing(output, secret) == []
 
 
@@ -342,11 +395,12 @@ def test_wrong_password_fails_in_spark_naming_authentication_and_changes_nothing
 
 
 def test_process_watch_would_see_a_secret_in_argv_or_environment():
-    """Control for the sampler: a process holding the secret in argv or environment is caught."""
-    secret = f"canary-{uuid.uuid4().hex}"
-    with ProcessWatch(secret.encode(), marker=b"never-matches-anything") as watch:
+    """Control for the sampler: a process holding the secret (here in argv) or one of the other watched
+    strings (here in its environment) is caught."""
+    secret, other = f"canary-{uuid.uuid4().hex}", f"other-canary-{uuid.uuid4().hex}"
+    with ProcessWatch(secret.encode(), marker=b"never-matches-anything", also=(other.encode(),)) as watch:
         argv = subprocess.Popen(["sh", "-c", "sleep 30", secret])
-        env = subprocess.Popen(["sleep", "30"], env={**os.environ, "CANARY": secret})
+        env = subprocess.Popen(["sleep", "30"], env={**os.environ, "CANARY": other})
         try:
             # Sampled until each kind is seen (a process read in the instant it starts may not show its
             # final command line yet), as the watch samples throughout a batch.

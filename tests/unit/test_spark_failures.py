@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_offsets.errors import NOT_RETRYABLE, SparkConnectorMissingError, SparkJobError, SparkObjectStoreError
+from airflow_kafka_offsets.errors import (
+    NOT_RETRYABLE,
+    SparkAuthenticationError,
+    SparkConnectorMissingError,
+    SparkJobError,
+    SparkObjectStoreError,
+)
 from airflow_kafka_offsets.spark.failures import FailureKind, FailureScanner, classify, merge_spans, spark_job_error
 
 DATA_LOSS = """\
@@ -46,6 +52,18 @@ pyspark.errors.exceptions.captured.AnalysisException: [DATA_SOURCE_NOT_FOUND] Fa
 
 AUTHENTICATION = """\
 org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed: Invalid username or password
+"""
+
+# spark-submit reading the stack's SASL_SSL listener with a CA that did not sign the broker's certificate
+TLS_UNTRUSTED = """\
+26/11/25 18:52:00 ERROR NetworkClient: [AdminClient clientId=adminclient-1] Connection to node -1 (localhost/127.0.0.1:52219) failed authentication due to: SSL handshake failed
+org.apache.kafka.common.errors.SslAuthenticationException: SSL handshake failed
+Caused by: javax.net.ssl.SSLHandshakeException: PKIX path building failed: sun.security.provider.certpath.SunCertPathBuilderException: unable to find valid certification path to requested target
+	at java.base/sun.security.ssl.Alert.createSSLException(Alert.java:131)
+	at org.apache.kafka.common.network.SslTransportLayer.handshake(SslTransportLayer.java:302)
+Caused by: sun.security.validator.ValidatorException: PKIX path building failed: sun.security.provider.certpath.SunCertPathBuilderException: unable to find valid certification path to requested target
+26/11/25 18:52:00 WARN KafkaOffsetReaderAdmin: Error in attempt 1 getting Kafka offsets:
+java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.SslAuthenticationException: SSL handshake failed
 """
 
 S3_DENIED = """\
@@ -108,6 +126,17 @@ def test_authentication():
     failure = classify(AUTHENTICATION.splitlines())
     assert failure.kind is FailureKind.AUTHENTICATION
     assert "Invalid username or password" in failure.evidence
+    assert "sasl.password" in failure.next_step
+
+
+def test_an_untrusted_broker_certificate_is_an_authentication_failure_pointing_at_the_ca():
+    failure = classify(TLS_UNTRUSTED.splitlines())
+    assert failure.kind is FailureKind.AUTHENTICATION
+    assert failure.cause.startswith("the TLS handshake with Kafka failed")
+    assert "ssl.ca.location" in failure.next_step and "PKIX path building failed" in failure.next_step
+    assert failure.evidence == "org.apache.kafka.common.errors.SslAuthenticationException: SSL handshake failed"
+    error = spark_job_error({"pipeline": "orders", "batch_id": 2}, scanner_of(TLS_UNTRUSTED), "exit 1")
+    assert isinstance(error, SparkAuthenticationError) and isinstance(error, NOT_RETRYABLE)
 
 
 def test_s3_refusing_the_key_names_the_bucket_and_the_connection_and_is_not_retried():
