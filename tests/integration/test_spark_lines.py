@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -111,13 +112,16 @@ def test_a_connector_built_for_another_spark_is_refused_before_anything_is_plann
     stack, ledger, make_topic, tmp_path, on_path
 ):
     version, _, _ = on_path
-    worker_connector = [str(j) for j in jars.fetch_connector(spark_lines.resolve("4.2"))]
+    other = spark_lines.resolve("4.0" if version.startswith("4.2") else "4.2")
+    other_scala = "2.12" if other.startswith("3.") else "2.13"
+    foreign = [str(j) for j in jars.fetch_connector(other)]
     scala = "2.12" if version.startswith("3.") else "2.13"
-    runner = batch_runner(SparkSettings(jars=tuple(worker_connector)))
+    runner = batch_runner(SparkSettings(jars=tuple(foreign)))
     with refused(
         SparkVersionMismatchError,
-        rf"connector is version 4\.2\.0 for Scala 2\.13 but the Spark that runs the batch is {version} "
-        rf"\(Scala {scala}\): use org\.apache\.spark:spark-sql-kafka-0-10_{scala}:{version} \(Spark home ",
+        rf"connector is version {re.escape(other)} for Scala {other_scala} but the Spark that runs the batch is "
+        rf"{re.escape(version)} \(Scala {scala}\): use org\.apache\.spark:spark-sql-kafka-0-10_{scala}:"
+        rf"{re.escape(version)} \(Spark home ",
     ):
         runner.check()
     # without jars or packages, the default is the connector built for the line
