@@ -2,7 +2,7 @@
 
 Spark writes plain Parquet files into the table's directory (no Delta jars on the cluster, so
 any Spark 4 works); the commit step adds them to the Delta log with delta-rs, in one Delta commit
-carrying ``txnAppId`` = the pipeline's unique id and ``txnVersion`` = the batch number, plus the
+carrying ``txnAppId`` = ``airflow-kafka-offsets-<pipeline uid>`` and ``txnVersion`` = the batch number, plus the
 pipeline, batch, epoch, attempt and offset ranges in the commit's metadata.
 
 The Delta commit runs while the ledger's transaction holds the batch's row, just before the
