@@ -7,12 +7,13 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import airflow, jars, stack
 from .errors import StackError
 
 
-def _print_status(st: dict, show_password: bool = False) -> None:
+def _print_status(st: dict[str, Any], show_password: bool = False) -> None:
     """``show_password``: only for `status`, asked for by the user (never in `up`'s output, which lands in logs)."""
     print(f"state dir: {st['state_dir']}")
     if not st["services"]:

@@ -66,7 +66,7 @@ class StackInfo:
             raise StackError("this stack has no S3 server; run `scripts/stack up` (it adds one)")
         return S3Credentials(self.s3_endpoint, self.s3_access_key, self.s3_secret_key, self.s3_region or "us-east-1")
 
-    def s3_connection(self) -> dict[str, object]:
+    def s3_connection(self) -> dict[str, Any]:
         """The S3 server as an Airflow connection of the Amazon provider's ``aws`` type."""
         creds = self.s3_credentials()
         return {
@@ -95,7 +95,7 @@ class StackInfo:
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": self.sasl_mechanism or "PLAIN",
             "sasl.username": self.sasl_username or "",
-            "sasl.password": self.sasl_password if password is None else password,
+            "sasl.password": (self.sasl_password or "") if password is None else password,
         }
 
     def pg_dsn(self, dbname: str | None = None) -> str:

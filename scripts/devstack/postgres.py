@@ -177,7 +177,7 @@ def is_running(cfg: dict[str, Any]) -> bool:
     return procs.pid_alive(cfg.get("pid"), marker=cfg["data_dir"])
 
 
-def connect(cfg: dict[str, Any], dbname: str | None = None, timeout: int = 5):
+def connect(cfg: dict[str, Any], dbname: str | None = None, timeout: int = 5) -> Any:
     """psycopg2 connection over TCP with the superuser password."""
     try:
         import psycopg2
