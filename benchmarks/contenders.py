@@ -248,7 +248,7 @@ def spark_submit_argv(info: Any, conf: Mapping[str, str], app: Path, args: list[
     argv = ["spark-submit", "--master", "local[2]", "--name", name, "--jars", ",".join(info.connector_jars)]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
-    return argv + [str(app), *args]
+    return [*argv, str(app), *args]
 
 
 class StreamingRunner:

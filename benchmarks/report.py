@@ -102,7 +102,7 @@ def goal_lines(results: dict[str, Any]) -> list[str]:
         rows.append([what, _goal_value(key, value), text, met])
     if not rows:
         return []
-    return ["## Summary", ""] + _table(["figure", "value", "target", "met"], rows) + [""]
+    return ["## Summary", "", *_table(["figure", "value", "target", "met"], rows), ""]
 
 
 def median_of(values: Iterable[float | None]) -> float | None:
@@ -211,7 +211,7 @@ def throughput_lines(results: dict[str, Any]) -> list[str]:
                 f"Where {what} time goes (medians, seconds): "
                 + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {_f(v)}" for k, v in split.items()),
             ]
-    return out + [""]
+    return [*out, ""]
 
 
 OVERHEAD_PHASES = [
@@ -350,7 +350,7 @@ def scaling_lines(results: dict[str, Any]) -> list[str]:
             ],
             rows,
         )
-    return out + [""]
+    return [*out, ""]
 
 
 def comparison_lines(before: dict[str, Any], after: dict[str, Any], before_name: str) -> list[str]:
@@ -424,17 +424,15 @@ def baseline_lines(results: dict[str, Any]) -> list[str]:
                 rows.append([f"small batch: {label}", _f(bv, 2), _f(av, 2), f"{bv / av:.2f}x" if av else "-"])
     if not rows:
         return []
-    return (
-        [
-            "## Before / after tuning, interleaved in this run",
-            "",
-            "package_baseline is the same batch with the Spark app and DEFAULT_SPARK_CONF from before the tuning, "
-            "run alternately with the current package so both see the same machine load.",
-            "",
-        ]
-        + _table(["figure", "before", "after", "speed-up"], rows)
-        + [""]
-    )
+    return [
+        "## Before / after tuning, interleaved in this run",
+        "",
+        "package_baseline is the same batch with the Spark app and DEFAULT_SPARK_CONF from before the tuning, "
+        "run alternately with the current package so both see the same machine load.",
+        "",
+        *_table(["figure", "before", "after", "speed-up"], rows),
+        "",
+    ]
 
 
 def render(results: dict[str, Any], before: dict[str, Any] | None = None, before_name: str = "") -> str:

@@ -181,7 +181,7 @@ def _spark_split_median(runs: list[dict[str, Any]]) -> dict[str, float]:
         rows.append(row)
     return {
         k: round(median(row.get(k) for row in rows) or 0.0, 3)  # not None: some row has k
-        for k in keys + ["total_s"]
+        for k in [*keys, "total_s"]
         if any(row.get(k) is not None for row in rows)
     }
 

@@ -63,7 +63,7 @@ def _print_status(st: dict[str, Any], show_password: bool = False) -> None:
         print(f"  ledger schema      {af['ledger_schema']}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per subcommand
     p = argparse.ArgumentParser(prog="stack", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka + S3 [+ Spark cluster]")

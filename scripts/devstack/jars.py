@@ -215,7 +215,7 @@ def _drop_pyspark_duplicates(dest: Path, jars: list[str]) -> list[str]:
     shipped = dict(_artifact(p.name) for p in (home / "jars").glob("*.jar"))
     kept = []
     for jar in jars:
-        name, version = _artifact(jar)
+        name, _version = _artifact(jar)
         if name in shipped:
             print(f"devstack: note: dropping {jar}: pyspark already ships {name}-{shipped[name]}", file=sys.stderr)
             (dest / jar).unlink()

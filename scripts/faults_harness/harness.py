@@ -280,7 +280,9 @@ class Pipeline:
         with self._lock:
             self.steps.append(StepLog(run_id, worker.step, try_number, worker.ok, detail))
 
-    def run(self, run_id: str, retries: int = RETRIES, faults: list[Fault] | None = None) -> RunOutcome:
+    def run(  # noqa: C901 - a DAG run's steps, their tries and faults, in the order they happen
+        self, run_id: str, retries: int = RETRIES, faults: list[Fault] | None = None
+    ) -> RunOutcome:
         """One DAG run: plan >> read >> commit, each task tried up to ``retries + 1`` times.
 
         Each fault hits the first try of its step not hit yet (a chain of faults on one step
@@ -719,7 +721,7 @@ def kinds_of(kind: str) -> list[str]:
     return kind.split("+")
 
 
-def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
+def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:  # noqa: C901 - one trial, in order
     rng = random.Random(f"{seed}:{kind}:{index}")
     parts = kinds_of(kind)
     chained = len(parts) > 1
@@ -776,8 +778,8 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
                 verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
             except Exception as vexc:  # report the trial's own error first
                 error += f"\n(verification failed too: {vexc})"
-    fired = (
-        kind == "concurrent_runs" or bool(faults) and all(f.fired and not f.outcome.startswith(MISSED) for f in faults)
+    fired = kind == "concurrent_runs" or (
+        bool(faults) and all(f.fired and not f.outcome.startswith(MISSED) for f in faults)
     )
     return TrialResult(
         kind,

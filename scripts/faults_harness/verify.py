@@ -150,7 +150,7 @@ def _check_staging(ledger: Ledger, spec: PipelineSpec, planned: int | None, verd
         verdict.problems.append(f"staged attempts the sweep left that nothing uses: {', '.join(left)}")
 
 
-def verify(
+def verify(  # noqa: C901 - one check after another, each adding to the verdict
     ledger: Ledger, pipeline: str, output_root: str, produced: list[dict[str, Any]], *, expect_drained: bool = True
 ) -> Verdict:
     """``produced``: {"id", "partition", "offset"} of every acknowledged record of the pipeline's topic."""

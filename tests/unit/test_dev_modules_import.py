@@ -72,5 +72,5 @@ def test_a_removed_name_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (tmp_path / "rotten.py").write_text(
         "def plans():\n    from airflow_kafka_offsets.ledger.store import ATTEMPT_COLUMNS\n    return ATTEMPT_COLUMNS\n"
     )
-    with pytest.raises(AssertionError, match="line 2: airflow_kafka_offsets.ledger.store has no ATTEMPT_COLUMNS"):
+    with pytest.raises(AssertionError, match=r"line 2: airflow_kafka_offsets.ledger.store has no ATTEMPT_COLUMNS"):
         test_first_party_names_it_imports_exist("benchmarks.rotten")
