@@ -1,11 +1,12 @@
 """The benchmarks still run, at tiny sizes (seconds each): the harness's scaling section on the real
 ledger; its Spark Connect section and the throughput contenders that start no Spark of their own
 (package_connect on the session's warm server, python_consumer, kafka_consumer_perf); and the
-stand-alone ones: pipelines_page, table_commits, profile_connect.
+stand-alone ones: pipelines_page, table_commits, profile_connect, and profile_read's write and
+read-back steps (one local Spark session: about 10 s).
 
 Not run here, as each needs spark-submit's JVMs (tens of seconds per batch on 2 cores): the
 harness's overhead section and its package, package_baseline and structured_streaming contenders,
-profile_setup, profile_read, connect_latency's spark-submit half. Their modules are covered by
+profile_setup, connect_latency's spark-submit half. Their modules are covered by
 tests/unit/test_dev_modules_import.py and mypy.
 
 Figures are not checked (they are not tests); only that each produced its output with the expected
@@ -179,3 +180,13 @@ def test_quick_profile_connect(spark_connect: str) -> None:
     steps = summary["median_s"]
     assert {"plan", "Kafka read + Parquet write job", "report", "commit", "total"} <= set(steps)
     assert steps["total"] > 0
+
+
+def test_quick_profile_read(stack) -> None:
+    """The app's Parquet write and read-back check as their own Spark jobs in a local session: the names
+    it uses from the Spark app (its columns, read settings, summarize) still exist."""
+    args = ("--records", "400", "--repeat", "1", "--steps", "zstd,read_back")
+    out = run_benchmark("profile_read", *args, timeout=240).stdout
+    steps = json.loads(out[out.index("{") :])
+    assert set(steps) == {"write_parquet_zstd", "read_back", "read_back_narrow"}, out
+    assert all(step["seconds"] > 0 for step in steps.values())
