@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,9 @@ from benchmarks.common import CONNECT_CONN_ID, REPO, parquet_rows, run
 ACTOR = {"dag_id": "benchmarks", "run_id": "bench"}
 STREAMING_APP = Path(__file__).with_name("streaming_app.py")
 TRIVIAL_APP = Path(__file__).with_name("trivial_app.py")
+
+# A contender: (topic, records expected) -> its figures.
+Runner = Callable[[str, int], dict[str, Any]]
 
 
 def children_cpu() -> float:
@@ -189,7 +192,7 @@ class PackageRunner:
         spark = batch_runner(settings)
         marks: dict[str, float] = {}
 
-        def submit(job: dict) -> None:
+        def submit(job: dict[str, Any]) -> None:
             marks["submit_start"] = time.time()
             try:
                 spark(job)
@@ -245,7 +248,7 @@ def spark_submit_argv(info: Any, conf: Mapping[str, str], app: Path, args: list[
     argv = ["spark-submit", "--master", "local[2]", "--name", name, "--jars", ",".join(info.connector_jars)]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
-    return argv + [str(app), *args]
+    return [*argv, str(app), *args]
 
 
 class StreamingRunner:

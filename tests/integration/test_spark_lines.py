@@ -55,7 +55,7 @@ def line_home(request: pytest.FixtureRequest, stack) -> tuple[str, Path, list[st
 @pytest.fixture()
 def on_path(line_home, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path, list[str]]:
     """The line's spark-submit first on PATH, as on a worker that is the cluster's client."""
-    version, home, _ = line_home
+    _version, home, _ = line_home
     monkeypatch.delenv("SPARK_HOME", raising=False)
     monkeypatch.setenv("PATH", f"{home / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin")
     return line_home
