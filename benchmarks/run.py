@@ -52,6 +52,7 @@ CONTENDERS = (
     "package_baseline",
     "package_connect",
     "structured_streaming",
+    "structured_streaming_connect",
     "python_consumer",
     "kafka_consumer_perf",
 )
@@ -215,12 +216,13 @@ def rate_figures(records: int, payload_bytes: int, seconds: float, cpu_s: float 
 
 
 def _needs_connect(args: argparse.Namespace) -> bool:
-    return "connect" in args.sections or ("throughput" in args.sections and "package_connect" in args.contender_list)
+    on_connect = {"package_connect", "structured_streaming_connect"} & set(args.contender_list)
+    return "connect" in args.sections or ("throughput" in args.sections and bool(on_connect))
 
 
 def _connect_pid(args: argparse.Namespace) -> int | None:
-    """The stack's Spark Connect server, when the package_connect contender runs."""
-    if "package_connect" not in args.contender_list:
+    """The stack's Spark Connect server, when a contender runs on it."""
+    if not {"package_connect", "structured_streaming_connect"} & set(args.contender_list):
         return None
     import devstack
 
@@ -243,6 +245,9 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
             info, ledger, workdir, args.extra_conf, args.min_partitions, connect_server_pid=_connect_pid(args)
         ),
         "structured_streaming": contenders.StreamingRunner(info, workdir, spark_conf),
+        "structured_streaming_connect": contenders.StreamingConnectRunner(
+            info, workdir, args.extra_conf, _connect_pid(args)
+        ),
         "python_consumer": contenders.PythonConsumerRunner(info, workdir),
         "kafka_consumer_perf": contenders.ConsumerPerfRunner(info),
     }

@@ -91,7 +91,7 @@ def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: s
         "--only",
         "throughput,connect",
         "--contenders",
-        "package_connect,python_consumer,kafka_consumer_perf",
+        "package_connect,structured_streaming_connect,python_consumer,kafka_consumer_perf",
         "--records",
         "2000",
         "--repeat",
@@ -119,9 +119,17 @@ def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: s
     assert results["goals"]["connect_batch_s"] == connect["median"]["total_s"]
     assert results["goals"]["batch_vs_trivial_submit"] is None  # the overhead section did not run
     contenders = results["throughput"]["contenders"]
-    assert list(contenders) == ["package_connect", "python_consumer", "kafka_consumer_perf"]
+    assert list(contenders) == [
+        "package_connect",
+        "structured_streaming_connect",
+        "python_consumer",
+        "kafka_consumer_perf",
+    ]
     (on_connect,) = contenders["package_connect"]["runs"]
     assert on_connect["records"] == 2000 and on_connect["cpu_s"] > 0  # the server's CPU counts
+    (streaming,) = contenders["structured_streaming_connect"]["runs"]  # AvailableNow on the same server
+    assert streaming["records"] == 2000 and streaming["cpu_s"] > 0
+    assert results["goals"]["package_connect_vs_structured_streaming_connect"] > 0
     (consumer,) = contenders["python_consumer"]["runs"]
     assert consumer["records"] == 2000 and consumer["output_files"] == 1
     (perf,) = contenders["kafka_consumer_perf"]["runs"]
