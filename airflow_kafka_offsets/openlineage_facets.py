@@ -18,9 +18,9 @@ class KafkaOffsetsRunFacet(RunFacet):
     Its ``_schemaURL`` is the base RunFacet schema, which it extends with these fields."""
 
     pipeline: str
-    batchId: int  # noqa: N815 - OpenLineage facets use camelCase field names
+    batchId: int  # OpenLineage facets use camelCase field names
     epoch: int
     ranges: list[dict[str, Any]]
     records: int
-    outputUri: str  # noqa: N815
+    outputUri: str
     _additional_skip_redact: ClassVar[list[str]] = ["pipeline", "ranges", "outputUri"]

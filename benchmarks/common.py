@@ -43,16 +43,17 @@ def now() -> float:
     return time.perf_counter()
 
 
-def median(values: Iterable[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+def median(values: Iterable[float | None]) -> float | None:
+    """The median of the values that are not None (None when there are none)."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
 
 
-def spread(values: Sequence[float]) -> dict[str, float | None]:
-    values = [v for v in values if v is not None]
-    if not values:
+def spread(values: Iterable[float | None]) -> dict[str, float | None]:
+    present = [v for v in values if v is not None]
+    if not present:
         return {"median": None, "min": None, "max": None, "n": 0}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+    return {"median": statistics.median(present), "min": min(present), "max": max(present), "n": len(present)}
 
 
 def loadavg() -> list[float]:
@@ -86,7 +87,7 @@ def stolen_share(start: Sequence[int], end: Sequence[int]) -> float | None:
 
 def run(
     argv: Sequence[str], *, timeout: float = 3600, env: dict[str, str] | None = None, cwd: str | None = None
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     if result.returncode != 0:
         raise RuntimeError(

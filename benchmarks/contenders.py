@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,9 @@ from benchmarks.common import CONNECT_CONN_ID, REPO, parquet_rows, run
 ACTOR = {"dag_id": "benchmarks", "run_id": "bench"}
 STREAMING_APP = Path(__file__).with_name("streaming_app.py")
 TRIVIAL_APP = Path(__file__).with_name("trivial_app.py")
+
+# A contender: (topic, records expected) -> its figures.
+Runner = Callable[[str, int], dict[str, Any]]
 
 
 def children_cpu() -> float:
@@ -189,7 +192,7 @@ class PackageRunner:
         spark = batch_runner(settings)
         marks: dict[str, float] = {}
 
-        def submit(job: dict) -> None:
+        def submit(job: dict[str, Any]) -> None:
             marks["submit_start"] = time.time()
             try:
                 spark(job)
@@ -234,8 +237,7 @@ class PackageRunner:
         """spark-submit: its finished processes; Spark Connect: the server's process and this one (the client)."""
         if self.connect_server_pid is None:
             return children_cpu()
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return process_cpu(self.connect_server_pid) + usage.ru_utime + usage.ru_stime
+        return process_cpu(self.connect_server_pid) + _self_cpu()
 
 
 # --------------------------------------------------------------------------- Structured Streaming
@@ -245,7 +247,7 @@ def spark_submit_argv(info: Any, conf: Mapping[str, str], app: Path, args: list[
     argv = ["spark-submit", "--master", "local[2]", "--name", name, "--jars", ",".join(info.connector_jars)]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
-    return argv + [str(app), *args]
+    return [*argv, str(app), *args]
 
 
 class StreamingRunner:
@@ -292,6 +294,57 @@ class StreamingRunner:
         }
         shutil.rmtree(run_dir, ignore_errors=True)
         return result
+
+
+class StreamingConnectRunner:
+    """The same AvailableNow query on the warm Spark Connect server the package's Connect contender
+    uses, with the same session settings: the package's same-mode contender (no JVM start either)."""
+
+    def __init__(self, info: Any, workdir: Path, spark_conf: Mapping[str, str], connect_server_pid: int | None) -> None:
+        self.info = info
+        self.workdir = workdir
+        self.spark_conf = dict(spark_conf)
+        self.connect_server_pid = connect_server_pid
+
+    def __call__(self, topic: str, expected: int) -> dict[str, Any]:
+        from airflow_kafka_offsets.spark.connect import connect_mode, connection_url, remote_session, session_conf
+        from airflow_kafka_offsets.spark.settings import SparkSettings
+        from benchmarks.streaming_app import run_available_now
+
+        if self.connect_server_pid is None:
+            raise RuntimeError("structured_streaming_connect needs the stack's Spark Connect server")
+        run_dir = self.workdir / f"streaming-connect-{uuid.uuid4().hex[:8]}"
+        url = connection_url(CONNECT_CONN_ID)
+        cpu0 = process_cpu(self.connect_server_pid) + _self_cpu()
+        start = time.time()
+        with connect_mode():
+            spark = remote_session(url)
+            try:
+                for key, value in session_conf(SparkSettings(conf=self.spark_conf)).items():
+                    spark.conf.set(key, value)
+                read = run_available_now(
+                    spark, self.info.bootstrap_servers, topic, str(run_dir / "out"), str(run_dir / "checkpoint")
+                )
+            finally:
+                spark.stop()
+        end = time.time()
+        cpu = process_cpu(self.connect_server_pid) + _self_cpu() - cpu0
+        rows, files, size = parquet_rows(run_dir / "out")
+        if rows != expected:
+            raise RuntimeError(f"structured streaming on Connect wrote {rows} rows ({read} read), expected {expected}")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return {
+            "seconds": round(end - start, 3),
+            "cpu_s": round(cpu, 1),
+            "records": rows,
+            "output_files": files,
+            "output_bytes": size,
+        }
+
+
+def _self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class TrivialSubmitRunner:

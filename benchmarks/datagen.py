@@ -9,6 +9,7 @@ import json
 import os
 import uuid
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -27,7 +28,7 @@ class DataSet:
     payload_bytes: int  # sum of key + value lengths, the MB in MB/s
     produce_s: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -15,14 +15,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
+
+import psycopg2
 
 import devstack
-from benchmarks.common import median, prepare_environment, say
+from benchmarks.common import prepare_environment, say
 from benchmarks.scaling import STEP, TOPIC, FakeOffsets, LedgerBench
+
+if TYPE_CHECKING:  # imported where used, after the benchmark's environment is set
+    from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
+    from airflow_kafka_offsets.service.overview import KafkaPositions
+
+T = TypeVar("T")
 
 RECENT = 10  # batches spanning every partition at the top of the history
 LAG = 25  # records per partition beyond the cursor
@@ -34,10 +43,10 @@ class FakeKafka:
     def __init__(self, partitions: int, latest: int) -> None:
         self.offsets_of = FakeOffsets(partitions, latest)
 
-    def offsets(self, topics: Sequence[str]) -> dict[Any, Any]:
+    def offsets(self, topics: Sequence[str]) -> dict[TopicPartition, PartitionOffsets]:
         return self.offsets_of(topics)
 
-    def timestamps_at(self, positions: dict[Any, int]) -> dict[Any, datetime]:
+    def timestamps_at(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, datetime | None]:
         return {tp: datetime.now(UTC) - timedelta(minutes=5) for tp in positions}
 
 
@@ -110,7 +119,7 @@ def load(bench: LedgerBench, name: str, partitions: int, batches: int) -> tuple[
     return time.perf_counter() - started, cursor
 
 
-def timed(fn: Any, runs: int) -> tuple[float, Any]:
+def timed(fn: Callable[[], T], runs: int) -> tuple[float, T]:
     """Median milliseconds of ``runs`` calls (after one warm-up), and the last result."""
     result = fn()
     times = []
@@ -118,36 +127,31 @@ def timed(fn: Any, runs: int) -> tuple[float, Any]:
         t0 = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - t0)
-    return round(1000 * median(times), 1), result
+    return round(1000 * statistics.median(times), 1), result
 
 
-def plans(bench: LedgerBench, name: str, batch_ids: list[int]) -> dict[str, str]:
-    """EXPLAIN ANALYZE of the page's ledger queries (index use, time inside PostgreSQL)."""
-    from airflow_kafka_offsets.ledger.store import ATTEMPT_COLUMNS
+def plans(bench: LedgerBench, name: str, kafka: KafkaPositions) -> dict[str, str]:
+    """EXPLAIN ANALYZE of every query a request of the pipeline's first page runs (index use, time inside
+    PostgreSQL): the statements are recorded as the page runs them, so they are the ledger's own."""
+    from airflow_kafka_offsets.service.overview import pipeline_detail
 
-    queries = {
-        "recent batches": (
-            "SELECT batch_id FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id DESC LIMIT 10",
-            (name,),
-        ),
-        "ranges of recent batches": (
-            "SELECT b.id, r.topic, c.n FROM unnest(%s::bigint[]) AS b(id)"
-            " CROSS JOIN LATERAL (SELECT count(*) AS n FROM {s}.batch_ranges WHERE pipeline = %s AND batch_id = b.id) c"
-            " CROSS JOIN LATERAL (SELECT topic FROM {s}.batch_ranges"
-            " WHERE pipeline = %s AND batch_id = b.id ORDER BY topic, partition LIMIT 20) r",
-            (batch_ids, name, name),
-        ),
-        "attempts of recent batches": (
-            f"SELECT {ATTEMPT_COLUMNS} FROM {{s}}.attempts WHERE pipeline = %s AND batch_id = ANY(%s::bigint[])",
-            (name, batch_ids),
-        ),
-        "cursors": ("SELECT topic, partition, next_offset FROM {s}.cursors WHERE pipeline = %s", (name,)),
-    }
+    bench.timer.recorded = []
+    try:
+        pipeline_detail(bench.ledger, kafka, name, 1)
+        statements = [(sql, params) for sql, params in bench.timer.recorded if sql.lstrip().startswith("SELECT")]
+    finally:
+        bench.timer.recorded = None
     out = {}
-    with bench.ledger.transaction(read_only=True) as tx:
-        for label, (sql, params) in queries.items():
-            rows = tx.fetchall("EXPLAIN (ANALYZE, COSTS OFF) " + sql, params)
-            out[label] = "\n".join(r[0] for r in rows)
+    conn = psycopg2.connect(bench.info.pg_dsn())
+    try:
+        conn.set_session(readonly=True)
+        with conn.cursor() as cur:
+            for number, (sql, params) in enumerate(statements, 1):
+                cur.execute("EXPLAIN (ANALYZE, COSTS OFF) " + sql, params)
+                shape = " ".join(sql.replace(f'"{bench.schema}".', "").split())
+                out[f"{number}. {shape[:100]}"] = "\n".join(r[0] for r in cur.fetchall())
+    finally:
+        conn.close()
     return out
 
 
@@ -193,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for label, (ms, html) in results.items():
             print(f"  {label:<22} {ms:>8.1f} ms  ({len(html) / 1000:.0f} kB of HTML)")
-        for label, plan in plans(bench, name, [b.batch["batch_id"] for b in detail.batches]).items():
+        for label, plan in plans(bench, name, kafka).items():
             print(f"\n{label}:\n{plan}")
     finally:
         if args.keep:

@@ -22,11 +22,13 @@ A figure, not a test::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -78,7 +80,7 @@ def job_totals(event_log: Path) -> dict[int, dict[str, float]]:
     return jobs
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling script: its steps, in order
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=8)
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare_environment(info)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_apps"))
     import kafka_range_batch as app
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import functions as F
 
     from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[dict[str, Any]] = []
     try:
 
-        def kafka(fetch: dict[str, str]):
+        def kafka(fetch: dict[str, str]) -> DataFrame:
             reader = (
                 spark.read.format("kafka")
                 .option("subscribe", dataset.topic)
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 reader = reader.option(key, value)
             return reader.load().select(*app.COLUMNS)
 
-        def timed(name: str, action) -> None:
+        def timed(name: str, action: Callable[[], object]) -> None:
             load = loadavg()
             start = time.time()
             action()
@@ -148,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                 writer = writer.option(key, value)
             writer.parquet(out)
 
+        def read_noop(fetch: dict[str, str]) -> None:
+            kafka(fetch).write.format("noop").mode("overwrite").save()
+
         for rep in range(args.repeat):
             out = str(work / f"out-{rep}")
             if "read" in args.steps:
@@ -158,14 +163,14 @@ def main(argv: list[str] | None = None) -> int:
                     ("read_noop_poll_20000", {**app.READ_DEFAULTS, "max.poll.records": "20000"}),
                 ]
                 for name, fetch in reads[:: 1 if rep % 2 == 0 else -1]:
-                    timed(name, lambda fetch=fetch: kafka(fetch).write.format("noop").mode("overwrite").save())
+                    timed(name, functools.partial(read_noop, fetch))
             for name, codec in list(CODECS.items())[:: 1 if rep % 2 == 0 else -1]:
                 if name in args.steps:
-                    timed(f"write_parquet_{name}", lambda out=f"{out}-{name}", codec=codec: write(out, codec))
+                    timed(f"write_parquet_{name}", functools.partial(write, f"{out}-{name}", codec))
             if "read_back" in args.steps:
                 write(out, {})
                 written = spark.read.schema(kafka({}).schema).parquet(out)
-                timed("read_back", lambda written=written: app.summarize(written))
+                timed("read_back", functools.partial(app.summarize, written))
                 narrow = written.select(
                     "topic",
                     "partition",
@@ -173,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                     F.lit(None).cast("binary").alias("key"),
                     F.lit(None).cast("binary").alias("value"),
                 )
-                timed("read_back_narrow", lambda narrow=narrow: app.summarize(narrow))
+                timed("read_back_narrow", functools.partial(app.summarize, narrow))
     finally:
         spark.stop()
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)

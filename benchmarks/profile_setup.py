@@ -46,7 +46,7 @@ ACTIONS = ("Parquet write start", "spark.range(10).count() start")
 
 def timeline(result: dict[str, Any], marks_file: Path) -> dict[str, float]:
     """Every mark of one run (worker, timed app, event log) in seconds since the worker's start."""
-    epochs = dict(result["epochs"])
+    epochs: dict[str, float] = dict(result["epochs"])
     marks: list[tuple[str, float]] = [(name, at) for name, at in epochs.items()]
     marks += [(name, at) for name, at in json.loads(marks_file.read_text())["marks"]]
     marks += [(name, at) for name, at in result["spark"].get("events", [])]
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="ako-profile-setup-"))
     data = datagen.produce(info.bootstrap_servers, args.records, args.partitions)
     ledger = _ledger(info)
-    runners = {
+    runners: dict[str, contenders.Runner] = {
         "package": contenders.PackageRunner(
             info, ledger, workdir, extra, app=str(TIMED_APP), class_archive_dir=args.class_archive_dir
         ),

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,8 +34,15 @@ SCHEMA = pa.schema(
 )
 
 
-def _headers(raw):
-    return None if raw is None else [{"key": k, "value": v} for k, v in raw]
+HeaderValue = str | bytes | None
+
+
+def _headers(raw: list[tuple[str, HeaderValue]] | dict[str, HeaderValue] | None) -> list[dict[str, Any]] | None:
+    """A message's headers as Spark's column holds them (a consumed message's are a list of pairs)."""
+    if raw is None:
+        return None
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return [{"key": k, "value": v} for k, v in pairs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     writer = pq.ParquetWriter(out / "part-00000.parquet", SCHEMA, compression="zstd")
-    cols: dict[str, list] = {name: [] for name in SCHEMA.names}
+    cols: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
     records = payload = 0
 
     def flush() -> None:
@@ -81,9 +89,11 @@ def main(argv: list[str] | None = None) -> int:
 
     while remaining:
         for msg in consumer.consume(num_messages=10_000, timeout=1.0):
-            if msg.error():
-                raise RuntimeError(msg.error().str())
+            error = msg.error()
+            if error:
+                raise RuntimeError(error.str())
             partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None  # a consumed record has both
             if partition not in remaining or offset >= ends[partition]:
                 continue
             key, value = msg.key(), msg.value()

@@ -24,7 +24,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import (
     CONNECT_CONN_ID,
@@ -41,6 +41,10 @@ from benchmarks.common import (
     stolen_share,
 )
 
+if TYPE_CHECKING:  # imported where used: Airflow's settings are made first (prepare_environment)
+    from airflow_kafka_offsets.ledger import Ledger
+    from benchmarks.contenders import PackageRunner
+
 DEFAULT_RESULTS = REPO / "benchmarks" / "results"
 README = REPO / "README.md"
 CONTENDERS = (
@@ -48,6 +52,7 @@ CONTENDERS = (
     "package_baseline",
     "package_connect",
     "structured_streaming",
+    "structured_streaming_connect",
     "python_consumer",
     "kafka_consumer_perf",
 )
@@ -153,7 +158,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # --------------------------------------------------------------------------- sections
 
 
-def _ledger(info: Any):
+def _ledger(info: Any) -> Ledger:
     import psycopg2
 
     from airflow_kafka_offsets.ledger import Ledger
@@ -168,7 +173,7 @@ def _drop(ledger: Any) -> None:
         tx.execute("DROP SCHEMA {s} CASCADE")
 
 
-def _spark_split_median(runs: list[dict]) -> dict[str, float]:
+def _spark_split_median(runs: list[dict[str, Any]]) -> dict[str, float]:
     keys = ["plan_s", "attempt_bookkeeping_s", "startup_s", "setup_s", "jobs_s", "shutdown_s", "commit_s"]
     rows = []
     for r in runs:
@@ -176,13 +181,13 @@ def _spark_split_median(runs: list[dict]) -> dict[str, float]:
         row["total_s"] = r["seconds"]
         rows.append(row)
     return {
-        k: round(median(row.get(k) for row in rows), 3)
-        for k in keys + ["total_s"]
+        k: round(median(row.get(k) for row in rows) or 0.0, 3)  # not None: some row has k
+        for k in [*keys, "total_s"]
         if any(row.get(k) is not None for row in rows)
     }
 
 
-def _baseline_runner(info: Any, ledger: Any, workdir: Path, args: argparse.Namespace):
+def _baseline_runner(info: Any, ledger: Ledger, workdir: Path, args: argparse.Namespace) -> PackageRunner | None:
     from benchmarks import contenders
 
     if not args.baseline:
@@ -211,12 +216,13 @@ def rate_figures(records: int, payload_bytes: int, seconds: float, cpu_s: float 
 
 
 def _needs_connect(args: argparse.Namespace) -> bool:
-    return "connect" in args.sections or ("throughput" in args.sections and "package_connect" in args.contender_list)
+    on_connect = {"package_connect", "structured_streaming_connect"} & set(args.contender_list)
+    return "connect" in args.sections or ("throughput" in args.sections and bool(on_connect))
 
 
 def _connect_pid(args: argparse.Namespace) -> int | None:
-    """The stack's Spark Connect server, when the package_connect contender runs."""
-    if "package_connect" not in args.contender_list:
+    """The stack's Spark Connect server, when a contender runs on it."""
+    if not {"package_connect", "structured_streaming_connect"} & set(args.contender_list):
         return None
     import devstack
 
@@ -230,7 +236,7 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
     dataset = datagen.produce(info.bootstrap_servers, args.records, args.partitions, args.record_bytes)
     ledger = _ledger(info)
     spark_conf = {**DEFAULT_SPARK_CONF, **args.extra_conf}
-    runners = {
+    runners: dict[str, contenders.Runner | None] = {
         "package": contenders.PackageRunner(
             info, ledger, workdir, args.extra_conf, args.min_partitions, class_archive_dir=args.class_archive_dir
         ),
@@ -239,15 +245,20 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
             info, ledger, workdir, args.extra_conf, args.min_partitions, connect_server_pid=_connect_pid(args)
         ),
         "structured_streaming": contenders.StreamingRunner(info, workdir, spark_conf),
+        "structured_streaming_connect": contenders.StreamingConnectRunner(
+            info, workdir, args.extra_conf, _connect_pid(args)
+        ),
         "python_consumer": contenders.PythonConsumerRunner(info, workdir),
         "kafka_consumer_perf": contenders.ConsumerPerfRunner(info),
     }
-    runs: dict[str, list[dict]] = {name: [] for name in args.contender_list}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.contender_list}
     try:
         for rep in range(args.repeat):  # round robin, so a noisy minute hurts every contender alike
             for name in args.contender_list:
+                runner = runners[name]
+                assert runner is not None, name  # package_baseline is listed only with a baseline
                 load = loadavg()
-                result = runners[name](dataset.topic, dataset.records)
+                result = runner(dataset.topic, dataset.records)
                 result["loadavg_before"] = load
                 runs[name].append(result)
                 say(
@@ -263,6 +274,7 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
     for name in args.contender_list:
         seconds = spread([r["seconds"] for r in runs[name]])
         cpu = median(r.get("cpu_s") for r in runs[name])
+        assert seconds["median"] is not None  # every run has its seconds
         entry = {
             "seconds": seconds,
             **rate_figures(dataset.records, dataset.payload_bytes, seconds["median"], cpu, cores),
@@ -286,15 +298,16 @@ def overhead(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, An
 
     dataset = datagen.produce(info.bootstrap_servers, args.overhead_records, args.partitions, args.record_bytes)
     ledger = _ledger(info)
-    runners = {
+    runners: dict[str, contenders.Runner] = {
         "package": contenders.PackageRunner(
             info, ledger, workdir, args.extra_conf, args.min_partitions, class_archive_dir=args.class_archive_dir
         ),
         "trivial_submit": contenders.TrivialSubmitRunner(info, workdir, {**DEFAULT_SPARK_CONF, **args.extra_conf}),
     }
-    if args.baseline:
-        runners["package_baseline"] = _baseline_runner(info, ledger, workdir, args)
-    runs: dict[str, list[dict]] = {name: [] for name in runners}
+    baseline = _baseline_runner(info, ledger, workdir, args)
+    if baseline is not None:  # with args.baseline
+        runners["package_baseline"] = baseline
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in runners}
     try:
         for rep in range(args.overhead_repeat):
             for name, runner in runners.items():

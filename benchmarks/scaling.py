@@ -19,18 +19,22 @@ import json
 import logging
 import re
 import shutil
+import statistics
 import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg2
 import psycopg2.extensions
 
-from benchmarks.common import median, say
+from benchmarks.common import say
+
+if TYPE_CHECKING:  # imported where used, after the benchmark's environment is set
+    from airflow_kafka_offsets.core.model import PartitionOffsets, PipelineSpec, TopicPartition
 
 TOPIC = "scale"
 STEP = 100  # records per partition and batch
@@ -43,6 +47,8 @@ class StatementTimer:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self.enabled = False
+        # When a list: every statement run, whole, with its parameters (for EXPLAIN), timed or not.
+        self.recorded: list[tuple[str, Any]] | None = None
 
     def add(self, sql: str, seconds: float) -> None:
         if not self.enabled:
@@ -67,16 +73,19 @@ class StatementTimer:
         ]
 
 
-def timed_connect(dsn: str, timer: StatementTimer):
+def timed_connect(dsn: str, timer: StatementTimer) -> Callable[[], Any]:
     class TimedCursor(psycopg2.extensions.cursor):
-        def execute(self, query, vars=None):  # noqa: A002 - DB-API name
+        def execute(self, query: str | bytes, vars: Any = None) -> None:
+            sql = query if isinstance(query, str) else query.decode()
+            if timer.recorded is not None:
+                timer.recorded.append((sql, vars))
             started = time.perf_counter()
             try:
-                return super().execute(query, vars)
+                super().execute(query, vars)
             finally:
-                timer.add(query if isinstance(query, str) else query.decode(), time.perf_counter() - started)
+                timer.add(sql, time.perf_counter() - started)
 
-    def connect():
+    def connect() -> Any:
         started = time.perf_counter()
         conn = psycopg2.connect(dsn, cursor_factory=TimedCursor)
         timer.add("(connect)", time.perf_counter() - started)
@@ -95,13 +104,13 @@ class FakeOffsets:
     def advance(self) -> None:
         self.latest += STEP
 
-    def __call__(self, topics: Sequence[str]):
+    def __call__(self, topics: Sequence[str]) -> dict[TopicPartition, PartitionOffsets]:
         from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
 
         return {TopicPartition(TOPIC, p): PartitionOffsets(0, self.latest) for p in range(self.partitions)}
 
 
-def fake_submit(job: dict) -> None:
+def fake_submit(job: dict[str, Any]) -> None:
     """Stand-in for spark-submit: stage a report that matches the plan (and no data)."""
     staging = Path(job["staging_uri"].removeprefix("file://"))
     staging.mkdir(parents=True, exist_ok=True)
@@ -148,12 +157,12 @@ class LedgerBench:
             tx.execute("DROP SCHEMA {s} CASCADE")
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def spec(self, name: str):
+    def spec(self, name: str) -> PipelineSpec:
         from airflow_kafka_offsets.core.spec import build_spec
 
         return build_spec(name, [TOPIC], str(self.root))
 
-    def one_batch(self, spec, offsets: FakeOffsets) -> dict[str, float]:
+    def one_batch(self, spec: PipelineSpec, offsets: FakeOffsets) -> dict[str, float]:
         from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
         from airflow_kafka_offsets.sinks import LocalDirectorySink
 
@@ -174,13 +183,13 @@ class LedgerBench:
         shutil.rmtree(Path(outcome.plan.output_uri.removeprefix("file://")), ignore_errors=True)
         return {"plan_s": t1 - t0, "attempt_s": t2 - t1, "commit_s": t3 - t2}
 
-    def measure(self, spec, offsets: FakeOffsets, batches: int) -> dict[str, Any]:
+    def measure(self, spec: PipelineSpec, offsets: FakeOffsets, batches: int) -> dict[str, Any]:
         self.one_batch(spec, offsets)  # warm-up (and, on a new pipeline, creates the cursors)
         self.timer.reset()
         self.timer.enabled = True
         runs = [self.one_batch(spec, offsets) for _ in range(batches)]
         self.timer.enabled = False
-        result: dict[str, Any] = {k: round(1000 * median(r[k] for r in runs), 3) for k in runs[0]}
+        result: dict[str, Any] = {k: round(1000 * statistics.median(r[k] for r in runs), 3) for k in runs[0]}
         result = {k.replace("_s", "_ms"): v for k, v in result.items()}
         result["plan_commit_ms"] = round(result["plan_ms"] + result["commit_ms"], 3)
         result["batch_ledger_ms"] = round(result["plan_ms"] + result["attempt_ms"] + result["commit_ms"], 3)
@@ -195,7 +204,7 @@ class LedgerBench:
         Row-by-row checks would take most of an hour for a million batches (the history is generated
         without overlaps): they are put back (validated, index rebuilt) after the load instead.
         """
-        deferred = tx.fetchall(
+        deferred: list[tuple[str, str, str]] = tx.fetchall(
             "SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c"
             " WHERE c.connamespace = %s::regnamespace AND c.contype IN ('x', 'f')"
             "   AND c.conrelid::regclass::text NOT LIKE '%%pipelines' ORDER BY c.contype DESC",
@@ -224,7 +233,7 @@ class LedgerBench:
         finally:
             conn.close()
 
-    def load_history(self, spec, history: int, partitions: int) -> float:
+    def load_history(self, spec: PipelineSpec, history: int, partitions: int) -> float:
         """Bulk-load ``history`` committed batches of ``partitions`` partitions (as plan/commit leave them)."""
         started = time.perf_counter()
         name = spec.name

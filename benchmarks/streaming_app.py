@@ -18,6 +18,39 @@ from pyspark.sql import SparkSession
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 
 
+def run_available_now(
+    spark: SparkSession, bootstrap: str, topic: str, output: str, checkpoint: str, min_partitions: int | None = None
+) -> int:
+    """The whole topic into Parquet with Trigger.AvailableNow; returns the rows read. ``spark`` is a
+    classic session (spark-submit) or a Spark Connect one (the same query on a warm server)."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .option("failOnDataLoss", "true")
+        .option("kafka.isolation.level", "read_committed")
+    )
+    if min_partitions:
+        reader = reader.option("minPartitions", str(min_partitions))
+    query = (
+        reader.load()
+        .select(*COLUMNS)
+        .writeStream.format("parquet")
+        .option("path", output)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    progress = query.recentProgress
+    # classic sessions give dicts, Spark Connect StreamingQueryProgress objects (that may leave it out)
+    rows = sum(int((p.get("numInputRows") if isinstance(p, dict) else p.numInputRows) or 0) for p in progress)
+    print(f"streaming_app: {rows} rows in {len(progress)} micro-batch(es)", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", required=True)
@@ -28,30 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark = SparkSession.builder.getOrCreate()
     try:
-        reader = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", args.bootstrap)
-            .option("subscribe", args.topic)
-            .option("startingOffsets", "earliest")
-            .option("includeHeaders", "true")
-            .option("failOnDataLoss", "true")
-            .option("kafka.isolation.level", "read_committed")
-        )
-        if args.min_partitions:
-            reader = reader.option("minPartitions", str(args.min_partitions))
-        query = (
-            reader.load()
-            .select(*COLUMNS)
-            .writeStream.format("parquet")
-            .option("path", args.output)
-            .option("checkpointLocation", args.checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        progress = query.recentProgress
-        rows = sum(int(p["numInputRows"]) for p in progress)
-        print(f"streaming_app: {rows} rows in {len(progress)} micro-batch(es)", flush=True)
+        run_available_now(spark, args.bootstrap, args.topic, args.output, args.checkpoint, args.min_partitions)
     finally:
         spark.stop()
     return 0

@@ -34,7 +34,7 @@ from benchmarks.common import say
 
 def attempt_files(storage: Storage, staging_uri: str, first_offset: int, records: int) -> None:
     """Two Parquet files and a report, as a Spark attempt leaves them."""
-    fs, base = storage._fs(staging_uri)
+    fs, base = storage.filesystem(staging_uri)
     fs.create_dir(base, recursive=True)
     half = records // 2
     for part, start in enumerate((first_offset, first_offset + half)):
@@ -63,7 +63,7 @@ def run_case(info: devstack.StackInfo, sink_format: str, root: str, batches: int
     table = {"iceberg": "bench.events", "delta": "events"}.get(sink_format)
     sink_option = {"format": sink_format, "table": table} if table else None
     spec = build_spec("bench", ["bench"], root, sink=sink_option)
-    s3 = s3_access("s3", info.s3_access_key, info.s3_secret_key, info.s3_connection()["extra"])  # type: ignore[arg-type]
+    s3 = s3_access("s3", info.s3_access_key, info.s3_secret_key, info.s3_connection()["extra"])
     sink = open_sink(spec, ledger.catalog_uri, schema, s3 if root.startswith("s3://") else None)
     sink.check_writable(None)
     storage = Storage(s3)
@@ -82,16 +82,17 @@ def run_case(info: devstack.StackInfo, sink_format: str, root: str, batches: int
     finally:
         with ledger.transaction() as tx:
             tx.execute(f'DROP SCHEMA "{schema}" CASCADE')
-            tx.execute("DELETE FROM iceberg_tables WHERE catalog_name = %s", (schema,))
-            tx.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = %s", (schema,))
+            if sink_format == "iceberg":  # the catalog's tables exist once an Iceberg sink has used them
+                tx.execute("DELETE FROM iceberg_tables WHERE catalog_name = %s", (schema,))
+                tx.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = %s", (schema,))
     return times
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--records", type=int, default=10_000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     info = devstack.up()
     local = tempfile.mkdtemp(prefix="table-commits-")
     cases = [("directory", local), ("iceberg", local), ("delta", local)]

@@ -58,11 +58,13 @@ def session_marks() -> None:
         mark("getOrCreate start")
         spark = original(builder)
         mark("getOrCreate end (SparkSession ready)")
-        runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None  # a classic session: spark-submit's driver
+        runtime = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
         MARKS.append(("JVM started", runtime.getStartTime() / 1000))
         return spark
 
-    SparkSession.Builder.getOrCreate = get_or_create  # type: ignore[method-assign]
+    setattr(SparkSession.Builder, "getOrCreate", get_or_create)  # noqa: B010 - a patched method, as timed() does
     timed(SparkSession, "stop", "spark.stop()")
 
 

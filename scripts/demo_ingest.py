@@ -102,14 +102,14 @@ def run(cmd: list[str], env: dict[str, str], quiet: bool = False) -> None:
         raise SystemExit(f"demo: {' '.join(cmd[:3])} failed with exit code {result.returncode}")
 
 
-def committed_keys(info: devstack.StackInfo, sink_format: str, output: str) -> Counter:
+def committed_keys(info: devstack.StackInfo, sink_format: str, output: str) -> Counter[str]:
     """Keys in the committed output, read as the README tells readers to: the ledger's committed
     batches (on S3, the files each batch's ``_manifest`` lists), or the table (PyIceberg /
     delta-rs, which know nothing of the ledger)."""
     ledger = Ledger(lambda: psycopg2.connect(info.pg_dsn()), schema=SCHEMA)
     ledger.migrate()  # a no-op once the first DAG run has created the ledger
     s3 = s3_access("s3", info.s3_access_key, info.s3_secret_key, info.s3_connection()["extra"])
-    keys: Counter = Counter()
+    keys: Counter[str] = Counter()
     if sink_format == "directory":
         try:
             outputs = committed_outputs(ledger, PIPELINE)

@@ -9,4 +9,4 @@ from airflow_kafka_offsets.ledger.store import (
     raise_for_state,
 )
 
-__all__ = ["Attempt", "BatchRecord", "Ledger", "describe_actor", "LedgerTransaction", "raise_for_state"]
+__all__ = ["Attempt", "BatchRecord", "Ledger", "LedgerTransaction", "describe_actor", "raise_for_state"]

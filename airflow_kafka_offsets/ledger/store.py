@@ -803,4 +803,4 @@ def raise_for_state(record: BatchRecord, wanted: BatchState) -> None:
         )
 
 
-__all__ = ["Attempt", "BatchRecord", "describe_actor", "Ledger", "LedgerError", "LedgerTransaction", "raise_for_state"]
+__all__ = ["Attempt", "BatchRecord", "Ledger", "LedgerError", "LedgerTransaction", "describe_actor", "raise_for_state"]

@@ -70,7 +70,7 @@ class Storage:
             return self._s3_filesystem(uri), f"{parsed.netloc}{parsed.path}"
         try:
             fs, path = pafs.FileSystem.from_uri(uri)
-        except Exception as exc:  # noqa: BLE001 - Arrow raises ArrowInvalid / OSError variants
+        except Exception as exc:  # Arrow raises ArrowInvalid / OSError variants
             raise OutputLocationError(f"cannot open {uri!r}: {exc}") from exc
         return fs, str(path)
 

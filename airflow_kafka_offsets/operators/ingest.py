@@ -11,7 +11,7 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
 from airflow.sdk.exceptions import AirflowFailException
@@ -389,7 +389,7 @@ class KafkaBatchSparkOperator(KafkaBatchStepOperator):
         "spark_packages",
         "min_partitions",
     )
-    template_fields_renderers = {"spark_conf": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#fdf0e0"
 
     def __init__(

@@ -9,7 +9,7 @@ The options are validated by the same field definitions as the form and the CLI
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow.sdk import Context
 
@@ -48,7 +48,7 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
         "spark_jars",
         "spark_packages",
     )
-    template_fields_renderers = {"options": "json", "spark_conf": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {"options": "json", "spark_conf": "json"}
     ui_color = "#f3e8fd"
 
     def __init__(

@@ -20,7 +20,7 @@ from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
-from airflow_kafka_offsets.ledger import Attempt, Ledger
+from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.batches import (
     OffsetsSource,
     commit_batch,
@@ -232,25 +232,7 @@ def resolve_replay(
                 ids.update(tx.batches_overlapping(pipeline, tp.topic, tp.partition, start, end))
             chosen = sorted(ids)
         elif selection.since is not None:
-            if kafka is None:
-                raise InvalidPipelineSpecError("a time window needs Kafka to resolve timestamps to offsets")
-            until = selection.until or datetime.now(UTC)
-            if until <= selection.since:
-                raise InvalidPipelineSpecError(f"empty time window: {selection.since} is not before {until}")
-            tps = sorted(tp for tp in tx.cursors(pipeline) if tp.topic in spec.topics)
-            starts = kafka.offsets_for_time(tps, selection.since)
-            ends = kafka.offsets_for_time(tps, until)
-            latest = {tp: o.latest for tp, o in kafka.offsets(spec.topics).items()}
-            ids = set()
-            for tp in tps:
-                first_offset, end_offset = starts.get(tp), ends.get(tp)
-                if first_offset is None:
-                    continue
-                if end_offset is None:
-                    end_offset = latest.get(tp, 0)
-                if end_offset > first_offset:
-                    ids.update(tx.batches_overlapping(pipeline, tp.topic, tp.partition, first_offset, end_offset))
-            chosen = sorted(ids)
+            chosen = _batches_in_time_window(tx, kafka, pipeline, spec, selection.since, selection.until)
         elif selection.first_batch is not None or selection.last_batch is not None:
             first, last = selection.first_batch, selection.last_batch
             if first is not None and last is not None and last < first:
@@ -261,6 +243,36 @@ def resolve_replay(
     if not chosen:
         raise InvalidPipelineSpecError(f"the selection matches no committed batch of pipeline {pipeline!r}")
     return chosen
+
+
+def _batches_in_time_window(
+    tx: LedgerTransaction,
+    kafka: KafkaOffsetsClient | None,
+    pipeline: str,
+    spec: PipelineSpec,
+    since: datetime,
+    until: datetime | None,
+) -> list[int]:
+    """The batches overlapping the records Kafka timestamped from ``since`` to ``until`` (default: now)."""
+    if kafka is None:
+        raise InvalidPipelineSpecError("a time window needs Kafka to resolve timestamps to offsets")
+    until = until or datetime.now(UTC)
+    if until <= since:
+        raise InvalidPipelineSpecError(f"empty time window: {since} is not before {until}")
+    tps = sorted(tp for tp in tx.cursors(pipeline) if tp.topic in spec.topics)
+    starts = kafka.offsets_for_time(tps, since)
+    ends = kafka.offsets_for_time(tps, until)
+    latest = {tp: o.latest for tp, o in kafka.offsets(spec.topics).items()}
+    ids: set[int] = set()
+    for tp in tps:
+        first_offset, end_offset = starts.get(tp), ends.get(tp)
+        if first_offset is None:
+            continue
+        if end_offset is None:
+            end_offset = latest.get(tp, 0)
+        if end_offset > first_offset:
+            ids.update(tx.batches_overlapping(pipeline, tp.topic, tp.partition, first_offset, end_offset))
+    return sorted(ids)
 
 
 def replay_batch(

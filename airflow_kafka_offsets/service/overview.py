@@ -8,11 +8,11 @@ looked up only for the partitions on the page.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, TopicPartition
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.errors import KafkaOffsetsError, KafkaUnavailableError, PipelineNotFoundError
@@ -23,6 +23,14 @@ PIPELINES_PER_PAGE = 50
 PARTITIONS_PER_PAGE = 100
 RECENT_BATCHES = 10
 RANGES_SHOWN = 20
+
+
+class KafkaPositions(Protocol):
+    """What the page asks Kafka (clients.kafka.KafkaOffsetsClient answers it)."""
+
+    def offsets(self, topics: Sequence[str]) -> dict[TopicPartition, PartitionOffsets]: ...
+
+    def timestamps_at(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, datetime | None]: ...
 
 
 @dataclass(frozen=True)
@@ -117,7 +125,7 @@ class _KafkaAnswer:
     unavailable: bool = False  # Kafka itself did not answer (not just one pipeline's topic)
 
 
-def _kafka_offsets(kafka: KafkaOffsetsClient, topics: tuple[str, ...]) -> _KafkaAnswer:
+def _kafka_offsets(kafka: KafkaPositions, topics: tuple[str, ...]) -> _KafkaAnswer:
     try:
         return _KafkaAnswer(kafka.offsets(list(topics)))
     except KafkaUnavailableError as exc:
@@ -148,7 +156,7 @@ def _summary(
     )
 
 
-def overview(ledger: Ledger, kafka: KafkaOffsetsClient, page: int = 1) -> Overview:
+def overview(ledger: Ledger, kafka: KafkaPositions, page: int = 1) -> Overview:
     """One page of pipelines (by name) with their total lag, batch in flight and last batch."""
     with ledger.transaction(read_only=True) as tx:
         if not _ledger_exists(tx):
@@ -164,7 +172,7 @@ def overview(ledger: Ledger, kafka: KafkaOffsetsClient, page: int = 1) -> Overvi
     return Overview(tuple(summaries), page, _pages(total, PIPELINES_PER_PAGE), total)
 
 
-def pipeline_detail(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, page: int = 1) -> PipelineDetail:
+def pipeline_detail(ledger: Ledger, kafka: KafkaPositions, pipeline: str, page: int = 1) -> PipelineDetail:
     """One pipeline: a page of its partitions, its recent batches with their ranges, their attempts."""
     with ledger.transaction(read_only=True) as tx:
         if not _ledger_exists(tx):
@@ -201,7 +209,7 @@ def pipeline_detail(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, pa
     )
 
 
-def _timestamps(kafka: KafkaOffsetsClient, positions: dict[TopicPartition, int]) -> dict[TopicPartition, Any]:
+def _timestamps(kafka: KafkaPositions, positions: dict[TopicPartition, int]) -> dict[TopicPartition, Any]:
     try:
         return kafka.timestamps_at(positions)
     except KafkaOffsetsError:  # lag in time stays unknown; lag in records is shown anyway

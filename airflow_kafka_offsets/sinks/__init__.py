@@ -11,10 +11,10 @@ from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
 __all__ = [
+    "REPORT_NAME",
     "LocalDirectorySink",
     "ManifestDirectorySink",
     "Publication",
-    "REPORT_NAME",
     "Sink",
     "directory_sink",
     "open_sink",

@@ -276,7 +276,7 @@ def _release(spark: Any) -> None:
     """End the server-side session; a server that is gone has ended it already."""
     try:
         spark.stop()
-    except Exception as exc:  # noqa: BLE001 - the attempt's own outcome is what matters
+    except Exception as exc:  # the attempt's own outcome is what matters
         log.warning("Spark Connect session could not be released: %s", type(exc).__name__)
 
 

@@ -32,7 +32,7 @@ def connection_type(conn_id: str) -> str | None:
 
     try:
         return str(BaseHook.get_connection(conn_id).conn_type)
-    except Exception:  # noqa: BLE001 - reported by SparkBatchSubmitter.check with the connection's name
+    except Exception:  # reported by SparkBatchSubmitter.check with the connection's name
         return None
 
 

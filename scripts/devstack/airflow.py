@@ -104,7 +104,8 @@ ledger_schema = {ledger_schema}
 
 
 def password(cfg: Mapping[str, Any]) -> str:
-    return json.loads(Path(cfg["password_file"]).read_text())[cfg["user"]]
+    passwords: dict[str, str] = json.loads(Path(cfg["password_file"]).read_text())
+    return passwords[cfg["user"]]
 
 
 def command_env(cfg: Mapping[str, Any], connections: Mapping[str, str]) -> dict[str, str]:
@@ -160,7 +161,8 @@ def token(cfg: Mapping[str, Any]) -> str:
         f"{cfg['url']}/auth/token", data=body, headers={"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())["access_token"]
+        access_token: str = json.loads(response.read())["access_token"]
+        return access_token
 
 
 def api(

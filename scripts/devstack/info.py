@@ -82,7 +82,7 @@ class StackInfo:
             raise StackError("this stack has no S3 server; run `scripts/stack up` (it adds one)")
         return S3Credentials(self.s3_endpoint, self.s3_access_key, self.s3_secret_key, self.s3_region or "us-east-1")
 
-    def s3_connection(self) -> dict[str, object]:
+    def s3_connection(self) -> dict[str, Any]:
         """The S3 server as an Airflow connection of the Amazon provider's ``aws`` type."""
         creds = self.s3_credentials()
         return {
@@ -111,7 +111,7 @@ class StackInfo:
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": self.sasl_mechanism or "PLAIN",
             "sasl.username": self.sasl_username or "",
-            "sasl.password": self.sasl_password if password is None else password,
+            "sasl.password": (self.sasl_password or "") if password is None else password,
         }
 
     def sasl_ssl_client_config(self, password: str | None = None) -> dict[str, str]:
@@ -127,7 +127,7 @@ class StackInfo:
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": self.sasl_ssl_mechanism or "SCRAM-SHA-512",
             "sasl.username": self.sasl_ssl_username or "",
-            "sasl.password": self.sasl_ssl_password if password is None else password,
+            "sasl.password": (self.sasl_ssl_password or "") if password is None else password,
             "ssl.ca.location": self.ssl_ca_file,
         }
 

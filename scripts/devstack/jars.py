@@ -18,6 +18,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from . import procs, state
 from .errors import StackError
@@ -210,7 +211,7 @@ def _complete(dest: Path) -> bool:
     return (dest / MARKER).is_file()
 
 
-def _write_marker(dest: Path, meta: dict) -> None:
+def _write_marker(dest: Path, meta: dict[str, Any]) -> None:
     meta = dict(meta, fetched_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     (dest / MARKER).write_text(json.dumps(meta, indent=2) + "\n")
 

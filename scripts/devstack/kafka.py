@@ -404,7 +404,7 @@ def probe(host: str, port: int, timeout: float = 3.0) -> bool:
     except (OSError, struct.error):
         return False
     corr, _throttle, n_brokers = struct.unpack(">iii", resp[:12])
-    return corr == 7 and n_brokers >= 1
+    return bool(corr == 7 and n_brokers >= 1)
 
 
 def _recv(s: socket.socket, n: int) -> bytes:

@@ -177,7 +177,7 @@ def is_running(cfg: dict[str, Any]) -> bool:
     return procs.pid_alive(cfg.get("pid"), marker=cfg["data_dir"])
 
 
-def connect(cfg: dict[str, Any], dbname: str | None = None, timeout: int = 5):
+def connect(cfg: dict[str, Any], dbname: str | None = None, timeout: int = 5) -> Any:
     """psycopg2 connection over TCP with the superuser password."""
     try:
         import psycopg2
@@ -197,7 +197,7 @@ def ready(cfg: dict[str, Any]) -> bool:
     """Liveness probe: the server accepts an authenticated connection."""
     try:
         conn = connect(cfg, dbname="postgres", timeout=3)
-    except Exception:  # noqa: BLE001 - any failure means "not ready"
+    except Exception:  # any failure means "not ready"
         return False
     conn.close()
     return True
@@ -213,7 +213,7 @@ def ensure_database(cfg: dict[str, Any], dbname: str | None = None) -> None:
             break
         except StackError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if time.monotonic() > deadline:
                 raise StackError(
                     f"cannot connect to PostgreSQL on {cfg['host']}:{cfg['port']}: {exc}\n{procs.tail(cfg['log'])}"

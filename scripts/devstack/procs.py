@@ -15,7 +15,7 @@ from .errors import StackError
 
 # Popen objects of children spawned by this interpreter, kept so they are not
 # garbage-collected while running (ResourceWarning) and can be reaped.
-_CHILDREN: dict[int, subprocess.Popen] = {}
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def require_tool(name: str, hint: str = "") -> str:
@@ -45,7 +45,7 @@ def run(
     cwd: Path | str | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 600,
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     """Run a command to completion; on failure raise ``<what> failed: <output tail>``."""
     try:
         proc = subprocess.run(
@@ -158,7 +158,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """An unused TCP port on ``host`` (asked from the kernel)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:

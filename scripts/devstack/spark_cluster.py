@@ -8,6 +8,7 @@ import shutil
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,17 +142,18 @@ def alive_workers(cfg: dict[str, Any]) -> int:
     return sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE")
 
 
-def _master_json(cfg: dict[str, Any]) -> dict | None:
+def _master_json(cfg: dict[str, Any]) -> dict[str, Any] | None:
     url = f"http://{state.LOOPBACK}:{cfg['master_webui_port']}/json/"
     try:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
         with opener.open(url, timeout=3) as resp:
-            return json.load(resp)
+            master: dict[str, Any] = json.load(resp)
+            return master
     except (OSError, ValueError):
         return None
 
 
-def _wait(cond, pid: int, log: str, what: str, timeout: float) -> None:
+def _wait(cond: Callable[[], bool], pid: int, log: str, what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():

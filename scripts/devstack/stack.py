@@ -131,7 +131,7 @@ def _ensure_spark(sd: Path, sc: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _ensure_spark_connect(sd: Path, stack: dict[str, Any]) -> dict[str, Any]:
-    sc = stack.get("spark_connect")
+    sc: dict[str, Any] | None = stack.get("spark_connect")
     if sc and spark_connect.is_running(sc) and procs.port_open(sc["port"], sc["host"]):
         _say(f"Spark Connect server already running (pid {sc['pid']}, {sc['host']}:{sc['port']})")
         return sc
@@ -250,7 +250,8 @@ def start_spark_cluster() -> str:
         stack = _require_stack()
         stack["spark"] = _ensure_spark(Path(stack["state_dir"]), stack.get("spark"))
         state.save(stack)
-        return stack["spark"]["master_url"]
+        url: str = stack["spark"]["master_url"]
+        return url
 
 
 def stop_spark_cluster() -> None:
@@ -272,7 +273,7 @@ def start_airflow(ledger_schema: str = "kafka_offsets") -> dict[str, Any]:
     """
     with state.lock():
         stack = _require_stack()
-        af = stack.get("airflow")
+        af: dict[str, Any] | None = stack.get("airflow")
         if af and airflow.is_running(af):
             _say(f"Airflow already running ({af['url']})")
             return af

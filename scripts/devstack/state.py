@@ -41,7 +41,8 @@ def load() -> dict[str, Any]:
     path = state_dir() / STACK_FILE
     if not path.exists():
         return {}
-    return json.loads(path.read_text())
+    stack: dict[str, Any] = json.loads(path.read_text())
+    return stack
 
 
 def save(stack: dict[str, Any]) -> None:

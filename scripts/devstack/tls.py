@@ -64,25 +64,76 @@ def ensure(sd: Path) -> dict[str, str]:
     write_secret(Path(files["ssl_keystore_password_file"]))
     try:
         procs.run(
-            [openssl, "req", "-x509", *_EC, "-keyout", str(ca_key), "-out", files["ssl_ca_file"], "-days", DAYS]
-            + ["-subj", "/CN=airflow-kafka-offsets local stack CA"]
-            + ["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            [
+                openssl,
+                "req",
+                "-x509",
+                *_EC,
+                "-keyout",
+                str(ca_key),
+                "-out",
+                files["ssl_ca_file"],
+                "-days",
+                DAYS,
+                "-subj",
+                "/CN=airflow-kafka-offsets local stack CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
             "openssl (stack CA)",
             cwd=base,
         )
         procs.run(
-            [openssl, "req", "-x509", "-CA", files["ssl_ca_file"], "-CAkey", str(ca_key), *_EC]
-            + ["-keyout", str(broker_key), "-out", str(broker_cert), "-days", DAYS, "-subj", "/CN=localhost"]
-            + ["-addext", f"subjectAltName={SUBJECT_ALT_NAMES}", "-addext", "basicConstraints=critical,CA:FALSE"]
-            + ["-addext", "keyUsage=critical,digitalSignature", "-addext", "extendedKeyUsage=serverAuth"],
+            [
+                openssl,
+                "req",
+                "-x509",
+                "-CA",
+                files["ssl_ca_file"],
+                "-CAkey",
+                str(ca_key),
+                *_EC,
+                "-keyout",
+                str(broker_key),
+                "-out",
+                str(broker_cert),
+                "-days",
+                DAYS,
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                f"subjectAltName={SUBJECT_ALT_NAMES}",
+                "-addext",
+                "basicConstraints=critical,CA:FALSE",
+                "-addext",
+                "keyUsage=critical,digitalSignature",
+                "-addext",
+                "extendedKeyUsage=serverAuth",
+            ],
             "openssl (broker certificate)",
             cwd=base,
         )
         keystore_tmp = base / (KEYSTORE_FILE + ".tmp")
         procs.run(
-            [openssl, "pkcs12", "-export", "-in", str(broker_cert), "-inkey", str(broker_key)]
-            + ["-certfile", files["ssl_ca_file"], "-name", "broker", "-out", str(keystore_tmp)]
-            + ["-passout", f"file:{files['ssl_keystore_password_file']}"],
+            [
+                openssl,
+                "pkcs12",
+                "-export",
+                "-in",
+                str(broker_cert),
+                "-inkey",
+                str(broker_key),
+                "-certfile",
+                files["ssl_ca_file"],
+                "-name",
+                "broker",
+                "-out",
+                str(keystore_tmp),
+                "-passout",
+                f"file:{files['ssl_keystore_password_file']}",
+            ],
             "openssl (broker key store)",
             cwd=base,
         )

@@ -19,7 +19,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import devstack
 from faults_harness.harness import (
@@ -71,8 +73,8 @@ def run(
     workdir: Path | None = None,
     keep: bool = False,
     shuffle: bool = True,
-    out=print,
-    spark_connect: dict | None = None,
+    out: Callable[..., object] = print,
+    spark_connect: dict[str, Any] | None = None,
     storage: str = "local",
     sink: str = "directory",
 ) -> tuple[list[TrialResult], list[str], bool]:

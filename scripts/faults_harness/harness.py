@@ -19,10 +19,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import pyarrow.fs as pafs
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import devstack
@@ -100,7 +101,7 @@ class Context:
             return {"format": "delta", "table": table}
         return None
 
-    def pg(self):
+    def pg(self) -> Any:  # a psycopg2 connection
         return psycopg2.connect(self.info.pg_dsn())
 
 
@@ -178,7 +179,7 @@ class Pipeline:
         self.output_root = ctx.output_root(self.dir)
         self.storage = files.Storage(object_storage(self.output_root))
         self._sink: Sink | None = None
-        self.produced: list[dict] = []
+        self.produced: list[dict[str, Any]] = []
         self.steps: list[StepLog] = []
         self.workers: list[Worker] = []
         self.orphans: list[int] = []  # process groups of Spark jobs whose worker was killed
@@ -191,18 +192,21 @@ class Pipeline:
 
     # records ---------------------------------------------------------------------
 
-    def produce(self, count: int, tag: str) -> list[dict]:
+    def produce(self, count: int, tag: str) -> list[dict[str, Any]]:
         producer = Producer(
             {"bootstrap.servers": self.ctx.info.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5}
         )
-        acked: list[dict] = []
+        acked: list[dict[str, Any]] = []
         errors: list[str] = []
 
-        def delivered(err, msg):
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            key = msg.key()
             if err is not None:
                 errors.append(str(err))
+            elif key is None:  # every record here has a key
+                errors.append(f"record without a key acked at offset {msg.offset()}")
             else:
-                acked.append({"id": msg.key().decode(), "partition": msg.partition(), "offset": msg.offset()})
+                acked.append({"id": key.decode(), "partition": msg.partition(), "offset": msg.offset()})
 
         for i in range(count):
             rid = f"{tag}{uuid.uuid4().hex}"
@@ -220,7 +224,7 @@ class Pipeline:
             self.produced += acked
         return acked
 
-    def random_wave(self, tag: str) -> list[dict]:
+    def random_wave(self, tag: str) -> list[dict[str, Any]]:
         return self.produce(self.rng.randint(*self.ctx.records), tag)
 
     # workers ---------------------------------------------------------------------
@@ -276,7 +280,9 @@ class Pipeline:
         with self._lock:
             self.steps.append(StepLog(run_id, worker.step, try_number, worker.ok, detail))
 
-    def run(self, run_id: str, retries: int = RETRIES, faults: list[Fault] | None = None) -> RunOutcome:
+    def run(  # noqa: C901 - a DAG run's steps, their tries and faults, in the order they happen
+        self, run_id: str, retries: int = RETRIES, faults: list[Fault] | None = None
+    ) -> RunOutcome:
         """One DAG run: plan >> read >> commit, each task tried up to ``retries + 1`` times.
 
         Each fault hits the first try of its step not hit yet (a chain of faults on one step
@@ -307,13 +313,13 @@ class Pipeline:
                 outcome.failed_step = step
                 return outcome
             if step == "plan":
-                batch_id = worker.result["batch_id"]
+                batch_id = worker.answer()["batch_id"]
                 outcome.planned_batch = batch_id
                 if batch_id is None:  # read and commit find nothing to do
                     outcome.ok = True
                     return outcome
             if step == "commit":
-                outcome.committed_now = worker.result["committed_now"]
+                outcome.committed_now = worker.answer()["committed_now"]
         outcome.ok = True
         outcome.batch_id = batch_id
         return outcome
@@ -392,7 +398,7 @@ def kill_in_spark(pipe: Pipeline, worker: Worker, *, target: str, whole_group: b
     """SIGKILL during the Spark job: ``target`` 'read' (a random moment before the Parquet write
     starts) or 'write' (as soon as Spark's _temporary directory appears)."""
     if not wait_spark_app(worker):
-        return f"{MISSED}Spark never ran (worker ended {worker.proc.poll()})"
+        return f"{MISSED}Spark never ran (worker ended {worker.poll()})"
     started = time.monotonic()
     if target == "read":
         delay = pipe.rng.uniform(0.0, 4.0)
@@ -418,11 +424,16 @@ def kill_in_spark(pipe: Pipeline, worker: Worker, *, target: str, whole_group: b
     return f"SIGKILL {what} {at:.1f}s into the Spark app, {moment}"
 
 
-def restart(service: str, **kwargs) -> str:
+def restart(service: str, **kwargs: Any) -> str:
     """Restart a stack service; if its port was taken meanwhile (the stack's ports are in the
     ephemeral range: any process binding port 0 can get one while the service is down), start it
     again on the same port as soon as the port is free. Returns a note on such a delay."""
-    what = {"kafka": devstack.restart_kafka, "postgres": devstack.restart_postgres, "s3": devstack.restart_s3}[service]
+    restarts: dict[str, Callable[..., None]] = {
+        "kafka": devstack.restart_kafka,
+        "postgres": devstack.restart_postgres,
+        "s3": devstack.restart_s3,
+    }
+    what = restarts[service]
     try:
         what(**kwargs)
         return ""
@@ -551,7 +562,7 @@ def s3_restart(pipe: Pipeline) -> list[Fault]:
     def during_spark(p: Pipeline, w: Worker) -> str:
         started = (lambda: p.attempt_running(w)) if connect else w.spark_app_running
         if not wait_until(started, w, SPARK_START_TIMEOUT_S, poll=0.2):
-            return f"{MISSED}Spark never ran (worker ended {w.proc.poll()})"
+            return f"{MISSED}Spark never ran (worker ended {w.poll()})"
         time.sleep(delay)
         phase = p.spark_phase(w)
         if phase == "staged" or not w.alive():
@@ -612,7 +623,7 @@ def stale_worker(pipe: Pipeline) -> Fault:
         w.wait(timeout=WORKER_TIMEOUT_S)
         late = p.worker("commit", "stale", 1, p.current_batch)
         p.finish(late, "stale", 1)
-        if not late.ok or late.result.get("committed_now"):
+        if not late.ok or late.answer().get("committed_now"):
             raise TrialError(
                 f"the stale run's commit should report the batch already committed: {late.result or late.error}"
             )
@@ -670,6 +681,7 @@ def concurrent_runs(pipe: Pipeline, prefix: str) -> str:
     failed = {n: o for n, o in outcomes.items() if isinstance(o, BaseException)}
     if failed:
         raise TrialError("; ".join(f"{n}: {o}" for n, o in failed.items()))
+    done = {n: o for n, o in outcomes.items() if isinstance(o, RunOutcome)}  # all of them
     ledger = pipe.ctx.ledger()
     with ledger.transaction() as tx:
         events = tx.fetchall(
@@ -681,7 +693,7 @@ def concurrent_runs(pipe: Pipeline, prefix: str) -> str:
     if twice:
         raise TrialError("concurrent runs: " + ", ".join(twice))
     summary = ", ".join(
-        f"{n}: planned {o.planned_batch} committed_now={o.committed_now}" for n, o in sorted(outcomes.items())
+        f"{n}: planned {o.planned_batch} committed_now={o.committed_now}" for n, o in sorted(done.items())
     )
     return f"two runs started together ({summary})"
 
@@ -709,7 +721,7 @@ def kinds_of(kind: str) -> list[str]:
     return kind.split("+")
 
 
-def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
+def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:  # noqa: C901 - one trial, in order
     rng = random.Random(f"{seed}:{kind}:{index}")
     parts = kinds_of(kind)
     chained = len(parts) > 1
@@ -739,7 +751,7 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
             if wave < ctx.batches - 1:
                 previous = faults[0].after
 
-                def produce_late(prev=previous, tag=f"w{wave}late-") -> None:
+                def produce_late(prev: Callable[[], None] | None = previous, tag: str = f"w{wave}late-") -> None:
                     if prev:
                         prev()
                     pipe.random_wave(tag)  # newer records the replay must leave to the next batch
@@ -766,8 +778,8 @@ def run_trial(ctx: Context, kind: str, index: int, seed: int) -> TrialResult:
                 verdict = verify(ctx.ledger(), pipe.name, pipe.output_root, pipe.produced)
             except Exception as vexc:  # report the trial's own error first
                 error += f"\n(verification failed too: {vexc})"
-    fired = (
-        kind == "concurrent_runs" or bool(faults) and all(f.fired and not f.outcome.startswith(MISSED) for f in faults)
+    fired = kind == "concurrent_runs" or (
+        bool(faults) and all(f.fired and not f.outcome.startswith(MISSED) for f in faults)
     )
     return TrialResult(
         kind,
@@ -793,6 +805,7 @@ def faults_of(make: Callable[[Pipeline], Fault | list[Fault]] | None, pipe: Pipe
 def _with_batch(pipe: Pipeline, fault: Fault) -> None:
     """Stale-worker monitors need the batch id of the run they disturb."""
     monitor = fault.monitor
+    assert monitor is not None, "a stale-worker fault has a monitor"
 
     def wrapped(p: Pipeline, w: Worker) -> str:
         with p.ctx.ledger().transaction() as tx:

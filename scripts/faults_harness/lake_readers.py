@@ -11,6 +11,7 @@ Shared by the fault harness and the integration tests.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -26,12 +27,12 @@ from airflow_kafka_offsets.object_storage import storage as files
 COMMIT_KEYS = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.attempt")
 
 
-def manifest_listing(fs: pafs.FileSystem, prefix: str) -> tuple[list[str], list[dict]]:
+def manifest_listing(fs: pafs.FileSystem, prefix: str) -> tuple[list[str], list[dict[str, Any]]]:
     """Every ``batch=*/_manifest`` under ``prefix`` (a pipeline's directory, bucket/path), and the rows
     of the files each lists."""
     infos = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
     manifests = sorted(i.path for i in infos if i.path.endswith("/_manifest"))
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for path in manifests:
         with fs.open_input_stream(path) as stream:
             listed = json.loads(stream.read())["files"]
@@ -46,6 +47,7 @@ def _storage(spec: PipelineSpec) -> files.Storage:
 
 def iceberg_table(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> Table:
     catalog = SqlCatalog(catalog_name, uri=catalog_uri, **_storage(spec).pyiceberg_properties())
+    assert spec.sink.table is not None, "an Iceberg sink names its table"
     return catalog.load_table(spec.sink.table)
 
 
@@ -65,6 +67,7 @@ def table_commits(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> li
     """(operation, batch, attempt) of the pipeline's commits in the table's history, oldest first."""
     if spec.sink.format.value == "iceberg":
         summaries = [s.summary for s in iceberg_table(catalog_uri, catalog_name, spec).snapshots() if s.summary]
-        return [{k: summary[k] for k in COMMIT_KEYS} for summary in summaries if summary[COMMIT_KEYS[1]] is not None]
+        properties = [summary.additional_properties for summary in summaries]  # as the delta branch: str to str
+        return [{k: p[k] for k in COMMIT_KEYS} for p in properties if COMMIT_KEYS[1] in p]
     history = delta_table(spec).history()
     return [{k: c[k] for k in COMMIT_KEYS} for c in reversed(history) if COMMIT_KEYS[1] in c]

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from faults_harness.worker import ERROR_PREFIX, RESULT_PREFIX
 
@@ -99,10 +100,10 @@ class Worker:
     argv: list[str]
     env: dict[str, str]
     log: Path
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     returncode: int | None = None
-    result: dict | None = None
+    result: dict[str, Any] | None = None
     error: str | None = None
     killed: bool = False
     batch_id: int | None = None
@@ -133,6 +134,10 @@ class Worker:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def poll(self) -> int | None:
+        """Its exit status once it ended (None while it runs, or before it started)."""
+        return None if self.proc is None else self.proc.poll()
 
     def state(self) -> str | None:
         st = _stat(self.pid)
@@ -192,6 +197,12 @@ class Worker:
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+    def answer(self) -> dict[str, Any]:
+        """The result of a worker that ended ``ok`` (an error if it printed none)."""
+        if self.result is None:
+            raise RuntimeError(f"{self.step} worker exited {self.returncode} without a result; see {self.log}")
+        return self.result
 
     def output(self) -> str:
         try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from airflow_kafka_offsets.config import object_storage
@@ -69,13 +70,13 @@ class Verdict:
 
 def _directory_rows(
     ledger: Ledger, spec: PipelineSpec, output_root: str, planned_uri: str | None, verdict: Verdict
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Rows of a directory sink; problems for anything visible outside the committed batches."""
     outputs = committed_outputs(ledger, spec.name)
     visible_ok = {o.uri for o in outputs} | ({planned_uri} if planned_uri else set())
     s3 = object_storage(output_root)
     if s3 is None:
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         for output in outputs:
             if not Path(output.path).is_dir():
                 verdict.problems.append(f"batch {output.batch_id} is committed but its output {output.path} is missing")
@@ -102,10 +103,10 @@ def _directory_rows(
 
 def _table_rows(
     ledger: Ledger, spec: PipelineSpec, committed: list[BatchRecord], planned: int | None, verdict: Verdict
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Rows of an Iceberg or Delta table; problems for commits the ledger does not account for."""
     assert ledger.catalog_uri is not None, "the ledger needs its catalog URI to read Iceberg tables"
-    rows = read_table(ledger.catalog_uri, ledger.schema, spec).select(COLUMNS).to_pylist()
+    rows: list[dict[str, Any]] = read_table(ledger.catalog_uri, ledger.schema, spec).select(COLUMNS).to_pylist()
     commits = [c for c in table_commits(ledger.catalog_uri, ledger.schema, spec) if c[OPERATION] == "commit"]
     times = Counter(int(c[BATCH]) for c in commits)
     with ledger.transaction() as tx:
@@ -149,8 +150,8 @@ def _check_staging(ledger: Ledger, spec: PipelineSpec, planned: int | None, verd
         verdict.problems.append(f"staged attempts the sweep left that nothing uses: {', '.join(left)}")
 
 
-def verify(
-    ledger: Ledger, pipeline: str, output_root: str, produced: list[dict], *, expect_drained: bool = True
+def verify(  # noqa: C901 - one check after another, each adding to the verdict
+    ledger: Ledger, pipeline: str, output_root: str, produced: list[dict[str, Any]], *, expect_drained: bool = True
 ) -> Verdict:
     """``produced``: {"id", "partition", "offset"} of every acknowledged record of the pipeline's topic."""
     verdict = Verdict(produced=len(produced))

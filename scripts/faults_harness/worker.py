@@ -30,7 +30,16 @@ import signal
 import sys
 import traceback
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # imported where used: after the pause points are installed
+    from airflow.sdk import Context
+
+    from airflow_kafka_offsets.operators import (
+        KafkaBatchCommitOperator,
+        KafkaBatchPlanOperator,
+        KafkaBatchSparkOperator,
+    )
 
 PAUSE_ENV = "FAULTS_PAUSE_AT"
 SPARK_CONF_ENV = "FAULTS_SPARK_CONF"  # JSON object: extra Spark settings for the read step
@@ -59,17 +68,20 @@ def install_pause_points() -> None:
         faults.add_observer(maybe_pause)
 
 
-def context(args: argparse.Namespace) -> dict[str, Any]:
+def context(args: argparse.Namespace) -> Context:
     """What the steps read of a task's context; outlet events are collected as Airflow's runner does."""
     from airflow.sdk.execution_time.context import OutletEventAccessors
 
     ti = SimpleNamespace(
         dag_id="faults_harness", run_id=args.run_id, task_id=args.step, try_number=args.try_number, map_index=-1
     )
-    return {"ti": ti, "outlet_events": OutletEventAccessors()}
+    # A stand-in for Airflow's context: only the parts the steps read.
+    return cast("Context", {"ti": ti, "outlet_events": OutletEventAccessors()})
 
 
-def operator(args: argparse.Namespace):
+def operator(
+    args: argparse.Namespace,
+) -> KafkaBatchPlanOperator | KafkaBatchSparkOperator | KafkaBatchCommitOperator:
     from airflow_kafka_offsets.operators import (
         KafkaBatchCommitOperator,
         KafkaBatchPlanOperator,

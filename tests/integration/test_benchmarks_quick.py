@@ -1,8 +1,16 @@
-"""The benchmark harness still runs: its scaling part on the real ledger and its Spark Connect part on the
-session's warm server, tiny sizes (seconds).
+"""The benchmarks still run, at tiny sizes (seconds each): the harness's scaling section on the real
+ledger; its Spark Connect section and the throughput contenders that start no Spark of their own
+(package_connect on the session's warm server, python_consumer, kafka_consumer_perf); and the
+stand-alone ones: pipelines_page, table_commits, profile_connect, and profile_read's write and
+read-back steps (one local Spark session: about 10 s).
 
-Figures are not checked (they are not tests); only that the harness produced its JSON and
-Markdown with the expected keys, so it cannot silently rot.
+Not run here, as each needs spark-submit's JVMs (tens of seconds per batch on 2 cores): the
+harness's overhead section and its package, package_baseline and structured_streaming contenders,
+profile_setup, connect_latency's spark-submit half. Their modules are covered by
+tests/unit/test_dev_modules_import.py and mypy.
+
+Figures are not checked (they are not tests); only that each produced its output with the expected
+keys, so it cannot silently rot.
 """
 
 from __future__ import annotations
@@ -16,11 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_harness(*args: str, timeout: float) -> None:
-    """``python -m benchmarks.run`` with these arguments, as scripts/bench runs it."""
+def run_benchmark(module: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m benchmarks.<module>`` with these arguments, as scripts/bench runs the harness."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "scripts")])}
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", *args],
+        [sys.executable, "-m", f"benchmarks.{module}", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -28,6 +36,11 @@ def run_harness(*args: str, timeout: float) -> None:
         timeout=timeout,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def run_harness(*args: str, timeout: float) -> None:
+    run_benchmark("run", *args, timeout=timeout)
 
 
 def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
@@ -67,9 +80,9 @@ def test_quick_scaling_writes_json_and_markdown(stack, tmp_path: Path) -> None:
 
 
 def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: str, tmp_path: Path) -> None:
-    """The Spark Connect section and throughput contender on the session's warm server (batches of 200
-    and 2,000 records, seconds): their figures, the summary of the goals, and the README block
-    rewritten from them."""
+    """The Spark Connect section, and the throughput contenders without a spark-submit (the package's
+    batch on the session's warm server, the Python consumer, Kafka's ConsumerPerformance) on 2,000
+    records: their figures, the summary of the goals, and the README block rewritten from them."""
     readme = tmp_path / "README.md"
     readme.write_text(
         "before\n<!-- benchmarks:summary:start -->\nold figures\n<!-- benchmarks:summary:end -->\nafter\n"
@@ -78,7 +91,7 @@ def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: s
         "--only",
         "throughput,connect",
         "--contenders",
-        "package_connect",
+        "package_connect,structured_streaming_connect,python_consumer,kafka_consumer_perf",
         "--records",
         "2000",
         "--repeat",
@@ -105,9 +118,26 @@ def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: s
     assert connect["median"]["trivial_s"] == round(connect["runs"][0]["trivial_s"], 3) > 0
     assert results["goals"]["connect_batch_s"] == connect["median"]["total_s"]
     assert results["goals"]["batch_vs_trivial_submit"] is None  # the overhead section did not run
-    (on_connect,) = results["throughput"]["contenders"]["package_connect"]["runs"]
+    contenders = results["throughput"]["contenders"]
+    assert list(contenders) == [
+        "package_connect",
+        "structured_streaming_connect",
+        "python_consumer",
+        "kafka_consumer_perf",
+    ]
+    (on_connect,) = contenders["package_connect"]["runs"]
     assert on_connect["records"] == 2000 and on_connect["cpu_s"] > 0  # the server's CPU counts
-    assert results["goals"]["package_connect_vs_python_consumer"] is None  # the consumer did not run
+    (streaming,) = contenders["structured_streaming_connect"]["runs"]  # AvailableNow on the same server
+    assert streaming["records"] == 2000 and streaming["cpu_s"] > 0
+    assert results["goals"]["package_connect_vs_structured_streaming_connect"] > 0
+    (consumer,) = contenders["python_consumer"]["runs"]
+    assert consumer["records"] == 2000 and consumer["output_files"] == 1
+    (perf,) = contenders["kafka_consumer_perf"]["runs"]
+    assert perf["records"] >= 2000 and "data.consumed.in.nMsg" in perf["tool_reported"]
+    for entry in contenders.values():
+        assert entry["records_per_s"] > 0 and "vs_package" not in entry  # the spark-submit batch did not run
+    assert results["goals"]["package_connect_vs_python_consumer"] > 0
+    assert results["goals"]["package_vs_python_consumer"] is None
 
     markdown = (tmp_path / "quick-connect.md").read_text()
     assert "## Summary" in markdown and "## Spark Connect: one small batch on a warm server" in markdown
@@ -119,3 +149,52 @@ def test_quick_connect_section_reports_goals_and_updates_readme(spark_connect: s
     assert "old figures" not in text
     seconds = connect["median"]["total_s"]
     assert f"| small batch on a warm Spark Connect server, plan to commit, seconds | {seconds:.2f} s |" in text
+
+
+def test_quick_pipelines_page(stack) -> None:
+    """The pipelines page on a generated ledger of 150 partitions (two pages) and 40 batches, and the plans
+    of the queries a request runs."""
+    out = run_benchmark("pipelines_page", "--partitions", "150", "--batches", "40", "--runs", "1", timeout=120).stdout
+    assert "Kafka pipelines page: 150 partitions, 40 batches" in out
+    for request in ("overview", "pipeline, first page", "pipeline, page 2"):
+        assert f"  {request} " in out
+    plans = out.split("\n\n")[1:]  # "<n>. <statement>:" and its plan
+    assert len(plans) >= 4 and any("FROM cursors" in plan for plan in plans), out
+    assert all(len(plan.splitlines()) >= 2 for plan in plans), out
+
+
+def test_quick_table_commits(stack) -> None:
+    """One publication cost per sink and storage: directory, Iceberg and Delta locally, the tables on S3."""
+    err = run_benchmark("table_commits", "--batches", "2", "--records", "100", timeout=180).stderr
+    cases = [
+        line.split()[1:3]
+        for line in err.splitlines()
+        if line.startswith("bench: ") and line.endswith(tuple("0123456789"))
+    ]
+    assert cases == [
+        ["directory", "local"],
+        ["iceberg", "local"],
+        ["delta", "local"],
+        ["iceberg", "s3"],
+        ["delta", "s3"],
+    ], err
+
+
+def test_quick_profile_connect(spark_connect: str) -> None:
+    """Each step of the app timed on the warm Spark Connect server: the functions it wraps still exist."""
+    out = run_benchmark("profile_connect", "--records", "200", "--batches", "1", timeout=180).stdout
+    summary = json.loads(out[out.index('{\n "records"') :])
+    assert (summary["records"], summary["batches"]) == (200, 1)
+    steps = summary["median_s"]
+    assert {"plan", "Kafka read + Parquet write job", "report", "commit", "total"} <= set(steps)
+    assert steps["total"] > 0
+
+
+def test_quick_profile_read(stack) -> None:
+    """The app's Parquet write and read-back check as their own Spark jobs in a local session: the names
+    it uses from the Spark app (its columns, read settings, summarize) still exist."""
+    args = ("--records", "400", "--repeat", "1", "--steps", "zstd,read_back")
+    out = run_benchmark("profile_read", *args, timeout=240).stdout
+    steps = json.loads(out[out.index("{") :])
+    assert set(steps) == {"write_parquet_zstd", "read_back", "read_back_narrow"}, out
+    assert all(step["seconds"] > 0 for step in steps.values())

@@ -59,6 +59,6 @@ def test_an_archive_for_a_cluster_mode_driver_or_in_a_path_with_whitespace_is_re
     with pytest.raises(ConfigurationError, match="'spark_cluster_mode' runs the driver in cluster deploy mode"):
         batch_runner(settings).check()
     local = SparkSettings(jars=stack.connector_jars, class_archive_dir=f"{tmp_path}/my jvm")
-    with pytest.raises(ConfigurationError, match="spark_class_archive_dir .* must be a path without whitespace"):
+    with pytest.raises(ConfigurationError, match=r"spark_class_archive_dir .* must be a path without whitespace"):
         batch_runner(local).check()
     assert list(tmp_path.iterdir()) == []

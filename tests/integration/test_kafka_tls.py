@@ -98,8 +98,24 @@ def other_ca(directory: Path) -> str:
     """A CA of its own (it did not sign the broker's certificate), as a PEM file."""
     key, cert = directory / "other-ca.key", directory / "other-ca.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-noenc"]
-        + ["-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=not the stack's CA"],
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-noenc",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=not the stack's CA",
+        ],
         check=True,
         capture_output=True,
         timeout=60,

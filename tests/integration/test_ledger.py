@@ -270,7 +270,7 @@ def test_postgres_refuses_overlap_from_an_update_or_a_concurrent_writer(ledger: 
             with ledger.transaction() as tx:
                 started.set()
                 tx.execute(insert, (3, 11, 11, 13))  # waits for the first writer's pipeline lock
-        except BaseException as exc:  # noqa: BLE001 - checked below
+        except BaseException as exc:  # checked below
             errors.append(exc)
 
     with ledger.transaction() as tx:  # batch 2 is dead: [10, 12) is free until this commits

@@ -64,7 +64,7 @@ def test_the_stack_s3_server_has_its_bucket_and_accepts_only_its_key(stack: devs
     listed = fs.get_file_info(pafs.FileSelector(key.rsplit("/", 1)[0]))
     assert [(info.path, info.size) for info in listed] == [(key, len(payload))]
 
-    with pytest.raises(OSError, match="ACCESS_DENIED|AccessDenied|403"):
+    with pytest.raises(OSError, match=r"ACCESS_DENIED|AccessDenied|403"):
         s3fs(stack, secret_key="not-the-secret").get_file_info(key)
     # a bucket is never created implicitly by a write
     with pytest.raises(OSError):

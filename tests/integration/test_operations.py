@@ -262,17 +262,17 @@ def test_cli_status_and_reset_json(stack, ledger, schema, make_topic, tmp_path):
     run_once(ledger, build_spec("cli", [topic], str(tmp_path)), stack)
     cli = [str(Path(sys.executable).parent / "airflow-kafka-offsets")]
     out = subprocess.run(
-        cli + ["status", "cli", "--ledger-schema", schema, "--json"], capture_output=True, text=True, timeout=120
+        [*cli, "status", "cli", "--ledger-schema", schema, "--json"], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["partitions"][0]["committed_offset"] == 8
     dry = subprocess.run(
-        cli + ["reset", "cli", "--ledger-schema", schema, "--to-earliest"], capture_output=True, text=True, timeout=120
+        [*cli, "reset", "cli", "--ledger-schema", schema, "--to-earliest"], capture_output=True, text=True, timeout=120
     )
     assert dry.returncode == 0, dry.stderr
     assert "dry run" in dry.stdout and "rewind 8" in dry.stdout
     bad = subprocess.run(
-        cli + ["reset", "cli", "--ledger-schema", schema, "--to-offset", "99", "--execute"],
+        [*cli, "reset", "cli", "--ledger-schema", schema, "--to-offset", "99", "--execute"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -14,7 +14,7 @@ def test_batch_on_a_standalone_cluster_through_the_spark_connection(stack, spark
     spec = build_spec("on_cluster", [topic], str(tmp_path))
     outcome = run_once(ledger, spec, stack, conn_id="spark_cluster")
     assert outcome.records == 3000
-    [batch] = ledger.committed_batches("on_cluster")
+    [_batch] = ledger.committed_batches("on_cluster")
     with ledger.transaction() as tx:
         master = tx.fetchone("SELECT report->>'master' FROM {s}.batches WHERE batch_id = 1")[0]
     assert master == spark_cluster

@@ -16,15 +16,18 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
 import devstack
+from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkVersionMismatchError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
 from airflow_kafka_offsets.service.batches import commit_batch, run_batch
 from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
@@ -52,7 +55,7 @@ def line_home(request: pytest.FixtureRequest, stack) -> tuple[str, Path, list[st
 @pytest.fixture()
 def on_path(line_home, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path, list[str]]:
     """The line's spark-submit first on PATH, as on a worker that is the cluster's client."""
-    version, home, _ = line_home
+    _version, home, _ = line_home
     monkeypatch.delenv("SPARK_HOME", raising=False)
     monkeypatch.setenv("PATH", f"{home / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin")
     return line_home
@@ -255,3 +258,31 @@ def test_a_connect_server_older_than_the_workers_client_is_refused_before_anythi
     finally:
         if not already:
             devstack.stop_spark_connect(server)
+
+
+@pytest.mark.integration
+def test_a_directory_batch_on_s3_runs_on_spark_4_0_with_its_own_s3a(stack, ledger, make_topic, monkeypatch):
+    """S3A at the Hadoop of the line's Spark (4.0: Hadoop 3.4.1), keys in the private job file; the
+    batch is published by its manifest and read back through it."""
+    from .test_object_store import s3fs
+
+    version = spark_lines.resolve("4.0")
+    home = spark_lines.spark_home(version)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setenv("PATH", f"{home / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    connector = [str(j) for j in jars.fetch_connector(version)]
+    s3a = [str(j) for j in jars.fetch_s3a(spark_home=home)]
+    topic = make_topic(partitions=2)
+    base = f"{stack.s3_bucket}/{uuid.uuid4().hex}"
+    spec = build_spec("line_s3", [topic], f"s3://{base}/out")
+    produced = produce(stack.bootstrap_servers, topic, 120, 2)
+    storage = object_storage(spec.output_root)
+    settings = SparkSettings(jars=(*connector, *s3a), private_conf=s3a_spark_conf(storage), storage=storage)
+
+    batch, report = run_line_batch(stack, ledger, spec, settings)
+
+    assert report.spark_version == version
+    # a reader without this package: the batch's _manifest under the output root, and the files it lists
+    manifests, rows = lake_readers.manifest_listing(s3fs(stack), f"{base}/out/line_s3")
+    assert manifests == [f"{base}/out/line_s3/batch={batch.batch_id:012d}/_manifest"]
+    assert_exactly_once(rows, produced)

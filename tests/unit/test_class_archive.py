@@ -27,7 +27,7 @@ def test_one_archive_per_jdk_spark_and_jars(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("directory", ["", "  ", "/var/cache/my jvm"])
 def test_a_directory_spark_would_split_is_refused_naming_the_setting(directory: str) -> None:
-    with pytest.raises(ConfigurationError, match="spark_class_archive_dir .* without whitespace"):
+    with pytest.raises(ConfigurationError, match=r"spark_class_archive_dir .* without whitespace"):
         class_archive.check_directory(directory)
 
 

@@ -66,7 +66,7 @@ def test_build_spec_checks_the_json_schema_before_any_batch():
 def test_output_schema_matches_what_spark_writes():
     assert output_schema(None) is RECORD_SCHEMA
     decoded = output_schema(DecodeSpec("id STRING, n INT, tags ARRAY<STRING>, at TIMESTAMP, d TIMESTAMP_NTZ"))
-    assert decoded.names == RECORD_SCHEMA.names + ["decode_error", "decoded"]
+    assert decoded.names == [*RECORD_SCHEMA.names, "decode_error", "decoded"]
     assert decoded.field("decoded").type == pa.struct(
         [
             ("id", pa.string()),

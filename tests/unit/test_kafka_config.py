@@ -80,13 +80,13 @@ def test_a_ca_location_that_cannot_be_used_is_refused_naming_it(tmp_path):
     missing = tmp_path / "nope.pem"
     with pytest.raises(ConfigurationError, match=f"ssl.ca.location '{missing}'.*cannot be read.*No such file"):
         java_client_properties({"ssl.ca.location": str(missing)})
-    with pytest.raises(ConfigurationError, match="cannot be read.*Is a directory"):
+    with pytest.raises(ConfigurationError, match=r"cannot be read.*Is a directory"):
         java_client_properties({"ssl.ca.location": str(tmp_path)})
     der = tmp_path / "ca.der"
     der.write_bytes(b"\x30\x82\x01\x0a" + bytes(range(256)))
     with pytest.raises(ConfigurationError, match="holds no PEM certificate"):
         java_client_properties({"ssl.ca.location": str(der)})
-    with pytest.raises(ConfigurationError, match="ssl.ca.pem .*holds no PEM certificate"):
+    with pytest.raises(ConfigurationError, match=r"ssl\.ca\.pem .*holds no PEM certificate"):
         java_client_properties({"ssl.ca.pem": "not a certificate"})
 
 

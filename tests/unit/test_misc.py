@@ -96,7 +96,7 @@ def test_connector_coordinates_follow_the_clusters_spark(version, coordinates):
 
 def test_unsupported_or_unreadable_spark_versions_are_refused():
     with pytest.raises(
-        SparkVersionMismatchError, match="Spark 3.4.1 .* does not support: use Spark 3.5, 4.0, 4.1, 4.2"
+        SparkVersionMismatchError, match=r"Spark 3.4.1 .* does not support: use Spark 3.5, 4.0, 4.1, 4.2"
     ):
         declared_spark("3.4.1", "spark-version of connection 'spark_default'")
     with pytest.raises(ConfigurationError, match="spark-version of connection 'x': 'latest' is not a Spark version"):

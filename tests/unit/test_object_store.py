@@ -123,14 +123,14 @@ def test_the_app_sets_private_settings_without_the_spark_hadoop_prefix() -> None
     assert hadoop.values == {"fs.s3a.secret.key": SECRET}
     apply_private_conf({}, hadoop)  # jobs without private settings (older packages) change nothing
     assert hadoop.values == {"fs.s3a.secret.key": SECRET}
-    with pytest.raises(ValueError, match="private setting spark.driver.memory is not spark.hadoop"):
+    with pytest.raises(ValueError, match=r"private setting spark.driver.memory is not spark.hadoop"):
         apply_private_conf({"private_conf": {"spark.driver.memory": "1g"}}, hadoop)
 
 
 def test_private_settings_other_than_hadoop_ones_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     settings = SparkSettings(jars=("/nonexistent.jar",), private_conf={"spark.executor.memory": "2g"})
-    with pytest.raises(ConfigurationError, match="private Spark settings must be spark.hadoop.*: spark.executor"):
+    with pytest.raises(ConfigurationError, match=r"private Spark settings must be spark.hadoop.*: spark.executor"):
         SparkBatchSubmitter(settings).check()
 
 

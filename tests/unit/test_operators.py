@@ -382,7 +382,7 @@ def test_hooks_name_missing_or_incomplete_connections(monkeypatch: pytest.Monkey
         KafkaClusterHook("bare").client_config()
     with pytest.raises(Exception, match="Kafka connection 'no_such_kafka' is not defined in Airflow"):
         KafkaClusterHook("no_such_kafka").get_conn()
-    with pytest.raises(Exception, match="Kafka connection 'bare' names no bootstrap.servers: add them"):
+    with pytest.raises(Exception, match=r"Kafka connection 'bare' names no bootstrap.servers: add them"):
         KafkaClusterHook("bare").bootstrap_servers()
     assert KafkaClusterHook().bootstrap_servers() == "127.0.0.1:9"
 
@@ -428,7 +428,7 @@ def test_an_ingest_step_in_a_backfill_run_is_refused_naming_what_to_do_instead(r
     from airflow_kafka_offsets.errors import BackfillRefusedError
     from airflow_kafka_offsets.operators.ingest import refuse_backfill
 
-    with pytest.raises(BackfillRefusedError, match="ingest DAGs refuse backfills .* use the replay operation"):
+    with pytest.raises(BackfillRefusedError, match=r"ingest DAGs refuse backfills .* use the replay operation"):
         refuse_backfill({"dag_run": SimpleNamespace(run_type=run_type)}, "orders")
     for allowed in ("scheduled", "manual", DagRunType.ASSET_TRIGGERED):
         refuse_backfill({"dag_run": SimpleNamespace(run_type=allowed)}, "orders")

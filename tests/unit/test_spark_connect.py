@@ -70,7 +70,7 @@ def test_session_conf_is_the_sql_defaults_the_users_conf_and_the_private_hadoop_
         "fs.s3a.secret.key": "k",  # the Hadoop key, as the app sets it under spark-submit
         "fs.s3a.impl.disable.cache": "true",  # not the server's cached file system of another session
     }
-    with pytest.raises(ValueError, match="private setting spark.executor.memory"):
+    with pytest.raises(ValueError, match=r"private setting spark.executor.memory"):
         session_conf(SparkSettings(private_conf={"spark.executor.memory": "1g"}))
 
 
