@@ -151,7 +151,7 @@ def cli_argv(command: str) -> list[str] | None:
 
 
 def test_cli_commands_in_shell_blocks_parse_with_the_cli() -> None:
-    from airflow_kafka_offsets.cli.console import build_parser
+    from airflow_kafka_offsets.cli import build_parser
 
     parsed = 0
     for block in SHELL:
