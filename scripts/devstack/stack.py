@@ -8,7 +8,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, spark_connect, spark_lines, state, tls
+from . import (
+    airflow,
+    info,
+    jars,
+    kafka,
+    postgres,
+    procs,
+    schema_registry,
+    seaweedfs,
+    spark_connect,
+    spark_lines,
+    state,
+    tls,
+)
 from . import spark_cluster as spark
 from .errors import StackError
 from .info import StackInfo
@@ -21,7 +34,8 @@ def _say(msg: str) -> None:
 
 
 def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_version: str | None = None) -> StackInfo:
-    """Start (or reuse) PostgreSQL + Kafka + the S3 server, and a Spark cluster or Connect server if asked.
+    """Start (or reuse) PostgreSQL + Kafka + the S3 server + the schema registry, and a Spark cluster or
+    Connect server if asked.
 
     ``spark_version`` (a release or a line, with ``spark_connect_server``): the Connect server of that
     Spark line instead of the default one (see :func:`start_spark_connect`). Servers recorded earlier
@@ -42,6 +56,8 @@ def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_ve
         stack["kafka"] = _ensure_kafka(sd, stack.get("kafka"), libs_dir)
         state.save(stack)
         stack["s3"] = _ensure_s3(sd, stack.get("s3"))
+        state.save(stack)
+        stack["schema_registry"] = _ensure_schema_registry(sd, stack.get("schema_registry"))
         state.save(stack)
         if spark_cluster or stack.get("spark"):
             stack["spark"] = _ensure_spark(sd, stack.get("spark"))
@@ -119,6 +135,23 @@ def _ensure_s3(sd: Path, s3: dict[str, Any] | None) -> dict[str, Any]:
         _say(f"starting new S3 server (SeaweedFS) on {seaweedfs.endpoint(s3)}, bucket {s3['bucket']}")
     s3["pid"] = seaweedfs.start(s3)
     return s3
+
+
+def _ensure_schema_registry(sd: Path, sr: dict[str, Any] | None) -> dict[str, Any]:
+    if sr and schema_registry.is_running(sr):
+        if schema_registry.probe(sr):
+            _say(f"schema registry already running (pid {sr['pid']}, {schema_registry.url(sr)})")
+            return sr
+        _say(f"schema registry pid {sr['pid']} does not answer; restarting it")
+        schema_registry.stop(sr)
+    if sr and Path(sr["config"]).is_file():
+        _say(f"starting existing schema registry on {schema_registry.url(sr)}")
+    else:
+        app = jars.fetch_apicurio()
+        sr = schema_registry.configure(sd, app, *procs.free_ports(2))
+        _say(f"starting new schema registry (Apicurio Registry {sr['version']}) on {schema_registry.url(sr)}")
+    sr["pid"] = schema_registry.start(sr)
+    return sr
 
 
 def _ensure_spark(sd: Path, sc: dict[str, Any] | None) -> dict[str, Any]:
@@ -329,6 +362,9 @@ def down(keep_data: bool = False) -> None:
         for version, cfg in stack.get("spark_connect_lines", {}).items():
             _say(f"stopping the Spark {version} Connect server")
             spark_connect.stop(cfg)
+        if stack.get("schema_registry"):
+            _say("stopping the schema registry")
+            schema_registry.stop(stack["schema_registry"])
         if stack.get("s3"):
             _say("stopping the S3 server")
             # its data is deleted next unless kept: skip the filer's ~17 s graceful drain then
@@ -374,6 +410,11 @@ def restart_postgres(mode: str = "fast") -> None:
 def restart_s3(hard: bool = False) -> None:
     """Stop (``hard``: SIGKILL) and start the S3 server on the same ports, data and credentials."""
     _restart("s3", seaweedfs, hard, "run `scripts/stack up` (it adds one)")
+
+
+def restart_schema_registry(hard: bool = False) -> None:
+    """Stop (``hard``: SIGKILL) and start the schema registry on the same ports, storage and password."""
+    _restart("schema_registry", schema_registry, hard, "run `scripts/stack up` (it adds one)")
 
 
 def _restart(name: str, service: Any, hard: bool, hint: str) -> None:
@@ -484,6 +525,20 @@ def status() -> dict[str, Any]:
             "data_dir": s3["data_dir"],
             "log": s3["stdout"],
         }
+    sr = stack.get("schema_registry")
+    if sr:
+        alive = schema_registry.is_running(sr)
+        rss = schema_registry.rss_bytes(sr)
+        services["schema_registry"] = {
+            "pid": sr.get("pid"),
+            "alive": alive,
+            "answers": alive and schema_registry.probe(sr),
+            "address": schema_registry.url(sr),
+            "version": f"Apicurio Registry {sr['version']}",
+            "rss_mb": round(rss / 2**20) if rss else None,
+            "data_dir": sr["data_dir"],
+            "log": sr["stdout"],
+        }
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:
@@ -537,6 +592,15 @@ def status() -> dict[str, Any]:
                     "s3_credentials_file": s3["credentials_file"],
                     "s3_connection_id": info.S3_CONN_ID,
                     "s3a_jars": list(si.s3a_jars),
+                }
+            )
+        if sr:
+            out["connect"].update(
+                {
+                    "schema_registry_url": si.schema_registry_url,
+                    "schema_registry_user": si.schema_registry_user,
+                    "schema_registry_password_file": sr["password_file"],
+                    "schema_registry_connection_id": info.SCHEMA_REGISTRY_CONN_ID,
                 }
             )
     return out
