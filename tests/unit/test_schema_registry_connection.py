@@ -254,3 +254,25 @@ def test_registry_access_is_read_without_airflow() -> None:
     access = registry_access("r", URL, "ako", PASSWORD, {})
     assert access == RegistryAccess((URL,), "ako", PASSWORD)
     assert "ako" in repr(access) and URL in repr(access)
+
+
+def test_the_stacks_registry_gets_its_password_digest_only_from_a_private_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+    import os
+    import stat
+
+    from devstack import schema_registry
+
+    monkeypatch.setattr(schema_registry, "java_binary", lambda: "/opt/jdk-21/bin/java")
+    cfg = schema_registry.configure(tmp_path, tmp_path / "quarkus-app", 18081, 19000)
+    password = schema_registry.password(cfg)
+    settings = (tmp_path / "schema-registry" / "config" / "application.properties").read_text()
+    digest = hashlib.sha512(f"ako:Quarkus:{password}".encode()).hexdigest()  # Quarkus's digest-sha-512 form
+    assert f"quarkus.security.users.embedded.users.ako={digest}\n" in settings
+    assert password not in settings and password not in " ".join(schema_registry._argv(cfg))
+    for path in (cfg["config"], cfg["password_file"]):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert "quarkus.http.host=127.0.0.1\n" in settings and "quarkus.management.host=127.0.0.1\n" in settings
+    assert schema_registry.url(cfg) == "http://127.0.0.1:18081/apis/ccompat/v7"
