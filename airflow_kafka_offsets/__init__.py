@@ -17,6 +17,7 @@ __all__ = ["__version__", "get_provider_info"]
 
 def get_provider_info() -> dict[str, Any]:
     """Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
+    from airflow_kafka_offsets.clients import schema_registry
     from airflow_kafka_offsets.object_storage.connection import connection_type_info
 
     return {
@@ -40,10 +41,11 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_kafka_offsets.hooks.kafka",
                     "airflow_kafka_offsets.hooks.ledger",
                     "airflow_kafka_offsets.hooks.object_storage",
+                    "airflow_kafka_offsets.hooks.schema_registry",
                 ],
             }
         ],
-        "connection-types": [connection_type_info()],
+        "connection-types": [connection_type_info(), schema_registry.connection_type_info()],
         "triggers": [
             {
                 "integration-name": "Kafka Offsets",

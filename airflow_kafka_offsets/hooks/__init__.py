@@ -1,7 +1,8 @@
-"""Hooks own the Airflow connections: Kafka, PostgreSQL for the ledger, and S3 object storage."""
+"""Hooks own the Airflow connections: Kafka, PostgreSQL for the ledger, S3 object storage and the schema registry."""
 
 from airflow_kafka_offsets.hooks.kafka import KafkaClusterHook
 from airflow_kafka_offsets.hooks.ledger import LedgerHook
 from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
+from airflow_kafka_offsets.hooks.schema_registry import SchemaRegistryHook
 
-__all__ = ["KafkaClusterHook", "LedgerHook", "ObjectStorageHook"]
+__all__ = ["KafkaClusterHook", "LedgerHook", "ObjectStorageHook", "SchemaRegistryHook"]

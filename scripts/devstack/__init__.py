@@ -1,6 +1,6 @@
 """Local development stack for airflow-kafka-offsets: PostgreSQL 15, a Kafka KRaft
-broker, an S3 server (SeaweedFS) and (optionally) a Spark standalone cluster and a Spark Connect
-server, all on 127.0.0.1.
+broker, an S3 server (SeaweedFS), a schema registry (Apicurio Registry) and (optionally) a Spark
+standalone cluster and a Spark Connect server, all on 127.0.0.1.
 
 CLI: ``scripts/stack up|down|status|env|jars`` (= ``python -m devstack`` with
 PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
@@ -11,7 +11,9 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     info.sasl_bootstrap_servers, info.sasl_client_config()   # SASL_PLAINTEXT/PLAIN listener
     info.sasl_ssl_bootstrap_servers, info.sasl_ssl_client_config()   # SASL_SSL/SCRAM-SHA-512, info.ssl_ca_file
     info.s3_credentials(), info.s3_connection()   # the S3 server's key; its Airflow `aws` connection
+    info.schema_registry_url, info.schema_registry_client_config()   # Confluent-compatible API, basic auth
     devstack.restart_kafka(); devstack.restart_postgres(); devstack.restart_s3()
+    devstack.restart_schema_registry()
     devstack.start_airflow()          # api-server, scheduler, dag-processor, triggerer on dags/
     devstack.stop_airflow()
     devstack.start_spark_connect()    # a Spark Connect server; its `spark_connect` connection
@@ -37,6 +39,11 @@ it through the S3A jars (``info.s3a_jars``, also in ``AIRFLOW__KAFKA_OFFSETS__SP
 ``devstack.spark_lines.spark_home("3.5")`` installs (once) the Spark home of another Spark line,
 beside the venv; ``devstack.jars.fetch_connector("3.5.7")`` fetches that line's connector.
 
+The schema registry is Apicurio Registry's release build (Maven Central) on a JDK 21+, serving the
+Confluent Schema Registry API at ``/apis/ccompat/v7`` to one basic-auth user (``ako``, password in
+``<state>/schema-registry-password``, 0600), exported as the connection ``schema_registry_default``
+(type ``kafka_offsets_schema_registry``); see ``schema_registry.py``.
+
 Stdlib only, plus psycopg2 for creating the ``ledger`` database.
 """
 
@@ -51,6 +58,7 @@ from .stack import (
     restart_kafka,
     restart_postgres,
     restart_s3,
+    restart_schema_registry,
     restart_spark_connect,
     start_airflow,
     start_spark_cluster,
@@ -71,6 +79,7 @@ __all__ = [
     "restart_kafka",
     "restart_postgres",
     "restart_s3",
+    "restart_schema_registry",
     "restart_spark_connect",
     "start_airflow",
     "start_spark_cluster",

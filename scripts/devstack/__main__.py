@@ -74,6 +74,18 @@ def _print_status(st: dict[str, Any], show_password: bool = False) -> None:  # n
             print(f"  s3a jars           {len(c['s3a_jars'])} jars in {Path(c['s3a_jars'][0]).parent}")
         else:
             print("  S3 endpoint        not configured on this stack: `scripts/stack up` adds it")
+        if c.get("schema_registry_url"):
+            print(
+                f"  schema registry    {c['schema_registry_url']}  (Confluent-compatible API of "
+                f"{st['services']['schema_registry']['version']}; basic auth, user {c['schema_registry_user']}, "
+                f"password in {c['schema_registry_password_file']})"
+            )
+            print(
+                f"  registry connection {c['schema_registry_connection_id']} (conn_type kafka_offsets_schema_registry; "
+                "in `scripts/stack env`)"
+            )
+        else:
+            print("  schema registry    not configured on this stack: `scripts/stack up` adds it")
         print(f"  connector jars     {','.join(c['connector_jars'])}")
         print(f"  kafka tools        java -cp '{c['kafka_libs_dir']}/*' org.apache.kafka.tools.ConsumerPerformance ...")
         print(f'  airflow env        eval "$(scripts/stack env)"  -> {" ".join(c["airflow_env_vars"])}')
@@ -89,7 +101,7 @@ def _print_status(st: dict[str, Any], show_password: bool = False) -> None:  # n
 def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per subcommand
     p = argparse.ArgumentParser(prog="stack", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka + S3 [+ Spark cluster]")
+    up = sub.add_parser("up", help="start (or reuse) PostgreSQL + Kafka + S3 + schema registry [+ Spark cluster]")
     up.add_argument("--spark-cluster", action="store_true", help="also start a Spark standalone master + worker")
     up.add_argument(
         "--spark-connect",
@@ -111,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
     stat = sub.add_parser("status", help="what runs where and how to connect")
     stat.add_argument("--json", action="store_true")
     sub.add_parser("env", help="print `export` lines (Airflow connections, kafka_sasl_ssl too) for a shell")
-    jp = sub.add_parser("jars", help="fetch the Kafka, Spark connector and S3A jars, print their paths")
+    jp = sub.add_parser(
+        "jars", help="fetch the Kafka, Spark connector and S3A jars and the schema registry, print their paths"
+    )
     jp.add_argument(
         "--spark-version",
         help="that Spark line's or release's connector and S3A jars, installing its Spark home if needed "
@@ -120,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
     sh = sub.add_parser("spark-home", help="install (if needed) the Spark home of a Spark line; print its path")
     sh.add_argument("version", help=f"a release or a line: {', '.join(spark_lines.SPARK_LINES)}")
     rs = sub.add_parser("restart", help="restart one service on the same ports and data")
-    rs.add_argument("service", choices=["kafka", "postgres", "s3"])
-    rs.add_argument("--hard", action="store_true", help="crash it: SIGKILL kafka or s3 / pg_ctl stop -m immediate")
+    rs.add_argument("service", choices=["kafka", "postgres", "s3", "schema-registry"])
+    rs.add_argument(
+        "--hard", action="store_true", help="crash it: SIGKILL kafka, s3 or schema-registry / pg_ctl stop -m immediate"
+    )
     sp = sub.add_parser("spark", help="start or stop only the Spark standalone cluster")
     sp.add_argument("action", choices=["start", "stop"])
     args = p.parse_args(argv)
@@ -158,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 if spark_lines.is_worker_version(version):
                     raise
                 print(f"s3a jars:       none ({exc})")
+            print(f"schema registry: {jars.fetch_apicurio()}/quarkus-run.jar")
         elif args.cmd == "spark-home":
             print(spark_lines.spark_home(args.version))
         elif args.cmd == "restart":
@@ -165,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 stack.restart_kafka(hard=args.hard)
             elif args.service == "s3":
                 stack.restart_s3(hard=args.hard)
+            elif args.service == "schema-registry":
+                stack.restart_schema_registry(hard=args.hard)
             else:
                 stack.restart_postgres(mode="immediate" if args.hard else "fast")
             _print_status(stack.status())

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import seaweedfs, spark_connect, state
+from . import schema_registry, seaweedfs, spark_connect, state
 from .errors import StackError
 from .s3_request import S3Credentials
 
@@ -17,6 +17,9 @@ S3_CONN_ID = "kafka_offsets_s3"
 # process's environment unless asked for.
 KAFKA_SASL_SSL_CONN_ID = "kafka_sasl_ssl"
 SPARK_CONNECT_CONN_ID = "spark_connect_default"  # SparkConnectHook's default connection
+# The schema registry as a connection of the package's own type (SchemaRegistryHook's default id).
+SCHEMA_REGISTRY_CONN_ID = "schema_registry_default"
+SCHEMA_REGISTRY_CONN_TYPE = "kafka_offsets_schema_registry"
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,11 @@ class StackInfo:
     # Connect servers of other Spark lines (`up --spark-connect --spark-version V`): release ->
     # its `spark_connect` connection, exported as `spark_connect.conn_id(release)`.
     spark_connect_lines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The schema registry (Apicurio Registry's Confluent-compatible API, basic auth); None on a stack
+    # started before it existed (`devstack.up()` adds it).
+    schema_registry_url: str | None = None
+    schema_registry_user: str | None = None
+    schema_registry_password: str | None = None
 
     @property
     def spark_connect_url(self) -> str | None:
@@ -73,7 +81,8 @@ class StackInfo:
             f"pg={self.pg_user}@{self.pg_host}:{self.pg_port}/{self.pg_database}, "
             f"spark_master_url={self.spark_master_url!r}, spark_connect_url={self.spark_connect_url!r}, "
             f"s3_endpoint={self.s3_endpoint!r}, "
-            f"s3_bucket={self.s3_bucket!r}, state_dir={self.state_dir!r})"
+            f"s3_bucket={self.s3_bucket!r}, schema_registry_url={self.schema_registry_url!r}, "
+            f"schema_registry_user={self.schema_registry_user!r}, state_dir={self.state_dir!r})"
         )
 
     def s3_credentials(self) -> S3Credentials:
@@ -95,6 +104,22 @@ class StackInfo:
                 "config_kwargs": {"s3": {"addressing_style": "path"}},
             },
         }
+
+    def _require_schema_registry(self) -> tuple[str, str, str]:
+        if not (self.schema_registry_url and self.schema_registry_user and self.schema_registry_password):
+            raise StackError("this stack has no schema registry; run `scripts/stack up` (it adds one)")
+        return self.schema_registry_url, self.schema_registry_user, self.schema_registry_password
+
+    def schema_registry_client_config(self, password: str | None = None) -> dict[str, str]:
+        """confluent-kafka's ``SchemaRegistryClient`` config for the registry (includes the password;
+        ``password`` overrides it, to try wrong credentials)."""
+        registry, user, secret = self._require_schema_registry()
+        return {"url": registry, "basic.auth.user.info": f"{user}:{secret if password is None else password}"}
+
+    def schema_registry_connection(self) -> dict[str, object]:
+        """The registry as an Airflow connection of the package's ``kafka_offsets_schema_registry`` type."""
+        registry, user, secret = self._require_schema_registry()
+        return {"conn_type": SCHEMA_REGISTRY_CONN_TYPE, "host": registry, "login": user, "password": secret}
 
     def sasl_client_config(self, password: str | None = None) -> dict[str, str]:
         """confluent-kafka config for the SASL_PLAINTEXT listener (includes the password).
@@ -191,6 +216,8 @@ class StackInfo:
         if self.s3_endpoint:
             env[f"AIRFLOW_CONN_{S3_CONN_ID.upper()}"] = json.dumps(self.s3_connection())
             env["AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID"] = S3_CONN_ID
+        if self.schema_registry_url:
+            env[f"AIRFLOW_CONN_{SCHEMA_REGISTRY_CONN_ID.upper()}"] = json.dumps(self.schema_registry_connection())
         if kafka_sasl_ssl and self.sasl_ssl_bootstrap_servers:
             env[f"AIRFLOW_CONN_{KAFKA_SASL_SSL_CONN_ID.upper()}"] = json.dumps(self.kafka_sasl_ssl_connection())
         return env
@@ -224,7 +251,18 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
         **_sasl(kafka),
         **_sasl_ssl(kafka),
         **_s3(stack.get("s3")),
+        **_schema_registry(stack.get("schema_registry")),
     )
+
+
+def _schema_registry(sr: dict[str, Any] | None) -> dict[str, Any]:
+    if not sr:
+        return {}
+    return {
+        "schema_registry_url": schema_registry.url(sr),
+        "schema_registry_user": sr["user"],
+        "schema_registry_password": schema_registry.password(sr),
+    }
 
 
 def _s3(s3: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Fetch the Kafka broker jars, the Spark Kafka connector jars and Spark's S3A jars from Maven Central.
+"""Fetch the Kafka broker jars, the Spark Kafka connector jars, Spark's S3A jars and the schema registry
+(Apicurio Registry's Quarkus application) from Maven Central.
 
 Maven checks every download against its published checksum (``--strict-checksums``). All sets go
 to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
@@ -7,6 +8,8 @@ to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.metadata
 import importlib.util
 import json
@@ -14,9 +17,11 @@ import os
 import re
 import shutil
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,11 @@ POM_DIR = Path(__file__).resolve().parent.parent / "jars"
 KAFKA_POM = POM_DIR / "kafka-broker.xml"
 CONNECTOR_POM = POM_DIR / "spark-connector.xml"
 S3A_POM = POM_DIR / "spark-s3a.xml"
+# The schema registry: Apicurio Registry's own release build of its Quarkus application (the `all`
+# tar.gz of io.apicurio:apicurio-registry-app, a "fast-jar" quarkus-app/ directory), see the pom.
+APICURIO_VERSION = "3.3.3"
+APICURIO_POM = POM_DIR / "apicurio-registry.xml"
+APICURIO_ARCHIVE = "apicurio-registry-app-{version}-all.tar.gz"
 # The AWS SDK v2 version hadoop-aws declares (its `bundle` dependency, hadoop-project's
 # aws-java-sdk-v2.version), per Hadoop release: the S3A jars take the SDK's individual modules at
 # that version instead of the 500 MB bundle. Hadoop 3.4.1 is in pyspark 4.0.x, 3.4.2 in 4.1.x,
@@ -92,6 +102,49 @@ def fetch_kafka(version: str = KAFKA_VERSION, quiet: bool = False) -> Path:
         jars = _mvn_copy(KAFKA_POM, dest, {"kafka.version": version})
         _write_marker(dest, {"kafka.version": version, "jars": jars})
     return dest
+
+
+def apicurio_dir(version: str = APICURIO_VERSION) -> Path:
+    return state.cache_dir() / f"apicurio-registry-{version}"
+
+
+def fetch_apicurio(version: str = APICURIO_VERSION, quiet: bool = False) -> Path:
+    """Ensure Apicurio Registry's application is cached; return its ``quarkus-app`` dir (``quarkus-run.jar``).
+
+    Maven fetches the release archive (about 160 MB, checked against its published checksum); it is
+    unpacked (about 170 MB) and deleted. Runs on a JDK 21+ (see ``schema_registry.java_binary``).
+    """
+    dest = apicurio_dir(version)
+    app = dest / "quarkus-app"
+    with _fetch_lock(dest):
+        if not _complete(dest):
+            _log(f"fetching Apicurio Registry {version} (about 160 MB) into {dest} ...", quiet)
+            started = time.monotonic()
+            files = _mvn_copy(APICURIO_POM, dest, {"apicurio.version": version}, pattern="*.tar.gz")
+            archive = dest / APICURIO_ARCHIVE.format(version=version)
+            if files != [archive.name]:
+                raise StackError(f"mvn copied {files} from {APICURIO_POM.name}, expected only {archive.name}")
+            size = archive.stat().st_size
+            with tarfile.open(archive) as tar:
+                tar.extractall(app, filter="data")  # refuses absolute paths, links out of the dir, devices
+            archive.unlink()
+            if not (app / "quarkus-run.jar").is_file():
+                raise StackError(f"{archive.name} holds no quarkus-run.jar")
+            meta = {"apicurio.version": version, "archive": archive.name, "archive_bytes": size}
+            _write_marker(dest, {**meta, "seconds": round(time.monotonic() - started, 1)})
+    return app
+
+
+@contextlib.contextmanager
+def _fetch_lock(dest: Path) -> Iterator[None]:
+    """Serialise fetches of one set (the cache is shared by every stack of the user): a file beside it."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{dest}.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def token_provider_fallback(version: str) -> str | None:
@@ -221,8 +274,9 @@ def _log(msg: str, quiet: bool) -> None:
         print(f"devstack: {msg}", file=sys.stderr, flush=True)
 
 
-def _mvn_copy(pom: Path, dest: Path, props: dict[str, str]) -> list[str]:
-    """``mvn dependency:copy-dependencies`` into a temp dir, then move into ``dest``."""
+def _mvn_copy(pom: Path, dest: Path, props: dict[str, str], pattern: str = "*.jar") -> list[str]:
+    """``mvn dependency:copy-dependencies`` into a temp dir, then move into ``dest``; the names of the
+    files copied that match ``pattern``."""
     mvn = procs.require_tool("mvn", "install Maven 3.6+, e.g. apt-get install maven")
     procs.require_tool("java", "install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless")
     if not pom.is_file():
@@ -243,9 +297,9 @@ def _mvn_copy(pom: Path, dest: Path, props: dict[str, str]) -> list[str]:
         ]
         argv += [f"-D{k}={v}" for k, v in props.items()]
         procs.run(argv, f"mvn dependency:copy-dependencies ({pom.name})", cwd=POM_DIR, timeout=1800)
-        jars = sorted(p.name for p in tmp.glob("*.jar"))
+        jars = sorted(p.name for p in tmp.glob(pattern))
         if not jars:
-            raise StackError(f"mvn copied no jars from {pom.name}")
+            raise StackError(f"mvn copied no {pattern} from {pom.name}")
         if dest.exists():
             shutil.rmtree(dest)  # an earlier run that never wrote its marker
         tmp.rename(dest)

@@ -8,7 +8,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, info, jars, kafka, postgres, procs, seaweedfs, spark_connect, spark_lines, state, tls
+from . import (
+    airflow,
+    info,
+    jars,
+    kafka,
+    postgres,
+    procs,
+    schema_registry,
+    seaweedfs,
+    spark_connect,
+    spark_lines,
+    state,
+    tls,
+)
 from . import spark_cluster as spark
 from .errors import StackError
 from .info import StackInfo
@@ -21,7 +34,8 @@ def _say(msg: str) -> None:
 
 
 def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_version: str | None = None) -> StackInfo:
-    """Start (or reuse) PostgreSQL + Kafka + the S3 server, and a Spark cluster or Connect server if asked.
+    """Start (or reuse) PostgreSQL + Kafka + the S3 server + the schema registry, and a Spark cluster or
+    Connect server if asked.
 
     ``spark_version`` (a release or a line, with ``spark_connect_server``): the Connect server of that
     Spark line instead of the default one (see :func:`start_spark_connect`). Servers recorded earlier
@@ -42,6 +56,8 @@ def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_ve
         stack["kafka"] = _ensure_kafka(sd, stack.get("kafka"), libs_dir)
         state.save(stack)
         stack["s3"] = _ensure_s3(sd, stack.get("s3"))
+        state.save(stack)
+        stack["schema_registry"] = _ensure_schema_registry(sd, stack.get("schema_registry"))
         state.save(stack)
         if spark_cluster or stack.get("spark"):
             stack["spark"] = _ensure_spark(sd, stack.get("spark"))
@@ -119,6 +135,23 @@ def _ensure_s3(sd: Path, s3: dict[str, Any] | None) -> dict[str, Any]:
         _say(f"starting new S3 server (SeaweedFS) on {seaweedfs.endpoint(s3)}, bucket {s3['bucket']}")
     s3["pid"] = seaweedfs.start(s3)
     return s3
+
+
+def _ensure_schema_registry(sd: Path, sr: dict[str, Any] | None) -> dict[str, Any]:
+    if sr and schema_registry.is_running(sr):
+        if schema_registry.probe(sr):
+            _say(f"schema registry already running (pid {sr['pid']}, {schema_registry.url(sr)})")
+            return sr
+        _say(f"schema registry pid {sr['pid']} does not answer; restarting it")
+        schema_registry.stop(sr)
+    if sr and Path(sr["config"]).is_file():
+        _say(f"starting existing schema registry on {schema_registry.url(sr)}")
+    else:
+        app = jars.fetch_apicurio()
+        sr = schema_registry.configure(sd, app, *procs.free_ports(2))
+        _say(f"starting new schema registry (Apicurio Registry {sr['version']}) on {schema_registry.url(sr)}")
+    sr["pid"] = schema_registry.start(sr)
+    return sr
 
 
 def _ensure_spark(sd: Path, sc: dict[str, Any] | None) -> dict[str, Any]:
@@ -311,6 +344,35 @@ def stop_airflow() -> None:
             state.save(stack)
 
 
+def _stop_services(stack: dict[str, Any], keep_data: bool) -> None:
+    """Every recorded service, the ones that use others first."""
+    if stack.get("airflow"):
+        _say("stopping Airflow")
+        airflow.stop(stack.pop("airflow"))
+    if stack.get("spark"):
+        _say("stopping Spark worker + master")
+        spark.stop(stack["spark"])
+    if stack.get("spark_connect"):
+        _say("stopping the Spark Connect server")
+        spark_connect.stop(stack["spark_connect"])
+    for version, cfg in stack.get("spark_connect_lines", {}).items():
+        _say(f"stopping the Spark {version} Connect server")
+        spark_connect.stop(cfg)
+    if stack.get("schema_registry"):
+        _say("stopping the schema registry")
+        schema_registry.stop(stack["schema_registry"])
+    if stack.get("s3"):
+        _say("stopping the S3 server")
+        # its data is deleted next unless kept: skip the filer's ~17 s graceful drain then
+        seaweedfs.stop(stack["s3"], hard=not keep_data)
+    if stack.get("kafka"):
+        _say("stopping Kafka")
+        kafka.stop(stack["kafka"])
+    if stack.get("postgres"):
+        _say("stopping PostgreSQL")
+        postgres.stop(stack["postgres"])
+
+
 def down(keep_data: bool = False) -> None:
     """Stop exactly what ``up`` started (by pid); remove the state dir unless ``keep_data``."""
     with state.lock():
@@ -318,28 +380,7 @@ def down(keep_data: bool = False) -> None:
         stack = state.load()
         if not stack:
             _say(f"nothing recorded in {sd}; nothing to stop")
-        if stack.get("airflow"):
-            _say("stopping Airflow")
-            airflow.stop(stack.pop("airflow"))
-        if stack.get("spark"):
-            _say("stopping Spark worker + master")
-            spark.stop(stack["spark"])
-        if stack.get("spark_connect"):
-            _say("stopping the Spark Connect server")
-            spark_connect.stop(stack["spark_connect"])
-        for version, cfg in stack.get("spark_connect_lines", {}).items():
-            _say(f"stopping the Spark {version} Connect server")
-            spark_connect.stop(cfg)
-        if stack.get("s3"):
-            _say("stopping the S3 server")
-            # its data is deleted next unless kept: skip the filer's ~17 s graceful drain then
-            seaweedfs.stop(stack["s3"], hard=not keep_data)
-        if stack.get("kafka"):
-            _say("stopping Kafka")
-            kafka.stop(stack["kafka"])
-        if stack.get("postgres"):
-            _say("stopping PostgreSQL")
-            postgres.stop(stack["postgres"])
+        _stop_services(stack, keep_data)
         if keep_data:
             stack.pop("spark", None)  # spark has no data worth keeping; `up` starts it anew
             stack.pop("spark_connect", None)
@@ -377,6 +418,11 @@ def restart_s3(hard: bool = False) -> None:
     _restart("s3", seaweedfs, hard, "run `scripts/stack up` (it adds one)")
 
 
+def restart_schema_registry(hard: bool = False) -> None:
+    """Stop (``hard``: SIGKILL) and start the schema registry on the same ports, storage and password."""
+    _restart("schema_registry", schema_registry, hard, "run `scripts/stack up` (it adds one)")
+
+
 def _restart(name: str, service: Any, hard: bool, hint: str) -> None:
     """Stop (``hard``: SIGKILL) and start one recorded service with its recorded config."""
     with state.lock():
@@ -401,40 +447,10 @@ def _require_stack() -> dict[str, Any]:
     return stack
 
 
-def status() -> dict[str, Any]:
-    """What runs where (pid, alive) and how to connect; never includes the password."""
-    stack = state.load()
-    out: dict[str, Any] = {"state_dir": str(state.state_dir()), "up": False, "services": {}}
-    out["spark_homes"] = spark_lines.installed()
-    if not stack:
-        return out
-    services = out["services"]
-    pg, kc, sc = stack.get("postgres"), stack.get("kafka"), stack.get("spark")
-    if pg:
-        alive = postgres.is_running(pg)
-        services["postgres"] = {
-            "pid": pg.get("pid"),
-            "alive": alive,
-            "answers": alive and postgres.ready(pg),
-            "address": f"{pg['host']}:{pg['port']}",
-            "data_dir": pg["data_dir"],
-            "log": pg["log"],
-        }
-    if kc:
-        alive = kafka.is_running(kc)
-        services["kafka"] = {
-            "pid": kc.get("pid"),
-            "alive": alive,
-            "answers": alive
-            and kafka.probe(kc["host"], kc["port"])
-            and (not kafka.has_sasl_ssl(kc) or tls.handshake(kc["host"], kc["sasl_ssl_port"], kc["ssl_ca_file"])),
-            "address": f"{kc['host']}:{kc['port']}",
-            "sasl_address": (f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None),
-            "sasl_ssl_address": (f"{kc['host']}:{kc['sasl_ssl_port']}" if kafka.has_sasl_ssl(kc) else None),
-            "controller": f"{kc['host']}:{kc['controller_port']}",
-            "log_dirs": kc["log_dirs"],
-            "log": kc["log"],
-        }
+def _spark_services(stack: dict[str, Any]) -> dict[str, Any]:
+    """The status of the standalone cluster and the Spark Connect servers."""
+    services: dict[str, Any] = {}
+    sc = stack.get("spark")
     if sc:
         marker = f"-Dako.stack.dir={sc['base_dir']}"
         services["spark_master"] = {
@@ -474,6 +490,44 @@ def status() -> dict[str, Any]:
             "token_file": cl["token_file"],
             "log": cl["log"],
         }
+    return services
+
+
+def status() -> dict[str, Any]:
+    """What runs where (pid, alive) and how to connect; never includes the password."""
+    stack = state.load()
+    out: dict[str, Any] = {"state_dir": str(state.state_dir()), "up": False, "services": {}}
+    out["spark_homes"] = spark_lines.installed()
+    if not stack:
+        return out
+    services = out["services"]
+    pg, kc = stack.get("postgres"), stack.get("kafka")
+    if pg:
+        alive = postgres.is_running(pg)
+        services["postgres"] = {
+            "pid": pg.get("pid"),
+            "alive": alive,
+            "answers": alive and postgres.ready(pg),
+            "address": f"{pg['host']}:{pg['port']}",
+            "data_dir": pg["data_dir"],
+            "log": pg["log"],
+        }
+    if kc:
+        alive = kafka.is_running(kc)
+        services["kafka"] = {
+            "pid": kc.get("pid"),
+            "alive": alive,
+            "answers": alive
+            and kafka.probe(kc["host"], kc["port"])
+            and (not kafka.has_sasl_ssl(kc) or tls.handshake(kc["host"], kc["sasl_ssl_port"], kc["ssl_ca_file"])),
+            "address": f"{kc['host']}:{kc['port']}",
+            "sasl_address": (f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None),
+            "sasl_ssl_address": (f"{kc['host']}:{kc['sasl_ssl_port']}" if kafka.has_sasl_ssl(kc) else None),
+            "controller": f"{kc['host']}:{kc['controller_port']}",
+            "log_dirs": kc["log_dirs"],
+            "log": kc["log"],
+        }
+    services.update(_spark_services(stack))
     s3 = stack.get("s3")
     if s3:
         alive = seaweedfs.is_running(s3)
@@ -484,6 +538,20 @@ def status() -> dict[str, Any]:
             "address": seaweedfs.endpoint(s3),
             "data_dir": s3["data_dir"],
             "log": s3["stdout"],
+        }
+    sr = stack.get("schema_registry")
+    if sr:
+        alive = schema_registry.is_running(sr)
+        rss = schema_registry.rss_bytes(sr)
+        services["schema_registry"] = {
+            "pid": sr.get("pid"),
+            "alive": alive,
+            "answers": alive and schema_registry.probe(sr),
+            "address": schema_registry.url(sr),
+            "version": f"Apicurio Registry {sr['version']}",
+            "rss_mb": round(rss / 2**20) if rss else None,
+            "data_dir": sr["data_dir"],
+            "log": sr["stdout"],
         }
     af = stack.get("airflow")
     if af:
@@ -524,7 +592,7 @@ def status() -> dict[str, Any]:
             "pg_password_file": pg["password_file"],
             "spark_master_url": si.spark_master_url,
             "spark_connect_url": si.spark_connect_url,
-            "spark_connect_token_file": cs["token_file"] if cs else None,
+            "spark_connect_token_file": (stack.get("spark_connect") or {}).get("token_file"),
             "connector_jars": list(si.connector_jars),
             "kafka_libs_dir": si.kafka_libs_dir,
             "airflow_env_vars": sorted(si.airflow_env(kafka_sasl_ssl=True)),
@@ -538,6 +606,15 @@ def status() -> dict[str, Any]:
                     "s3_credentials_file": s3["credentials_file"],
                     "s3_connection_id": info.S3_CONN_ID,
                     "s3a_jars": list(si.s3a_jars),
+                }
+            )
+        if sr:
+            out["connect"].update(
+                {
+                    "schema_registry_url": si.schema_registry_url,
+                    "schema_registry_user": si.schema_registry_user,
+                    "schema_registry_password_file": sr["password_file"],
+                    "schema_registry_connection_id": info.SCHEMA_REGISTRY_CONN_ID,
                 }
             )
     return out
