@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Any
 
 from airflow_kafka_offsets import __version__
+from airflow_kafka_offsets.core.actor import Actor, describe_actor
 from airflow_kafka_offsets.core.model import (
     BatchPlan,
     BatchReport,
@@ -58,8 +59,8 @@ class BatchRecord:
     planned_at: datetime
     committed_at: datetime | None
     records_committed: int | None
-    planned_by: dict[str, Any]
-    committed_by: dict[str, Any] | None
+    planned_by: Actor
+    committed_by: Actor | None
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Attempt:
     staging_uri: str
     report_document: str | None
     """The report as JSON text; :attr:`report` parses it when asked (a report lists every partition)."""
-    actor: dict[str, Any]
+    actor: Actor
     started_at: datetime | None
     finished_at: datetime | None
     lease_expires_at: datetime | None
@@ -118,24 +119,13 @@ def _attempt(row: Row) -> Attempt:
         state,
         staging_uri,
         report,
-        _json(actor) or {},
+        Actor.from_json(_json(actor)),
         started,
         finished,
         lease,
         None if left is None else float(left),
         error,
     )
-
-
-def describe_actor(actor: Mapping[str, Any] | None) -> str:
-    """'run R (dag D, task T, try N)' for log lines that name who did something."""
-    actor = actor or {}
-    details = [
-        f"{label} {actor[key]}"
-        for key, label in (("dag_id", "dag"), ("task_id", "task"), ("try_number", "try"))
-        if actor.get(key) is not None
-    ]
-    return f"run {actor.get('run_id')}" + (f" ({', '.join(details)})" if details else "")
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -216,7 +206,7 @@ class LedgerTransaction:
             raise PipelineSpecMismatchError(mismatch_message(diff))
         return int(epoch), int(next_batch_id)
 
-    def replace_spec(self, spec: PipelineSpec, detail: Mapping[str, Any], actor: Mapping[str, Any]) -> None:
+    def replace_spec(self, spec: PipelineSpec, detail: Mapping[str, Any], actor: Actor) -> None:
         """Store a changed spec (the caller holds the pipeline lock and has checked the change)."""
         self.execute(
             "UPDATE {s}.pipelines SET spec = %s::jsonb, updated_at = now() WHERE name = %s",
@@ -283,12 +273,12 @@ class LedgerTransaction:
         row = self.fetchone("SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'planned'", (pipeline,))
         return None if row is None else int(row[0])
 
-    def insert_plan(self, plan: BatchPlan, new_cursors: Mapping[TopicPartition, int], actor: Mapping[str, Any]) -> None:
+    def insert_plan(self, plan: BatchPlan, new_cursors: Mapping[TopicPartition, int], actor: Actor) -> None:
         """Write the plan ahead of any work; cursors of first-seen partitions start at the plan's start."""
         self.execute(
             "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, output_uri, records_planned, planned_by)"
             " VALUES (%s, %s, %s, 'planned', %s, %s, %s::jsonb)",
-            (plan.pipeline, plan.batch_id, plan.epoch, plan.output_uri, plan.records_planned, _jsonb(actor)),
+            (plan.pipeline, plan.batch_id, plan.epoch, plan.output_uri, plan.records_planned, _jsonb(actor.to_json())),
         )
         ranges = plan.ranges
         self.execute(
@@ -353,8 +343,8 @@ class LedgerTransaction:
             planned_at=planned_at,
             committed_at=committed_at,
             records_committed=records,
-            planned_by=_json(planned_by) or {},
-            committed_by=_json(committed_by),
+            planned_by=Actor.from_json(_json(planned_by)),
+            committed_by=None if _json(committed_by) is None else Actor.from_json(_json(committed_by)),
         )
 
     def advance_cursors(self, plan: BatchPlan) -> None:
@@ -415,7 +405,7 @@ class LedgerTransaction:
         return int(records), int(output_bytes)
 
     def record_commit(
-        self, plan: BatchPlan, attempt_id: str | None, records: int, output_bytes: int, actor: Mapping[str, Any]
+        self, plan: BatchPlan, attempt_id: str | None, records: int, output_bytes: int, actor: Actor
     ) -> None:
         """Mark the batch committed with its counts (from :meth:`store_counts`) and the attempt's report.
 
@@ -425,7 +415,7 @@ class LedgerTransaction:
             "UPDATE {s}.batches SET state = 'committed', committed_at = now(), records_committed = %s,"
             " output_bytes = %s, report = (SELECT report FROM {s}.attempts WHERE attempt_id = %s),"
             " committed_by = %s::jsonb WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
-            (records, output_bytes, attempt_id, _jsonb(actor), plan.pipeline, plan.batch_id),
+            (records, output_bytes, attempt_id, _jsonb(actor.to_json()), plan.pipeline, plan.batch_id),
         )
         self.audit(plan.pipeline, plan.batch_id, "committed", {"records": records}, actor)
 
@@ -442,7 +432,7 @@ class LedgerTransaction:
         return PipelineSpec.from_json(_json(row[0]))
 
     def apply_reset(
-        self, pipeline: str, resets: Sequence[PartitionReset], detail: Mapping[str, Any], actor: Mapping[str, Any]
+        self, pipeline: str, resets: Sequence[PartitionReset], detail: Mapping[str, Any], actor: Actor
     ) -> int:
         """Record a reset as a committed batch of kind 'reset' and move the cursors; returns its batch id.
 
@@ -462,7 +452,7 @@ class LedgerTransaction:
             "INSERT INTO {s}.batches (pipeline, batch_id, epoch, state, kind, output_uri, records_planned,"
             " records_committed, committed_at, planned_by, committed_by)"
             " VALUES (%s, %s, %s, 'committed', 'reset', '', 0, 0, now(), %s::jsonb, %s::jsonb)",
-            (pipeline, batch_id, epoch, _jsonb(actor), _jsonb(actor)),
+            (pipeline, batch_id, epoch, _jsonb(actor.to_json()), _jsonb(actor.to_json())),
         )
         self.execute(
             "INSERT INTO {s}.batch_ranges (pipeline, batch_id, epoch, topic, partition, cursor_offset,"
@@ -498,7 +488,7 @@ class LedgerTransaction:
         self.audit(pipeline, batch_id, "reset", {**detail, "epoch": epoch, "rewind": rewind}, actor)
         return batch_id
 
-    def abort_batch(self, pipeline: str, batch_id: int, reason: str, actor: Mapping[str, Any]) -> None:
+    def abort_batch(self, pipeline: str, batch_id: int, reason: str, actor: Actor) -> None:
         """Give up a planned batch: its ranges stop counting, the cursor stays where it is."""
         record = self.batch(pipeline, batch_id, for_update=True)
         raise_for_state(record, BatchState.PLANNED)
@@ -543,14 +533,12 @@ class LedgerTransaction:
 
     # attempts ------------------------------------------------------------------
 
-    def start_attempt(
-        self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Mapping[str, Any], lease_s: float
-    ) -> None:
+    def start_attempt(self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Actor, lease_s: float) -> None:
         self.execute(
             "INSERT INTO {s}.attempts (attempt_id, pipeline, batch_id, state, staging_uri, actor, heartbeat_at,"
             " lease_expires_at) VALUES (%s, %s, %s, 'running', %s, %s::jsonb, now(),"
             " now() + make_interval(secs => %s))",
-            (attempt_id, plan.pipeline, plan.batch_id, staging_uri, _jsonb(actor), float(lease_s)),
+            (attempt_id, plan.pipeline, plan.batch_id, staging_uri, _jsonb(actor.to_json()), float(lease_s)),
         )
 
     def renew_lease(self, attempt_id: str, lease_s: float) -> bool:
@@ -572,15 +560,15 @@ class LedgerTransaction:
         return finished == 1
 
     def mark_dead_attempts(
-        self, pipeline: str, batch_id: int | None = None, superseded_by: Mapping[str, Any] | None = None
+        self, pipeline: str, batch_id: int | None = None, superseded_by: Actor | None = None
     ) -> list[str]:
         """Mark running attempts whose lease ran out as dead; returns their ids.
 
         With ``superseded_by`` (an actor with a try number), attempts of earlier tries of the same
         Airflow task and run are dead too: Airflow starts a try only after the previous one ended.
         """
-        actor = superseded_by or {}
-        same_task = actor.get("try_number") is not None and actor.get("run_id") is not None
+        actor = superseded_by or Actor()
+        same_task = actor.try_number is not None and actor.run_id is not None
         rows = self.fetchall(
             "UPDATE {s}.attempts SET state = 'dead', finished_at = now(), error = CASE"
             "   WHEN lease_expires_at IS NULL THEN 'no lease (started by an older version)'"
@@ -598,11 +586,11 @@ class LedgerTransaction:
                 batch_id,
                 batch_id,
                 same_task,
-                actor.get("dag_id"),
-                actor.get("run_id"),
-                actor.get("task_id"),
-                None if actor.get("map_index") is None else str(actor.get("map_index")),
-                int(actor["try_number"]) if same_task else 0,
+                actor.dag_id,
+                actor.run_id,
+                actor.task_id,
+                None if actor.map_index is None else str(actor.map_index),
+                int(actor.try_number) if actor.try_number is not None and same_task else 0,
             ),
         )
         return [r[0] for r in rows]
@@ -627,13 +615,11 @@ class LedgerTransaction:
         )
         return None if row is None else _attempt(row)
 
-    def audit(
-        self, pipeline: str, batch_id: int | None, event: str, detail: Mapping[str, Any], actor: Mapping[str, Any]
-    ) -> None:
+    def audit(self, pipeline: str, batch_id: int | None, event: str, detail: Mapping[str, Any], actor: Actor) -> None:
         self.execute(
             "INSERT INTO {s}.audit (pipeline, batch_id, event, detail, actor)"
             " VALUES (%s, %s, %s, %s::jsonb, %s::jsonb)",
-            (pipeline, batch_id, event, _jsonb(detail), _jsonb(actor)),
+            (pipeline, batch_id, event, _jsonb(detail), _jsonb(actor.to_json())),
         )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.config import iceberg_catalog_uri, object_storage
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, TopicPartition
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
@@ -105,7 +106,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
             "batch_id": in_flight.plan.batch_id,
             "planned_at": in_flight.planned_at.isoformat(),
             "records_planned": in_flight.plan.records_planned,
-            "planned_by": in_flight.planned_by,
+            "planned_by": in_flight.planned_by.to_json(),
         },
         "batches": [batch_status(b) for b in batches],
         "attempts": [attempt_status(a) for a in attempts],
@@ -137,7 +138,7 @@ def attempt_status(attempt: Attempt) -> dict[str, Any]:
         "attempt_id": attempt.attempt_id,
         "batch_id": attempt.batch_id,
         "state": attempt.shown_state,
-        "run_id": attempt.actor.get("run_id"),
+        "run_id": attempt.actor.run_id,
         "started_at": attempt.started_at.isoformat() if attempt.started_at else None,
         "finished_at": attempt.finished_at.isoformat() if attempt.finished_at else None,
         "lease_expires_at": attempt.lease_expires_at.isoformat() if attempt.lease_expires_at else None,
@@ -269,7 +270,7 @@ def replay_batch(
     batch_id: int,
     submit: Submit,
     kafka_properties: Mapping[str, str],
-    actor: Mapping[str, Any],
+    actor: Actor,
     target_root: str | None = None,
 ) -> str:
     """Re-read a committed batch and rebuild its output, in place or under ``target_root``.
@@ -340,7 +341,7 @@ def reset_offsets(
     kafka: KafkaOffsetsClient,
     pipeline: str,
     request: ResetRequest,
-    actor: Mapping[str, Any],
+    actor: Actor,
     dry_run: bool = True,
 ) -> ResetOutcome:
     """Move a pipeline's cursors; refused while a batch is planned; dry run by default.
@@ -390,7 +391,7 @@ def reset_offsets(
     return ResetOutcome(pipeline, True, batch_id, table, changes)
 
 
-def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Mapping[str, Any]) -> int:
+def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Actor) -> int:
     """Give up the planned batch and take back anything of it a reader could see.
 
     A crash between publish and commit leaves the batch's output directory published; it is
@@ -437,7 +438,7 @@ def catch_up(
     offsets_source: OffsetsSource,
     submit: Submit,
     kafka_properties: Mapping[str, str],
-    actor: Mapping[str, Any],
+    actor: Actor,
     max_batches: int,
     after_commit: Callable[[], object] | None = None,
 ) -> CatchUpOutcome:
