@@ -8,8 +8,8 @@ offset (I1), and every operation is recorded in the audit trail.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, astuple, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
-from airflow_kafka_offsets.ledger import Attempt, Ledger
+from airflow_kafka_offsets.ledger import Attempt, BatchSummary, Ledger
 from airflow_kafka_offsets.service.batches import (
     OffsetsSource,
     commit_batch,
@@ -71,7 +71,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
         planned = tx.planned_batch_id(pipeline)
         in_flight = tx.batch(pipeline, planned) if planned is not None else None
         batches = tx.recent_batches(pipeline, last)
-        attempts = tx.attempts(pipeline, [b[0] for b in batches])
+        attempts = tx.attempts(pipeline, [b.batch_id for b in batches])
     offsets = kafka.offsets(spec.topics)
     lagging = {tp: cursors[tp] for tp in offsets if tp in cursors and cursors[tp] < offsets[tp].latest}
     oldest_unread = kafka.timestamps_at(lagging)
@@ -117,18 +117,12 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
 ATTEMPT_STATES = ("live", "dead", "succeeded", "failed")
 
 
-def batch_status(row: Sequence[Any]) -> dict[str, Any]:
-    """A row of :meth:`LedgerTransaction.recent_batches` as status shows it."""
-    batch_id, kind, state, planned, committed, output_bytes, planned_at, committed_at = row
+def batch_status(batch: BatchSummary) -> dict[str, Any]:
+    """A batch as status shows it."""
     return {
-        "batch_id": batch_id,
-        "kind": kind,
-        "state": state,
-        "records_planned": planned,
-        "records_committed": committed,
-        "output_bytes": output_bytes,
-        "planned_at": planned_at.isoformat() if planned_at else None,
-        "committed_at": committed_at.isoformat() if committed_at else None,
+        **asdict(batch),
+        "planned_at": batch.planned_at.isoformat() if batch.planned_at else None,
+        "committed_at": batch.committed_at.isoformat() if batch.committed_at else None,
     }
 
 
@@ -301,7 +295,7 @@ def replay_batch(
         attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, DEFAULT_LEASE_S)
     report = execute_attempt(ledger, sink, plan, attempt_id, staging_uri, submit, kafka_properties).report
     got = {p.topic_partition: (p.records, p.min_offset, p.max_offset) for p in report.partitions}
-    expected = {tp: c for tp, c in committed.items() if c[0] > 0}
+    expected = {tp: astuple(c) for tp, c in committed.items() if c.records > 0}
     if got != expected:
         sink.discard_attempt(staging_uri)
         raise ReportMismatchError(

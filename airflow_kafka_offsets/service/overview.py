@@ -96,7 +96,7 @@ def _pages(total: int, per_page: int) -> int:
 
 def _ledger_exists(tx: LedgerTransaction) -> bool:
     """Whether the ledger's tables exist (the page never creates them: it only reads)."""
-    return tx.fetchrow("SELECT to_regclass(%s)", (f"{tx.s}.pipelines",))[0] is not None
+    return tx.table_exists("pipelines")
 
 
 def _read(tx: LedgerTransaction, pipeline: str) -> _LedgerView:
@@ -196,7 +196,7 @@ def pipeline_detail(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, pa
         partitions=tuple(lines),
         page=page,
         pages=_pages(len(every), PARTITIONS_PER_PAGE),
-        batches=tuple(BatchLine(b, tuple(ranges[b["batch_id"]][0]), ranges[b["batch_id"]][1]) for b in view.batches),
+        batches=tuple(BatchLine(b, ranges[b["batch_id"]].ranges, ranges[b["batch_id"]].total) for b in view.batches),
         attempts=tuple(view.attempts),
     )
 

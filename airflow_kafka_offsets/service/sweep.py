@@ -99,12 +99,8 @@ def sweep(
     staged = sink.staged_attempts(pipeline)
     with ledger.transaction() as tx:
         tx.pipeline_spec(pipeline)  # an unknown pipeline is an error, not an empty sweep
-        rows = tx.fetchall(
-            "SELECT DISTINCT batch_id FROM {s}.attempts WHERE pipeline = %s AND state = 'running'"
-            " UNION SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'aborted'",
-            (pipeline, pipeline),
-        )
-    batch_ids = sorted(set(staged) | {int(r[0]) for r in rows})
+        in_ledger = tx.batches_to_sweep(pipeline)
+    batch_ids = sorted(set(staged) | in_ledger)
     items: list[SweepItem] = []
     marked: list[str] = []
     for batch_id in batch_ids:

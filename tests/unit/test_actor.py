@@ -10,7 +10,7 @@ import pytest
 
 from airflow_kafka_offsets.cli.runner import _actor
 from airflow_kafka_offsets.core.actor import Actor, describe_actor
-from airflow_kafka_offsets.ledger.store import _jsonb as jsonb
+from airflow_kafka_offsets.ledger.sql import jsonb
 from airflow_kafka_offsets.operators.ingest import actor_from_context
 
 
