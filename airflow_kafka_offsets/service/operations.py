@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
-from airflow_kafka_offsets.ledger import Attempt, BatchSummary, Ledger
+from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.batches import (
     OffsetsSource,
     commit_batch,
@@ -32,6 +32,14 @@ from airflow_kafka_offsets.service.batches import (
     start_attempt,
 )
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
+from airflow_kafka_offsets.service.status import (
+    attempt_counts,
+    attempt_status,
+    batch_status,
+    lagging_cursors,
+    partition_statuses,
+    shown_partitions,
+)
 from airflow_kafka_offsets.sinks import (
     LocalDirectorySink,
     ManifestDirectorySink,
@@ -73,26 +81,9 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
         batches = tx.recent_batches(pipeline, last)
         attempts = tx.attempts(pipeline, [b.batch_id for b in batches])
     offsets = kafka.offsets(spec.topics)
-    lagging = {tp: cursors[tp] for tp in offsets if tp in cursors and cursors[tp] < offsets[tp].latest}
-    oldest_unread = kafka.timestamps_at(lagging)
-    now = datetime.now(UTC)
-    partitions = []
-    for tp in sorted(set(offsets) | {tp for tp in cursors if tp.topic in spec.topics}):
-        kafka_tp = offsets.get(tp)
-        cursor = cursors.get(tp)
-        lag = partition_lag(cursor, kafka_tp) if kafka_tp and cursor is not None else None
-        seen = oldest_unread.get(tp)
-        partitions.append(
-            {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "committed_offset": cursor,
-                "log_start_offset": kafka_tp.earliest if kafka_tp else None,
-                "log_end_offset": kafka_tp.latest if kafka_tp else None,
-                "lag_records": lag,
-                "lag_seconds": round((now - seen).total_seconds(), 3) if seen else (0.0 if lag == 0 else None),
-            }
-        )
+    shown = shown_partitions(spec.topics, cursors, offsets)
+    oldest_unread = kafka.timestamps_at(lagging_cursors(shown, cursors, offsets))
+    partitions = [p.to_json() for p in partition_statuses(shown, cursors, offsets, oldest_unread, datetime.now(UTC))]
     return {
         "pipeline": pipeline,
         "topics": list(spec.topics),
@@ -110,33 +101,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
         },
         "batches": [batch_status(b) for b in batches],
         "attempts": [attempt_status(a) for a in attempts],
-        "attempt_counts": {state: sum(a.shown_state == state for a in attempts) for state in ATTEMPT_STATES},
-    }
-
-
-ATTEMPT_STATES = ("live", "dead", "succeeded", "failed")
-
-
-def batch_status(batch: BatchSummary) -> dict[str, Any]:
-    """A batch as status shows it."""
-    return {
-        **asdict(batch),
-        "planned_at": batch.planned_at.isoformat() if batch.planned_at else None,
-        "committed_at": batch.committed_at.isoformat() if batch.committed_at else None,
-    }
-
-
-def attempt_status(attempt: Attempt) -> dict[str, Any]:
-    """An attempt as status shows it: a running attempt whose lease ran out is dead, marked or not."""
-    return {
-        "attempt_id": attempt.attempt_id,
-        "batch_id": attempt.batch_id,
-        "state": attempt.shown_state,
-        "run_id": attempt.actor.run_id,
-        "started_at": attempt.started_at.isoformat() if attempt.started_at else None,
-        "finished_at": attempt.finished_at.isoformat() if attempt.finished_at else None,
-        "lease_expires_at": attempt.lease_expires_at.isoformat() if attempt.lease_expires_at else None,
-        "error": attempt.error,
+        "attempt_counts": attempt_counts(attempts),
     }
 
 
