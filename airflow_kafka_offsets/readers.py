@@ -9,32 +9,14 @@ that was published: :func:`output_files` follows it, :func:`read_output` reads t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from urllib.parse import urlparse
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_kafka_offsets.errors import BatchNotFoundError, OutputLocationError
-from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.ledger import CommittedOutput, Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store
 from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
-
-
-@dataclass(frozen=True)
-class CommittedOutput:
-    """One committed batch's output: ``uri`` as stored in the ledger, ``path`` for local readers."""
-
-    batch_id: int
-    uri: str
-    records: int
-    committed_at: datetime
-
-    @property
-    def path(self) -> str:
-        return urlparse(self.uri).path if self.uri.startswith("file:") else self.uri
 
 
 def committed_outputs(ledger: Ledger, pipeline: str, since_batch: int | None = None) -> list[CommittedOutput]:
@@ -45,12 +27,7 @@ def committed_outputs(ledger: Ledger, pipeline: str, since_batch: int | None = N
     """
     with ledger.transaction() as tx:
         tx.pipeline_spec(pipeline)  # an unknown pipeline is an error, not an empty list
-        rows = tx.fetchall(
-            "SELECT batch_id, output_uri, records_committed, committed_at FROM {s}.batches"
-            " WHERE pipeline = %s AND state = 'committed' AND kind = 'ingest' AND batch_id > %s ORDER BY batch_id",
-            (pipeline, since_batch or 0),
-        )
-    return [CommittedOutput(int(b), uri, int(n or 0), at) for b, uri, n, at in rows]
+        return tx.committed_outputs(pipeline, since_batch or 0)
 
 
 def committed_output(ledger: Ledger, pipeline: str, batch_id: int) -> CommittedOutput:

@@ -24,9 +24,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_offsets.core.actor import Actor
 from benchmarks.common import CONNECT_CONN_ID, REPO, parquet_rows, run
 
-ACTOR = {"dag_id": "benchmarks", "run_id": "bench"}
+ACTOR = Actor(dag_id="benchmarks", run_id="bench")
 STREAMING_APP = Path(__file__).with_name("streaming_app.py")
 TRIVIAL_APP = Path(__file__).with_name("trivial_app.py")
 

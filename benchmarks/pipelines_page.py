@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         detail = pipeline_detail(bench.ledger, kafka, name, 1)
         assert detail.summary.lag_records == args.partitions * LAG, detail.summary
-        assert detail.partitions[0].cursor == cursor and detail.summary.in_flight is not None
+        assert detail.partitions[0].committed_offset == cursor and detail.summary.in_flight is not None
         assert detail.summary.dead_attempts == 1 and len(detail.batches) == RECENT
         print(
             f"Kafka pipelines page: {args.partitions:,} partitions, {args.batches:,} batches, "

@@ -163,10 +163,11 @@ class LedgerBench:
         return build_spec(name, [TOPIC], str(self.root))
 
     def one_batch(self, spec: PipelineSpec, offsets: FakeOffsets) -> dict[str, float]:
+        from airflow_kafka_offsets.core.actor import Actor
         from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
         from airflow_kafka_offsets.sinks import LocalDirectorySink
 
-        actor = {"dag_id": "benchmarks", "run_id": "scaling"}
+        actor = Actor(dag_id="benchmarks", run_id="scaling")
         sink = LocalDirectorySink(spec.output_root)
         offsets.advance()
         t0 = time.perf_counter()

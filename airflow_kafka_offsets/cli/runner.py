@@ -17,11 +17,14 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from airflow_kafka_offsets.cli.arguments import command_name, request_from_args
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.errors import KafkaOffsetsError
 
 
-def _actor(command: str) -> dict[str, Any]:
-    return {"cli": command, "user": os.environ.get("USER"), "hostname": socket.gethostname(), "pid": os.getpid()}
+def _actor(command: str) -> Actor:
+    return Actor.from_json(
+        {"cli": command, "user": os.environ.get("USER"), "hostname": socket.gethostname(), "pid": os.getpid()}
+    )
 
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:

@@ -17,6 +17,7 @@ from airflow.sdk import BaseOperator, Context, TaskGroup, XComArg
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.config import config_value, ledger_schema, spark_settings
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchPlan
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.core.values import optional_int
@@ -59,18 +60,20 @@ def refuse_backfill(context: Mapping[str, Any], pipeline: str) -> None:
         )
 
 
-def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
-    """Which Airflow run and try did this, for the ledger's audit trail."""
+def actor_from_context(context: Mapping[str, Any]) -> Actor:
+    """Which Airflow run and try did this, for the ledger's audit trail (every key stored, unset ones as null)."""
     ti = context.get("ti")
-    return {
-        "dag_id": getattr(ti, "dag_id", None),
-        "run_id": getattr(ti, "run_id", None),
-        "task_id": getattr(ti, "task_id", None),
-        "try_number": getattr(ti, "try_number", None),
-        "map_index": getattr(ti, "map_index", None),
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-    }
+    return Actor.from_json(
+        {
+            "dag_id": getattr(ti, "dag_id", None),
+            "run_id": getattr(ti, "run_id", None),
+            "task_id": getattr(ti, "task_id", None),
+            "try_number": getattr(ti, "try_number", None),
+            "map_index": getattr(ti, "map_index", None),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+        }
+    )
 
 
 def parse_batch_id(value: Any) -> int | None:

@@ -9,6 +9,7 @@ The options are validated by the same field definitions as the form and the CLI
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from airflow.sdk import Context
@@ -103,7 +104,7 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
                 )
             )
             properties = kafka_hook.spark_properties()
-        actor = {**actor_from_context(context), "operation": request.operation}
+        actor = replace(actor_from_context(context), operation=request.operation)
         ctx = OperationContext(ledger, kafka_hook.get_conn(), actor, submit, properties)
         result = run_operation(request, ctx)
         self.log.info("%s of %s:\n%s", request.operation, request.pipeline, result.text)

@@ -135,10 +135,10 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
         f'<tr data-partition="{escape(p.topic)}-{p.partition}">'
         + _cell(p.topic)
         + _cell(p.partition, "num")
-        + _cell(p.cursor, "num")
-        + _cell(p.log_end, "num")
+        + _cell(p.committed_offset, "num")
+        + _cell(p.log_end_offset, "num")
         + _cell(p.lag_records, "num lag" if p.lag_records else "num ok")
-        + _cell(age(p.oldest_unread_age_s), "num")
+        + _cell(age(p.lag_seconds), "num")
         + "</tr>"
         for p in detail.partitions
     ]

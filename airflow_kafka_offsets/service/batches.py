@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import (
     BatchPlan,
     BatchReport,
@@ -63,7 +64,7 @@ def plan_batch(
     spec: PipelineSpec,
     offsets_source: OffsetsSource,
     sink: Sink,
-    actor: Mapping[str, Any],
+    actor: Actor,
 ) -> PlanOutcome:
     """Return the pipeline's planned batch, or write the next plan ahead of any work (I2).
 
@@ -170,9 +171,7 @@ class StagedAttempt:
     batch_state: BatchState
 
 
-def start_attempt(
-    tx: LedgerTransaction, sink: Sink, plan: BatchPlan, actor: Mapping[str, Any], lease_s: float
-) -> tuple[str, str]:
+def start_attempt(tx: LedgerTransaction, sink: Sink, plan: BatchPlan, actor: Actor, lease_s: float) -> tuple[str, str]:
     """Record a new running attempt with its lease; returns (attempt id, staging URI)."""
     attempt_id = uuid.uuid4().hex
     staging_uri = sink.staging_uri(plan.pipeline, plan.batch_id, attempt_id)
@@ -254,7 +253,7 @@ def run_batch(
     plan: BatchPlan,
     submit: Callable[[dict[str, Any]], None],
     kafka_properties: Mapping[str, str],
-    actor: Mapping[str, Any],
+    actor: Actor,
     min_partitions: int | None = None,
     *,
     lease_s: float = DEFAULT_LEASE_S,
@@ -362,7 +361,7 @@ def commit_batch(
     sink: Sink,
     pipeline: str,
     batch_id: int,
-    actor: Mapping[str, Any],
+    actor: Actor,
 ) -> CommitOutcome:
     """Publish the batch's staged output and advance the cursor in one transaction (I3).
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.operation_fields import OperationRequest, reset_request, spec_changes
 from airflow_kafka_offsets.core.spec import updated_spec
 from airflow_kafka_offsets.ledger import Ledger
@@ -29,7 +30,7 @@ class OperationContext:
 
     ledger: Ledger
     kafka: KafkaOffsetsClient
-    actor: Mapping[str, Any]
+    actor: Actor
     submit: Submit | None = None
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
 

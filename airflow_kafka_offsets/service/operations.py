@@ -8,19 +8,20 @@ offset (I1), and every operation is recorded in the audit trail.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.config import iceberg_catalog_uri, object_storage
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, TopicPartition
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
-from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction
+from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.batches import (
     OffsetsSource,
     commit_batch,
@@ -31,6 +32,14 @@ from airflow_kafka_offsets.service.batches import (
     start_attempt,
 )
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
+from airflow_kafka_offsets.service.status import (
+    attempt_counts,
+    attempt_status,
+    batch_status,
+    lagging_cursors,
+    partition_statuses,
+    shown_partitions,
+)
 from airflow_kafka_offsets.sinks import (
     LocalDirectorySink,
     ManifestDirectorySink,
@@ -70,28 +79,11 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
         planned = tx.planned_batch_id(pipeline)
         in_flight = tx.batch(pipeline, planned) if planned is not None else None
         batches = tx.recent_batches(pipeline, last)
-        attempts = tx.attempts(pipeline, [b[0] for b in batches])
+        attempts = tx.attempts(pipeline, [b.batch_id for b in batches])
     offsets = kafka.offsets(spec.topics)
-    lagging = {tp: cursors[tp] for tp in offsets if tp in cursors and cursors[tp] < offsets[tp].latest}
-    oldest_unread = kafka.timestamps_at(lagging)
-    now = datetime.now(UTC)
-    partitions = []
-    for tp in sorted(set(offsets) | {tp for tp in cursors if tp.topic in spec.topics}):
-        kafka_tp = offsets.get(tp)
-        cursor = cursors.get(tp)
-        lag = partition_lag(cursor, kafka_tp) if kafka_tp and cursor is not None else None
-        seen = oldest_unread.get(tp)
-        partitions.append(
-            {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "committed_offset": cursor,
-                "log_start_offset": kafka_tp.earliest if kafka_tp else None,
-                "log_end_offset": kafka_tp.latest if kafka_tp else None,
-                "lag_records": lag,
-                "lag_seconds": round((now - seen).total_seconds(), 3) if seen else (0.0 if lag == 0 else None),
-            }
-        )
+    shown = shown_partitions(spec.topics, cursors, offsets)
+    oldest_unread = kafka.timestamps_at(lagging_cursors(shown, cursors, offsets))
+    partitions = [p.to_json() for p in partition_statuses(shown, cursors, offsets, oldest_unread, datetime.now(UTC))]
     return {
         "pipeline": pipeline,
         "topics": list(spec.topics),
@@ -105,43 +97,11 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
             "batch_id": in_flight.plan.batch_id,
             "planned_at": in_flight.planned_at.isoformat(),
             "records_planned": in_flight.plan.records_planned,
-            "planned_by": in_flight.planned_by,
+            "planned_by": in_flight.planned_by.to_json(),
         },
         "batches": [batch_status(b) for b in batches],
         "attempts": [attempt_status(a) for a in attempts],
-        "attempt_counts": {state: sum(a.shown_state == state for a in attempts) for state in ATTEMPT_STATES},
-    }
-
-
-ATTEMPT_STATES = ("live", "dead", "succeeded", "failed")
-
-
-def batch_status(row: Sequence[Any]) -> dict[str, Any]:
-    """A row of :meth:`LedgerTransaction.recent_batches` as status shows it."""
-    batch_id, kind, state, planned, committed, output_bytes, planned_at, committed_at = row
-    return {
-        "batch_id": batch_id,
-        "kind": kind,
-        "state": state,
-        "records_planned": planned,
-        "records_committed": committed,
-        "output_bytes": output_bytes,
-        "planned_at": planned_at.isoformat() if planned_at else None,
-        "committed_at": committed_at.isoformat() if committed_at else None,
-    }
-
-
-def attempt_status(attempt: Attempt) -> dict[str, Any]:
-    """An attempt as status shows it: a running attempt whose lease ran out is dead, marked or not."""
-    return {
-        "attempt_id": attempt.attempt_id,
-        "batch_id": attempt.batch_id,
-        "state": attempt.shown_state,
-        "run_id": attempt.actor.get("run_id"),
-        "started_at": attempt.started_at.isoformat() if attempt.started_at else None,
-        "finished_at": attempt.finished_at.isoformat() if attempt.finished_at else None,
-        "lease_expires_at": attempt.lease_expires_at.isoformat() if attempt.lease_expires_at else None,
-        "error": attempt.error,
+        "attempt_counts": attempt_counts(attempts),
     }
 
 
@@ -281,7 +241,7 @@ def replay_batch(
     batch_id: int,
     submit: Submit,
     kafka_properties: Mapping[str, str],
-    actor: Mapping[str, Any],
+    actor: Actor,
     target_root: str | None = None,
 ) -> str:
     """Re-read a committed batch and rebuild its output, in place or under ``target_root``.
@@ -312,7 +272,7 @@ def replay_batch(
         attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, DEFAULT_LEASE_S)
     report = execute_attempt(ledger, sink, plan, attempt_id, staging_uri, submit, kafka_properties).report
     got = {p.topic_partition: (p.records, p.min_offset, p.max_offset) for p in report.partitions}
-    expected = {tp: c for tp, c in committed.items() if c[0] > 0}
+    expected = {tp: astuple(c) for tp, c in committed.items() if c.records > 0}
     if got != expected:
         sink.discard_attempt(staging_uri)
         raise ReportMismatchError(
@@ -352,7 +312,7 @@ def reset_offsets(
     kafka: KafkaOffsetsClient,
     pipeline: str,
     request: ResetRequest,
-    actor: Mapping[str, Any],
+    actor: Actor,
     dry_run: bool = True,
 ) -> ResetOutcome:
     """Move a pipeline's cursors; refused while a batch is planned; dry run by default.
@@ -402,7 +362,7 @@ def reset_offsets(
     return ResetOutcome(pipeline, True, batch_id, table, changes)
 
 
-def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Mapping[str, Any]) -> int:
+def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Actor) -> int:
     """Give up the planned batch and take back anything of it a reader could see.
 
     A crash between publish and commit leaves the batch's output directory published; it is
@@ -449,7 +409,7 @@ def catch_up(
     offsets_source: OffsetsSource,
     submit: Submit,
     kafka_properties: Mapping[str, str],
-    actor: Mapping[str, Any],
+    actor: Actor,
     max_batches: int,
     after_commit: Callable[[], object] | None = None,
 ) -> CatchUpOutcome:

@@ -1,9 +1,9 @@
 """What the "Kafka pipelines" page shows: every pipeline's cursors, lag, batches and attempts.
 
-Reads the ledger in read-only transactions, through the same ledger calls and row shapes as the
-``status`` operation, and asks Kafka for end offsets. Bounded for large ledgers: pipelines and
-partitions come a page at a time, batches as the newest few (index-backed), and lag in time is
-looked up only for the partitions on the page.
+Reads the ledger in read-only transactions, through the same ledger calls, rows and status model
+(service/status.py) as the ``status`` operation, and asks Kafka for end offsets. Bounded for large
+ledgers: pipelines and partitions come a page at a time, batches as the newest few (index-backed),
+and lag in time is looked up only for the partitions on the page.
 """
 
 from __future__ import annotations
@@ -13,11 +13,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from airflow_kafka_offsets.core.lag import total_lag
 from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, TopicPartition
-from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.errors import KafkaOffsetsError, KafkaUnavailableError, PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
-from airflow_kafka_offsets.service.operations import attempt_status, batch_status
+from airflow_kafka_offsets.service.status import (
+    PartitionStatus,
+    attempt_status,
+    batch_status,
+    lagging_cursors,
+    partition_statuses,
+    shown_partitions,
+)
 
 PIPELINES_PER_PAGE = 50
 PARTITIONS_PER_PAGE = 100
@@ -31,18 +38,6 @@ class KafkaPositions(Protocol):
     def offsets(self, topics: Sequence[str]) -> dict[TopicPartition, PartitionOffsets]: ...
 
     def timestamps_at(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, datetime | None]: ...
-
-
-@dataclass(frozen=True)
-class PartitionLine:
-    """One partition: the ledger's cursor, Kafka's end offset, lag in records and in time."""
-
-    topic: str
-    partition: int
-    cursor: int | None
-    log_end: int | None
-    lag_records: int | None
-    oldest_unread_age_s: float | None
 
 
 @dataclass(frozen=True)
@@ -71,7 +66,7 @@ class BatchLine:
 @dataclass(frozen=True)
 class PipelineDetail:
     summary: PipelineSummary
-    partitions: tuple[PartitionLine, ...]
+    partitions: tuple[PartitionStatus, ...]
     page: int
     pages: int
     batches: tuple[BatchLine, ...]
@@ -104,7 +99,7 @@ def _pages(total: int, per_page: int) -> int:
 
 def _ledger_exists(tx: LedgerTransaction) -> bool:
     """Whether the ledger's tables exist (the page never creates them: it only reads)."""
-    return tx.fetchrow("SELECT to_regclass(%s)", (f"{tx.s}.pipelines",))[0] is not None
+    return tx.table_exists("pipelines")
 
 
 def _read(tx: LedgerTransaction, pipeline: str) -> _LedgerView:
@@ -135,7 +130,7 @@ def _kafka_offsets(kafka: KafkaPositions, topics: tuple[str, ...]) -> _KafkaAnsw
 
 
 def _partitions(view: _LedgerView, offsets: dict[TopicPartition, PartitionOffsets]) -> list[TopicPartition]:
-    return sorted(set(offsets) | {tp for tp in view.cursors if tp.topic in view.topics})
+    return shown_partitions(view.topics, view.cursors, offsets)
 
 
 def _summary(
@@ -143,7 +138,7 @@ def _summary(
 ) -> PipelineSummary:
     lag = None
     if kafka_error is None:
-        lag = sum(partition_lag(view.cursors.get(tp), off) for tp, off in offsets.items())
+        lag = total_lag(view.cursors, offsets)
     return PipelineSummary(
         name=view.name,
         topics=view.topics,
@@ -185,26 +180,13 @@ def pipeline_detail(ledger: Ledger, kafka: KafkaPositions, pipeline: str, page: 
     offsets, error = answer.offsets, answer.error
     every = _partitions(view, offsets)
     shown = every[(page - 1) * PARTITIONS_PER_PAGE : page * PARTITIONS_PER_PAGE]
-    lagging = {
-        tp: view.cursors[tp]
-        for tp in shown
-        if tp in view.cursors and tp in offsets and view.cursors[tp] < offsets[tp].latest
-    }
-    oldest_unread = _timestamps(kafka, lagging)
-    now = datetime.now(UTC)
-    lines = []
-    for tp in shown:
-        cursor, off = view.cursors.get(tp), offsets.get(tp)
-        lag = partition_lag(cursor, off) if off is not None and cursor is not None else None
-        seen = oldest_unread.get(tp)
-        age = (now - seen).total_seconds() if seen else (0.0 if lag == 0 else None)
-        lines.append(PartitionLine(tp.topic, tp.partition, cursor, off.latest if off else None, lag, age))
+    oldest_unread = _timestamps(kafka, lagging_cursors(shown, view.cursors, offsets))
     return PipelineDetail(
         summary=_summary(view, offsets, error),
-        partitions=tuple(lines),
+        partitions=partition_statuses(shown, view.cursors, offsets, oldest_unread, datetime.now(UTC)),
         page=page,
         pages=_pages(len(every), PARTITIONS_PER_PAGE),
-        batches=tuple(BatchLine(b, tuple(ranges[b["batch_id"]][0]), ranges[b["batch_id"]][1]) for b in view.batches),
+        batches=tuple(BatchLine(b, ranges[b["batch_id"]].ranges, ranges[b["batch_id"]].total) for b in view.batches),
         attempts=tuple(view.attempts),
     )
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PipelineSpec, StartPolicy, TopicPartition
 from airflow_kafka_offsets.core.spec_diff import FieldChange, change_refusals, diff_specs
 from airflow_kafka_offsets.core.tables import render_table
@@ -53,7 +53,7 @@ def change_spec(
     kafka: KafkaOffsetsClient,
     pipeline: str,
     new_spec: PipelineSpec,
-    actor: Mapping[str, Any],
+    actor: Actor,
     dry_run: bool = True,
 ) -> SpecChangeOutcome:
     """Compare ``new_spec`` with the stored one and, unless ``dry_run``, store it (audited).

@@ -9,10 +9,10 @@ attempt of it starts or ends meanwhile; a dry run (the default) only lists what 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.ledger import Attempt, Ledger
@@ -91,7 +91,7 @@ def sweep(
     pipeline: str,
     *,
     dry_run: bool = True,
-    actor: Mapping[str, Any] | None = None,
+    actor: Actor | None = None,
 ) -> SweepOutcome:
     """List (dry run) or remove the staging of dead attempts, of ended attempts of committed or
     aborted batches, and the output of aborted batches; running attempts whose lease ran out are
@@ -99,12 +99,8 @@ def sweep(
     staged = sink.staged_attempts(pipeline)
     with ledger.transaction() as tx:
         tx.pipeline_spec(pipeline)  # an unknown pipeline is an error, not an empty sweep
-        rows = tx.fetchall(
-            "SELECT DISTINCT batch_id FROM {s}.attempts WHERE pipeline = %s AND state = 'running'"
-            " UNION SELECT batch_id FROM {s}.batches WHERE pipeline = %s AND state = 'aborted'",
-            (pipeline, pipeline),
-        )
-    batch_ids = sorted(set(staged) | {int(r[0]) for r in rows})
+        in_ledger = tx.batches_to_sweep(pipeline)
+    batch_ids = sorted(set(staged) | in_ledger)
     items: list[SweepItem] = []
     marked: list[str] = []
     for batch_id in batch_ids:
@@ -126,7 +122,7 @@ def sweep(
                         sink.remove_output(item.path)
                     else:
                         sink.discard_attempt(item.path)
-                tx.audit(pipeline, batch_id, "swept", {"items": [asdict(i) for i in found]}, actor or {})
+                tx.audit(pipeline, batch_id, "swept", {"items": [asdict(i) for i in found]}, actor or Actor())
         items += found
     outcome = SweepOutcome(pipeline, dry_run, tuple(items), tuple(marked))
     log.info(

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from airflow_kafka_offsets.config import object_storage
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat, TopicPartition
 from airflow_kafka_offsets.errors import PipelineNotFoundError
 from airflow_kafka_offsets.ledger import BatchRecord, Ledger
@@ -38,7 +39,7 @@ from airflow_kafka_offsets.sinks.manifest import manifest_uri
 from faults_harness.lake_readers import COMMIT_KEYS, manifest_listing, read_table, table_commits
 
 COLUMNS = ["key", "topic", "partition", "offset"]
-ACTOR = {"dag_id": "faults_harness", "run_id": "verify"}
+ACTOR = Actor(dag_id="faults_harness", run_id="verify")
 OPERATION, BATCH, ATTEMPT = COMMIT_KEYS
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.config import object_storage
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
@@ -18,7 +19,7 @@ from airflow_kafka_offsets.sinks import Sink
 from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 
-ACTOR = {"dag_id": "tests", "run_id": "manual"}
+ACTOR = Actor(dag_id="tests", run_id="manual")
 # The Spark connection of read() and run_once() when a test names none. A module whose subject is
 # not spark-submit itself runs its batches on the session's warm Spark Connect server instead
 # (pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")): seconds per batch, not a JVM each.

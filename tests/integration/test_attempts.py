@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg2
@@ -148,7 +149,7 @@ def test_two_replays_of_one_batch_at_once_both_publish_the_same_records(stack, l
                 outcome.plan.batch_id,
                 submitter(stack),
                 {"bootstrap.servers": stack.bootstrap_servers},
-                {**ACTOR, "run_id": name},
+                replace(ACTOR, run_id=name),
             )
         except BaseException as exc:  # reported below
             errors[name] = exc

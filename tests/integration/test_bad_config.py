@@ -22,6 +22,7 @@ import psycopg2
 import pytest
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec, validate_pipeline_name
 from airflow_kafka_offsets.errors import (
@@ -46,7 +47,7 @@ from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import produce, refused
 
-ACTOR = {"dag_id": "tests", "run_id": "bad-config"}
+ACTOR = Actor(dag_id="tests", run_id="bad-config")
 LEDGER_TABLES = ("schema_version", "pipelines", "cursors", "batches", "batch_ranges", "attempts", "audit")
 HOSTILE_SCHEMAS = [
     "x; DROP TABLE y",

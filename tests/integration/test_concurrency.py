@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg2
@@ -152,7 +153,7 @@ def test_stale_workers_are_fenced(stack, ledger, schema, pipe):
     conn.close()
     # D, the successor, commits
     successor = commit_batch(
-        ledger, LocalDirectorySink(pipe.output_root), pipe.name, batch.batch_id, {**ACTOR, "run_id": "successor"}
+        ledger, LocalDirectorySink(pipe.output_root), pipe.name, batch.batch_id, replace(ACTOR, run_id="successor")
     )
     assert successor.committed_now and successor.records == 150
     cursors = ledger.cursors(pipe.name)
@@ -171,7 +172,7 @@ def test_stale_workers_are_fenced(stack, ledger, schema, pipe):
     assert commit_a.ok and commit_a.result["committed_now"] is False, commit_a.tail()
 
     record = ledger.batch(pipe.name, batch.batch_id)
-    assert record.state is BatchState.COMMITTED and record.committed_by["run_id"] == "successor"
+    assert record.state is BatchState.COMMITTED and record.committed_by.run_id == "successor"
     assert audit_counts(ledger, pipe.name)[(batch.batch_id, "committed")] == 1
     assert ledger.cursors(pipe.name) == cursors  # nobody moved the cursor twice
     assert published_attempt(batch.output_uri) == winner  # nobody published again

@@ -25,7 +25,7 @@ CHILD = """
 import os, psycopg2
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 from airflow_kafka_offsets.spark.settings import SparkSettings
-from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.ledger import Actor, Ledger
 from airflow_kafka_offsets.service.batches import load_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
@@ -33,7 +33,7 @@ ledger = Ledger(lambda: psycopg2.connect(os.environ["CHILD_DSN"]), schema=os.env
 batch = load_batch(ledger, "crashed", None)
 submitter = SparkBatchSubmitter(SparkSettings(jars=tuple(os.environ["CHILD_JARS"].split(","))))
 run_batch(ledger, LocalDirectorySink(os.environ["CHILD_ROOT"]), batch, submitter,
-          {"bootstrap.servers": os.environ["CHILD_BOOTSTRAP"]}, {"dag_id": "tests", "run_id": "crash"})
+          {"bootstrap.servers": os.environ["CHILD_BOOTSTRAP"]}, Actor(dag_id="tests", run_id="crash"))
 """
 
 

@@ -26,6 +26,7 @@ from airflow.sdk.execution_time.context import OutletEventAccessors
 import devstack
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, KafkaAuthenticationError, SparkAuthenticationError
@@ -38,7 +39,7 @@ from airflow_kafka_offsets.spark.settings import SparkSettings
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
 
 CONN_ID = "kafka_tls"
-ACTOR = {"dag_id": "tests", "run_id": "tls"}
+ACTOR = Actor(dag_id="tests", run_id="tls")
 LEDGER_TABLES = ("pipelines", "cursors", "batches", "batch_ranges", "attempts", "audit")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchState, PartitionOffsets, PartitionRange
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
@@ -20,7 +21,7 @@ from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_
 from airflow_kafka_offsets.sinks import LocalDirectorySink, Publication
 from benchmarks.scaling import fake_submit
 
-ACTOR = {"test": True}
+ACTOR = Actor.from_json({"test": True})
 
 
 def fixed_offsets(**parts):
@@ -377,9 +378,9 @@ def test_plan_and_commit_of_2000_partitions_write_exact_rows(ledger: Ledger, tmp
 def test_audit_trail_records_who_did_what(ledger: Ledger, tmp_path):
     spec = build_spec("p", ["t"], str(tmp_path), starting_offsets="latest")
     sink = LocalDirectorySink(str(tmp_path))
-    plan_batch(ledger, spec, fixed_offsets(p0=(0, 1)), sink, {"run_id": "r1"})
-    plan_batch(ledger, spec, fixed_offsets(p0=(0, 1)), sink, {"run_id": "r2"})
-    commit_batch(ledger, sink, "p", 1, {"run_id": "r2"})
+    plan_batch(ledger, spec, fixed_offsets(p0=(0, 1)), sink, Actor(run_id="r1"))
+    plan_batch(ledger, spec, fixed_offsets(p0=(0, 1)), sink, Actor(run_id="r2"))
+    commit_batch(ledger, sink, "p", 1, Actor(run_id="r2"))
     with ledger.transaction() as tx:
         events = tx.fetchall("SELECT event, batch_id, actor->>'run_id' FROM {s}.audit ORDER BY id")
     assert events == [("planned", 1, "r1"), ("replayed", 1, "r2"), ("committed", 1, "r2")]

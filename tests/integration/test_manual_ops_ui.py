@@ -254,7 +254,7 @@ def test_trigger_form_runs_status_a_dry_run_reset_and_a_replay(airflow_ui, brows
     with ledger.transaction() as tx:
         original, replay = tx.attempts(PIPELINE, [1])
     assert (original.state, replay.state) == ("succeeded", "succeeded")
-    assert (replay.actor["dag_id"], replay.actor["run_id"]) == (DAG_ID, run_id)
+    assert (replay.actor.dag_id, replay.actor.run_id) == (DAG_ID, run_id)
     # the new attempt read exactly the batch's ranges: [0, 5) of each partition
     assert [(p.topic_partition, p.records, p.min_offset, p.max_offset) for p in replay.report.partitions] == [
         (TP(topic, 0), 5, 0, 4),

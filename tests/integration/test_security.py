@@ -32,6 +32,7 @@ import pytest
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
+from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
@@ -44,7 +45,7 @@ from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 from .helpers import assert_exactly_once, committed_rows, produce
 
 DAG_ID = "kafka_ingest_example"
-ACTOR = {"dag_id": "tests", "run_id": "security"}
+ACTOR = Actor(dag_id="tests", run_id="security")
 LEDGER_TABLES = ("pipelines", "cursors", "batches", "batch_ranges", "attempts", "audit")
 
 # Spark's own logging, louder than the package's default WARN where secrets could leak: the Kafka

@@ -133,7 +133,7 @@ def test_plan_operator_returns_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp
     assert result == {"pipeline": "orders", "batch_id": 4, "records_planned": 10, "replayed": True}
     assert set(seen["spec"].topics) == {"orders", "more"} and seen["spec"].max_records_per_batch == 250
     assert seen["spec"].on_data_loss.value == "skip"
-    assert seen["actor"]["run_id"] == "r" and seen["actor"]["try_number"] == 1
+    assert seen["actor"].run_id == "r" and seen["actor"].try_number == 1
 
 
 def test_errors_a_retry_cannot_fix_fail_the_task_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ from airflow_kafka_offsets.plugins.pipelines_page import age, overview_page, pip
 from airflow_kafka_offsets.service.overview import (
     BatchLine,
     Overview,
-    PartitionLine,
     PipelineDetail,
     PipelineSummary,
 )
+from airflow_kafka_offsets.service.status import PartitionStatus
 
 EVIL = '<script>alert("x")</script>'
 
@@ -73,7 +73,7 @@ def test_pipeline_page_shows_ranges_skips_and_the_rest_of_a_wide_batch():
     }
     detail = PipelineDetail(
         summary(),
-        (PartitionLine("orders", 0, 15, 20, 5, 3.0), PartitionLine("orders", 1, 9, 11, 2, None)),
+        (PartitionStatus("orders", 0, 15, 0, 20, 5, 3.0), PartitionStatus("orders", 1, 9, 0, 11, 2, None)),
         1,
         3,
         (BatchLine(batch, ranges, 30),),
