@@ -2,8 +2,8 @@
 
 Input arrives already validated as an :class:`~airflow_kafka_offsets.core.operation_fields.OperationRequest`;
 each handler returns the same data (for JSON and XCom) and text (for a terminal or a task log)
-whoever called it. A new operation is an entry in ``core.operation_fields.OPERATIONS`` plus its
-handler in ``HANDLERS``.
+whoever called it. A new operation is a module of ``core.operations`` (registered in
+``core.operation_fields``) plus its handler in ``HANDLERS``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kafka_offsets.core.operation_fields import OperationRequest, reset_request, spec_changes
+from airflow_kafka_offsets.core.operation_fields import OperationRequest
+from airflow_kafka_offsets.core.operations.change_spec import spec_changes
+from airflow_kafka_offsets.core.operations.replay import selection
+from airflow_kafka_offsets.core.operations.reset import reset_request
 from airflow_kafka_offsets.core.spec import updated_spec
 from airflow_kafka_offsets.service import operations as ops
 from airflow_kafka_offsets.service.context import OperationContext
@@ -68,14 +71,7 @@ def _abort(request: OperationRequest, ctx: OperationContext) -> OperationResult:
 
 def _replay(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     ctx.spark("replay")
-    selection = ops.ReplaySelection(
-        first_batch=request.get("replay_first_batch"),
-        last_batch=request.get("replay_last_batch"),
-        offset_ranges=request.get("replay_offset_ranges") or (),
-        since=request.get("replay_since"),
-        until=request.get("replay_until"),
-    )
-    batch_ids = ops.resolve_replay(ctx.ledger, ctx.kafka, request.pipeline, selection)
+    batch_ids = ops.resolve_replay(ctx.ledger, ctx.kafka, request.pipeline, selection(request.values))
     target = request.get("replay_output_root")
     outputs = [ops.replay_batch(ctx, request.pipeline, b, target) for b in batch_ids]
     return OperationResult(

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
+from airflow_kafka_offsets.core.operations.replay import ReplaySelection
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
@@ -183,17 +184,6 @@ def render_status(status: Mapping[str, Any]) -> str:
 
 
 # replay -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplaySelection:
-    """Which committed batches to replay: by batch numbers, by offsets per partition, or by time."""
-
-    first_batch: int | None = None
-    last_batch: int | None = None
-    offset_ranges: tuple[tuple[TopicPartition, int, int], ...] = ()
-    since: datetime | None = None
-    until: datetime | None = None
 
 
 def resolve_replay(
