@@ -18,6 +18,12 @@ __all__ = ["__version__", "get_provider_info"]
 def get_provider_info() -> dict[str, Any]:
     """Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
     from airflow_kafka_offsets.clients import schema_registry
+    from airflow_kafka_offsets.core.defaults import (
+        DEFAULT_KAFKA_CONN_ID,
+        DEFAULT_LEDGER_SCHEMA,
+        DEFAULT_OBJECT_STORAGE_CONN_ID,
+        DEFAULT_POSTGRES_CONN_ID,
+    )
     from airflow_kafka_offsets.object_storage.connection import connection_type_info
 
     return {
@@ -29,7 +35,10 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "Kafka Offsets",
                 "python-modules": [
-                    "airflow_kafka_offsets.operators.ingest",
+                    "airflow_kafka_offsets.operators.plan",
+                    "airflow_kafka_offsets.operators.read",
+                    "airflow_kafka_offsets.operators.commit",
+                    "airflow_kafka_offsets.operators.task_group",
                     "airflow_kafka_offsets.operators.manual",
                 ],
             }
@@ -113,15 +122,15 @@ def get_provider_info() -> dict[str, Any]:
                         "description": "PostgreSQL connection of the ledger read by the Kafka pipelines page.",
                         "version_added": "0.2.0",
                         "type": "string",
-                        "example": "postgres_default",
-                        "default": "postgres_default",
+                        "example": DEFAULT_POSTGRES_CONN_ID,
+                        "default": DEFAULT_POSTGRES_CONN_ID,
                     },
                     "ui_kafka_conn_id": {
                         "description": "Kafka connection the Kafka pipelines page asks for end offsets.",
                         "version_added": "0.2.0",
                         "type": "string",
-                        "example": "kafka_default",
-                        "default": "kafka_default",
+                        "example": DEFAULT_KAFKA_CONN_ID,
+                        "default": DEFAULT_KAFKA_CONN_ID,
                     },
                     "object_storage_conn_id": {
                         "description": "Connection of the S3 object storage holding s3:// output roots: of "
@@ -129,14 +138,14 @@ def get_provider_info() -> dict[str, Any]:
                         "version_added": "0.2.0",
                         "type": "string",
                         "example": "lake_s3",
-                        "default": "aws_default",
+                        "default": DEFAULT_OBJECT_STORAGE_CONN_ID,
                     },
                     "ledger_schema": {
                         "description": "PostgreSQL schema holding the ledger tables.",
                         "version_added": "0.1.0",
                         "type": "string",
-                        "example": "kafka_offsets",
-                        "default": "kafka_offsets",
+                        "example": DEFAULT_LEDGER_SCHEMA,
+                        "default": DEFAULT_LEDGER_SCHEMA,
                     },
                 },
             }

@@ -49,7 +49,7 @@ def output_files(output: CommittedOutput, s3: S3Access | None = None) -> list[st
     """The Parquet files that hold a committed batch of a directory sink, as URIs.
 
     On S3 exactly the files its manifest lists (``s3``: how to reach the bucket, e.g.
-    ``airflow_kafka_offsets.config.object_storage(uri)``); on a filesystem the batch directory's
+    ``airflow_kafka_offsets.runtime.object_storage(uri)``); on a filesystem the batch directory's
     data files. Raises :class:`~airflow_kafka_offsets.errors.OutputLocationError` when a batch
     on S3 has no manifest, or one of another batch.
     """

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.core.operation_fields import (
     FIELDS,
     Operation,
@@ -21,6 +22,7 @@ from airflow_kafka_offsets.core.operation_fields import (
     parse_request,
 )
 from airflow_kafka_offsets.core.resets import ResetMode
+from airflow_kafka_offsets.spark.options import cli_options as spark_cli_options
 
 
 @dataclass(frozen=True)
@@ -53,19 +55,18 @@ def operation_options(op: Operation) -> tuple[Option, ...]:
     """Every argument ``op``'s command takes, in the order ``--help`` lists them."""
     options = [
         Option(("pipeline",), {"help": "the pipeline's name in the ledger"}),
-        Option(("--kafka-conn-id",), {"default": "kafka_default", "help": "Airflow connection of the Kafka cluster"}),
+        Option(
+            ("--kafka-conn-id",), {"default": DEFAULT_KAFKA_CONN_ID, "help": "Airflow connection of the Kafka cluster"}
+        ),
         Option(
             ("--postgres-conn-id",),
-            {"default": "postgres_default", "help": "Airflow connection of the ledger's PostgreSQL"},
+            {"default": DEFAULT_POSTGRES_CONN_ID, "help": "Airflow connection of the ledger's PostgreSQL"},
         ),
         Option(("--ledger-schema",), {"default": None, "help": "default: Airflow config kafka_offsets.ledger_schema"}),
         Option(("--json",), {"action": "store_true", "help": "print exactly one JSON document on stdout"}),
     ]
-    if op.uses_spark:
-        options += [
-            Option(("--spark-conn-id",), {"default": "spark_default", "help": "Airflow connection of Spark"}),
-            Option(("--spark-jars",), {"default": None, "help": "default: Airflow config kafka_offsets.spark_jars"}),
-        ]
+    if op.uses_spark:  # the same Spark options as the operators'
+        options += [Option(flags, kwargs) for flags, kwargs in spark_cli_options()]
     options += [
         Option(
             (f.cli,), {"dest": f.name, "metavar": f.cli.lstrip("-").upper().replace("-", "_"), "help": f.description}

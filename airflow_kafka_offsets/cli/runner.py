@@ -10,41 +10,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
 from airflow_kafka_offsets.cli.arguments import command_name, request_from_args
-from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.errors import KafkaOffsetsError
-
-
-def _actor(command: str) -> Actor:
-    return Actor.from_json(
-        {"cli": command, "user": os.environ.get("USER"), "hostname": socket.gethostname(), "pid": os.getpid()}
-    )
+from airflow_kafka_offsets.spark.options import SparkJobOptions
 
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     request = request_from_args(args)
+    spark = SparkJobOptions.from_params(args)  # only the commands of operations that use Spark have them
     # Imported here, so that --help and bad input answer without loading Airflow's connection code.
-    from airflow_kafka_offsets.config import ledger_schema, spark_settings
-    from airflow_kafka_offsets.core.operation_fields import operation
-    from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
-    from airflow_kafka_offsets.service.commands import OperationContext, run_operation
-    from airflow_kafka_offsets.spark.runner import batch_runner
+    from airflow_kafka_offsets.runtime import AirflowRuntime, cli_actor, spark_runner
+    from airflow_kafka_offsets.service.commands import run_operation
 
-    ledger = LedgerHook(args.postgres_conn_id, ledger_schema(args.ledger_schema)).get_conn()
-    kafka_hook = KafkaClusterHook(args.kafka_conn_id)
-    submit, properties = None, {}
-    if operation(request.operation).uses_spark:
-        with ledger.transaction() as tx:
-            output_root = tx.output_root(request.pipeline)
-        submit = batch_runner(spark_settings(args.spark_conn_id, jars=args.spark_jars, output_root=output_root))
-        properties = kafka_hook.spark_properties()
-    ctx = OperationContext(ledger, kafka_hook.get_conn(), _actor(command_name(args.operation)), submit, properties)
+    runtime = AirflowRuntime(args.kafka_conn_id, args.postgres_conn_id, args.ledger_schema)
+    actor = cli_actor(command_name(args.operation))
+    ctx = runtime.operation_context(request, actor, lambda output_root: spark_runner(spark, output_root))
     result = run_operation(request, ctx)
     return result.data, result.text
 

@@ -10,6 +10,7 @@ from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
+from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.hooks.connections import get_connection
 
@@ -18,7 +19,7 @@ class KafkaClusterHook(KafkaBaseHook):
     """The provider's Kafka hook (its connection form and test, its config builder: allowlisted
     callbacks, managed-Kafka OAuth) handing out an offsets-only client and Spark's settings."""
 
-    def __init__(self, kafka_config_id: str = KafkaBaseHook.default_conn_name, timeout_s: float = 30.0) -> None:
+    def __init__(self, kafka_config_id: str = DEFAULT_KAFKA_CONN_ID, timeout_s: float = 30.0) -> None:
         super().__init__(kafka_config_id)  # type: ignore[no-untyped-call]
         self.timeout_s = timeout_s
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow.sdk import BaseHook
 
+from airflow_kafka_offsets.core.defaults import DEFAULT_LEDGER_SCHEMA, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.hooks.connections import get_connection
 from airflow_kafka_offsets.ledger import Ledger
 
@@ -20,10 +21,10 @@ class LedgerHook(BaseHook):
     """The ledger on the PostgreSQL connection, in ``schema``; migrates it on first use."""
 
     conn_name_attr = "postgres_conn_id"
-    default_conn_name = "postgres_default"
+    default_conn_name = DEFAULT_POSTGRES_CONN_ID
     hook_name = "Kafka Offsets ledger"
 
-    def __init__(self, postgres_conn_id: str = default_conn_name, schema: str = "kafka_offsets") -> None:
+    def __init__(self, postgres_conn_id: str = default_conn_name, schema: str = DEFAULT_LEDGER_SCHEMA) -> None:
         super().__init__()
         self.postgres_conn_id = postgres_conn_id
         self.schema = schema

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from airflow.sdk import BaseHook
 
+from airflow_kafka_offsets.core.defaults import DEFAULT_OBJECT_STORAGE_CONN_ID
 from airflow_kafka_offsets.hooks.connections import get_connection
 from airflow_kafka_offsets.object_storage.access import S3Access, s3_access, s3a_spark_conf
 from airflow_kafka_offsets.object_storage.connection import CONN_TYPE, HOOK_NAME, check_conn_type
@@ -19,7 +20,7 @@ class ObjectStorageHook(BaseHook):
     the returned :class:`S3Access`, never in a message or its repr)."""
 
     conn_name_attr = "object_storage_conn_id"
-    default_conn_name = "aws_default"
+    default_conn_name = DEFAULT_OBJECT_STORAGE_CONN_ID
     conn_type = CONN_TYPE
     hook_name = HOOK_NAME
 

@@ -1,12 +1,10 @@
 """Airflow operators: plan, read (Spark) and commit a Kafka batch, and a TaskGroup of the three."""
 
-from airflow_kafka_offsets.operators.ingest import (
-    KafkaBatchCommitOperator,
-    KafkaBatchPlanOperator,
-    KafkaBatchSparkOperator,
-    kafka_ingest_task_group,
-)
+from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
 from airflow_kafka_offsets.operators.manual import KafkaPipelineOperationOperator
+from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator
+from airflow_kafka_offsets.operators.read import KafkaBatchSparkOperator
+from airflow_kafka_offsets.operators.task_group import kafka_ingest_task_group
 
 __all__ = [
     "KafkaBatchCommitOperator",

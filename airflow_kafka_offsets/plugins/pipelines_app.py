@@ -14,11 +14,12 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.config import config_value, ledger_schema
+from airflow_kafka_offsets.config import config_value
+from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.errors import PipelineNotFoundError
-from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.plugins.pipelines_page import not_found_page, overview_page, pipeline_page
+from airflow_kafka_offsets.runtime import AirflowRuntime
 from airflow_kafka_offsets.service.overview import overview, pipeline_detail
 
 URL_PREFIX = "/kafka-pipelines"
@@ -34,18 +35,22 @@ def _requires_login() -> Any:
     return Depends(requires_access_dag("GET", DagAccessEntity.RUN))
 
 
+def _runtime() -> AirflowRuntime:
+    """The page's connections: ``[kafka_offsets] ui_kafka_conn_id`` and ``ui_postgres_conn_id``."""
+    return AirflowRuntime(
+        kafka_conn_id=config_value("ui_kafka_conn_id", DEFAULT_KAFKA_CONN_ID),
+        postgres_conn_id=config_value("ui_postgres_conn_id", DEFAULT_POSTGRES_CONN_ID),
+    )
+
+
 @functools.cache
 def _ledger() -> Ledger:
-    """One per api-server worker; it keeps one connection between requests."""
-    from airflow.providers.postgres.hooks.postgres import PostgresHook
-
-    conn_id = config_value("ui_postgres_conn_id", LedgerHook.default_conn_name)
-    return Ledger(PostgresHook(postgres_conn_id=conn_id).get_conn, schema=ledger_schema())
+    """One per api-server worker; it keeps one connection between requests. Only read: never migrated."""
+    return _runtime().ledger(migrate=False)
 
 
 def _kafka() -> KafkaOffsetsClient:
-    conn_id = config_value("ui_kafka_conn_id", KafkaClusterHook.default_conn_name)
-    return KafkaClusterHook(conn_id, timeout_s=KAFKA_TIMEOUT_S).get_conn()
+    return _runtime().kafka(timeout_s=KAFKA_TIMEOUT_S)
 
 
 def _trigger_url() -> str:

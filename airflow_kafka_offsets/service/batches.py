@@ -32,6 +32,7 @@ from airflow_kafka_offsets.errors import (
     SparkJobError,
 )
 from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction, describe_actor, raise_for_state
+from airflow_kafka_offsets.service.context import Submit
 from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
 from airflow_kafka_offsets.sinks import Publication, Sink
@@ -185,7 +186,7 @@ def execute_attempt(
     plan: BatchPlan,
     attempt_id: str,
     staging_uri: str,
-    submit: Callable[[dict[str, Any]], None],
+    submit: Submit,
     kafka_properties: Mapping[str, str],
     min_partitions: int | None = None,
     lease_s: float = DEFAULT_LEASE_S,
@@ -251,7 +252,7 @@ def run_batch(
     ledger: Ledger,
     sink: Sink,
     plan: BatchPlan,
-    submit: Callable[[dict[str, Any]], None],
+    submit: Submit,
     kafka_properties: Mapping[str, str],
     actor: Actor,
     min_partitions: int | None = None,

@@ -2,37 +2,25 @@
 
 Input arrives already validated as an :class:`~airflow_kafka_offsets.core.operation_fields.OperationRequest`;
 each handler returns the same data (for JSON and XCom) and text (for a terminal or a task log)
-whoever called it. A new operation is an entry in ``core.operation_fields.OPERATIONS`` plus its
-handler in ``HANDLERS``.
+whoever called it. A new operation is a module of ``core.operations`` (registered in
+``core.operation_fields``) plus its handler in ``HANDLERS``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.core.actor import Actor
-from airflow_kafka_offsets.core.operation_fields import OperationRequest, reset_request, spec_changes
+from airflow_kafka_offsets.core.operation_fields import OperationRequest
+from airflow_kafka_offsets.core.operations.change_spec import spec_changes
+from airflow_kafka_offsets.core.operations.replay import selection
+from airflow_kafka_offsets.core.operations.reset import reset_request
 from airflow_kafka_offsets.core.spec import updated_spec
-from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service import operations as ops
+from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.service.sweep import sweep
-
-Submit = Callable[[dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class OperationContext:
-    """What a handler works with. ``submit`` and ``kafka_properties`` only for operations that use Spark."""
-
-    ledger: Ledger
-    kafka: KafkaOffsetsClient
-    actor: Actor
-    submit: Submit | None = None
-    kafka_properties: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -41,22 +29,29 @@ class OperationResult:
     text: str
 
 
+def _dry_run_heading(nothing: str = "changed") -> str:
+    return f"dry run, nothing {nothing} (turn dry run off, or add --execute, to apply)"
+
+
+def _change_heading(applied: str | None, dry_run: bool) -> str:
+    """The first line of a change's text: what was applied, else a dry run's or "nothing to change"."""
+    if applied is not None:
+        return applied
+    return _dry_run_heading() if dry_run else "nothing to change"
+
+
 def _status(request: OperationRequest, ctx: OperationContext) -> OperationResult:
-    status = ops.pipeline_status(ctx.ledger, ctx.kafka, request.pipeline)
+    status = ops.pipeline_status(ctx, request.pipeline)
     return OperationResult(status, ops.render_status(status))
 
 
 def _reset(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     reset = reset_request(request.values)
     dry_run = bool(request.get("dry_run"))
-    outcome = ops.reset_offsets(ctx.ledger, ctx.kafka, request.pipeline, reset, ctx.actor, dry_run=dry_run)
+    outcome = ops.reset_offsets(ctx, request.pipeline, reset, dry_run=dry_run)
     if outcome.applied:
         ops.mirror_to_consumer_group(ctx.ledger, ctx.kafka, request.pipeline)
-        head = f"applied as batch {outcome.batch_id}"
-    elif dry_run:
-        head = "dry run, nothing changed (turn dry run off, or add --execute, to apply)"
-    else:
-        head = "nothing to change"
+    head = _change_heading(f"applied as batch {outcome.batch_id}" if outcome.applied else None, dry_run)
     data = {
         "applied": outcome.applied,
         "dry_run": dry_run,
@@ -68,27 +63,17 @@ def _reset(request: OperationRequest, ctx: OperationContext) -> OperationResult:
 
 def _abort(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     reason = request.get("abort_reason")
-    batch_id = ops.abort_planned_batch(ctx.ledger, request.pipeline, reason, ctx.actor)
+    batch_id = ops.abort_planned_batch(ctx, request.pipeline, reason)
     return OperationResult(
         {"aborted": batch_id, "reason": reason}, f"aborted batch {batch_id} of {request.pipeline}: {reason}"
     )
 
 
 def _replay(request: OperationRequest, ctx: OperationContext) -> OperationResult:
-    assert ctx.submit is not None, "replay uses Spark"
-    selection = ops.ReplaySelection(
-        first_batch=request.get("replay_first_batch"),
-        last_batch=request.get("replay_last_batch"),
-        offset_ranges=request.get("replay_offset_ranges") or (),
-        since=request.get("replay_since"),
-        until=request.get("replay_until"),
-    )
-    batch_ids = ops.resolve_replay(ctx.ledger, ctx.kafka, request.pipeline, selection)
+    ctx.spark("replay")
+    batch_ids = ops.resolve_replay(ctx.ledger, ctx.kafka, request.pipeline, selection(request.values))
     target = request.get("replay_output_root")
-    outputs = [
-        ops.replay_batch(ctx.ledger, request.pipeline, b, ctx.submit, ctx.kafka_properties, ctx.actor, target)
-        for b in batch_ids
-    ]
+    outputs = [ops.replay_batch(ctx, request.pipeline, b, target) for b in batch_ids]
     return OperationResult(
         {"replayed": batch_ids, "outputs": outputs},
         "\n".join(f"replayed batch {b} -> {o}" for b, o in zip(batch_ids, outputs)),
@@ -96,14 +81,9 @@ def _replay(request: OperationRequest, ctx: OperationContext) -> OperationResult
 
 
 def _catch_up(request: OperationRequest, ctx: OperationContext) -> OperationResult:
-    assert ctx.submit is not None, "catch-up uses Spark"
     outcome = ops.catch_up(
-        ctx.ledger,
+        ctx,
         request.pipeline,
-        ctx.kafka.offsets,
-        ctx.submit,
-        ctx.kafka_properties,
-        ctx.actor,
         request.get("catch_up_max_batches"),
         after_commit=lambda: ops.mirror_to_consumer_group(ctx.ledger, ctx.kafka, request.pipeline),
     )
@@ -120,13 +100,9 @@ def _change_spec(request: OperationRequest, ctx: OperationContext) -> OperationR
     with ctx.ledger.transaction() as tx:
         stored = tx.pipeline_spec(request.pipeline)
     new_spec = updated_spec(stored, spec_changes(request.values))
-    outcome = change_spec(ctx.ledger, ctx.kafka, request.pipeline, new_spec, ctx.actor, dry_run=dry_run)
-    if outcome.applied:
-        head = "applied: update the DAG that plans this pipeline to match"
-    elif dry_run and outcome.changes:
-        head = "dry run, nothing changed (turn dry run off, or add --execute, to apply)"
-    else:
-        head = "nothing to change"
+    outcome = change_spec(ctx, request.pipeline, new_spec, dry_run=dry_run)
+    applied = "applied: update the DAG that plans this pipeline to match" if outcome.applied else None
+    head = _change_heading(applied, dry_run and bool(outcome.changes))
     data = {
         "applied": outcome.applied,
         "dry_run": dry_run,
@@ -143,13 +119,9 @@ def _change_spec(request: OperationRequest, ctx: OperationContext) -> OperationR
 
 def _sweep(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     dry_run = bool(request.get("dry_run"))
-    sink = ops.pipeline_sink(ctx.ledger, request.pipeline)
+    sink = ctx.sinks.for_pipeline(ctx.ledger, request.pipeline)
     outcome = sweep(ctx.ledger, sink, request.pipeline, dry_run=dry_run, actor=ctx.actor)
-    head = (
-        "dry run, nothing removed (turn dry run off, or add --execute, to apply)"
-        if dry_run
-        else f"removed {len(outcome.items)} location(s)"
-    )
+    head = _dry_run_heading("removed") if dry_run else f"removed {len(outcome.items)} location(s)"
     return OperationResult(outcome.to_json(), f"sweep {request.pipeline}: {head}\n{outcome.table()}")
 
 

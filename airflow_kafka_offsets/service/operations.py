@@ -14,9 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.config import iceberg_catalog_uri, object_storage
-from airflow_kafka_offsets.core.actor import Actor
-from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, TopicPartition
+from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
+from airflow_kafka_offsets.core.operations.replay import ReplaySelection
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
@@ -31,6 +30,7 @@ from airflow_kafka_offsets.service.batches import (
     run_batch,
     start_attempt,
 )
+from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
 from airflow_kafka_offsets.service.status import (
     attempt_counts,
@@ -40,39 +40,17 @@ from airflow_kafka_offsets.service.status import (
     partition_statuses,
     shown_partitions,
 )
-from airflow_kafka_offsets.sinks import (
-    LocalDirectorySink,
-    ManifestDirectorySink,
-    Publication,
-    Sink,
-    directory_sink,
-    open_sink,
-)
+from airflow_kafka_offsets.sinks import LocalDirectorySink, ManifestDirectorySink, Publication, Sink
 
 log = logging.getLogger(__name__)
-
-
-def sink_for_spec(ledger: Ledger, spec: PipelineSpec) -> Sink:
-    """The sink a spec names, with the ledger's Iceberg catalog and the object storage of its location."""
-    external = iceberg_catalog_uri(spec.sink.catalog_conn_id) if spec.sink.catalog_conn_id else None
-    return open_sink(spec, ledger.catalog_uri, ledger.schema, object_storage(spec.output_root), external)
-
-
-def pipeline_sink(ledger: Ledger, pipeline: str) -> Sink:
-    """The sink the pipeline's stored spec names."""
-    with ledger.transaction() as tx:
-        spec = tx.pipeline_spec(pipeline)
-    return sink_for_spec(ledger, spec)
-
-
-Submit = Callable[[dict[str, Any]], None]
 
 
 # status -------------------------------------------------------------------------
 
 
-def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, last: int = 10) -> dict[str, Any]:
+def pipeline_status(ctx: OperationContext, pipeline: str, last: int = 10) -> dict[str, Any]:
     """Cursor, Kafka bounds and lag (records and time) per partition; recent batches; any batch in flight."""
+    ledger, kafka = ctx.ledger, ctx.kafka
     with ledger.transaction() as tx:
         spec = tx.pipeline_spec(pipeline)
         cursors = tx.cursors(pipeline)
@@ -88,7 +66,7 @@ def pipeline_status(ledger: Ledger, kafka: KafkaOffsetsClient, pipeline: str, la
         "pipeline": pipeline,
         "topics": list(spec.topics),
         "output_root": spec.output_root,
-        "sink": sink_for_spec(ledger, spec).describe(),
+        "sink": ctx.sinks.for_spec(ledger, spec).describe(),
         "partitions": partitions,
         "lag_records_total": sum(p["lag_records"] or 0 for p in partitions),
         "in_flight": None
@@ -167,17 +145,6 @@ def render_status(status: Mapping[str, Any]) -> str:
 # replay -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ReplaySelection:
-    """Which committed batches to replay: by batch numbers, by offsets per partition, or by time."""
-
-    first_batch: int | None = None
-    last_batch: int | None = None
-    offset_ranges: tuple[tuple[TopicPartition, int, int], ...] = ()
-    since: datetime | None = None
-    until: datetime | None = None
-
-
 def resolve_replay(
     ledger: Ledger, kafka: KafkaOffsetsClient | None, pipeline: str, selection: ReplaySelection
 ) -> list[int]:
@@ -235,20 +202,13 @@ def _batches_in_time_window(
     return sorted(ids)
 
 
-def replay_batch(
-    ledger: Ledger,
-    pipeline: str,
-    batch_id: int,
-    submit: Submit,
-    kafka_properties: Mapping[str, str],
-    actor: Actor,
-    target_root: str | None = None,
-) -> str:
+def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_root: str | None = None) -> str:
     """Re-read a committed batch and rebuild its output, in place or under ``target_root``.
 
     The cursor does not move. The new output must hold exactly the records the
     batch committed (same count and offsets per partition), or nothing is published.
     """
+    ledger, actor, submit = ctx.ledger, ctx.actor, ctx.spark("replay")
     with ledger.transaction() as tx:
         record = tx.batch(pipeline, batch_id)
         committed = tx.committed_counts(pipeline, batch_id)
@@ -258,19 +218,19 @@ def replay_batch(
         raise BatchStateError(
             f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
         )
-    sink: Sink = sink_for_spec(ledger, spec)
+    sink: Sink = ctx.sinks.for_spec(ledger, spec)
     if target_root is not None:
         if not isinstance(sink, (LocalDirectorySink, ManifestDirectorySink)):
             raise InvalidPipelineSpecError(
                 f"pipeline {pipeline!r} writes to a {spec.sink.format.value} table: a replay rewrites the batch in "
                 "the table, in place; replay_output_root applies to the directory sink only"
             )
-        sink = directory_sink(target_root, object_storage(target_root))
+        sink = ctx.sinks.directory(target_root)
     plan = record.plan
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # ordered against a sweep of the batch's staging
         attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, DEFAULT_LEASE_S)
-    report = execute_attempt(ledger, sink, plan, attempt_id, staging_uri, submit, kafka_properties).report
+    report = execute_attempt(ledger, sink, plan, attempt_id, staging_uri, submit, ctx.kafka_properties).report
     got = {p.topic_partition: (p.records, p.min_offset, p.max_offset) for p in report.partitions}
     expected = {tp: astuple(c) for tp, c in committed.items() if c.records > 0}
     if got != expected:
@@ -307,21 +267,15 @@ class ResetOutcome:
     changes: tuple[dict[str, Any], ...]
 
 
-def reset_offsets(
-    ledger: Ledger,
-    kafka: KafkaOffsetsClient,
-    pipeline: str,
-    request: ResetRequest,
-    actor: Actor,
-    dry_run: bool = True,
-) -> ResetOutcome:
+def reset_offsets(ctx: OperationContext, pipeline: str, request: ResetRequest, dry_run: bool = True) -> ResetOutcome:
     """Move a pipeline's cursors; refused while a batch is planned; dry run by default.
 
     The applied reset is a committed batch of kind 'reset' whose ranges record
     the skipped span (forward) or open a new epoch (rewind), so the ledger
     still accounts for every offset.
     """
-    with ledger.transaction() as tx:
+    kafka = ctx.kafka
+    with ctx.ledger.transaction() as tx:
         tx.lock_existing_pipeline(pipeline)
         spec = tx.pipeline_spec(pipeline)
         planned = tx.planned_batch_id(pipeline)
@@ -357,12 +311,12 @@ def reset_offsets(
             "timestamp": request.timestamp.isoformat() if request.timestamp else None,
             "changes": list(changes),
         }
-        batch_id = tx.apply_reset(pipeline, resets, detail, actor)
+        batch_id = tx.apply_reset(pipeline, resets, detail, ctx.actor)
     log.info("pipeline %s: reset %s applied as batch %s", pipeline, request.mode.value, batch_id)
     return ResetOutcome(pipeline, True, batch_id, table, changes)
 
 
-def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Actor) -> int:
+def abort_planned_batch(ctx: OperationContext, pipeline: str, reason: str) -> int:
     """Give up the planned batch and take back anything of it a reader could see.
 
     A crash between publish and commit leaves the batch's output directory published; it is
@@ -370,6 +324,7 @@ def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Actor
     planned and committable), then the staging of its ended attempts is removed. A live attempt
     removes its own when it ends.
     """
+    ledger, actor = ctx.ledger, ctx.actor
     with ledger.transaction() as tx:
         tx.lock_existing_pipeline(pipeline)
         planned = tx.planned_batch_id(pipeline)
@@ -377,7 +332,7 @@ def abort_planned_batch(ledger: Ledger, pipeline: str, reason: str, actor: Actor
             raise BatchStateError(f"pipeline {pipeline!r} has no planned batch to abort")
         tx.abort_batch(pipeline, planned, reason, actor)
         plan = tx.batch(pipeline, planned).plan
-        sink = sink_for_spec(ledger, tx.pipeline_spec(pipeline))
+        sink = ctx.sinks.for_spec(ledger, tx.pipeline_spec(pipeline))
         withdrawn = sink.withdraw(tx, tx.pipeline_uid(pipeline), plan)
         if withdrawn:
             tx.audit(pipeline, planned, "withdrawn", {"output_uri": plan.output_uri}, actor)
@@ -404,27 +359,21 @@ class CatchUpOutcome:
 
 
 def catch_up(
-    ledger: Ledger,
-    pipeline: str,
-    offsets_source: OffsetsSource,
-    submit: Submit,
-    kafka_properties: Mapping[str, str],
-    actor: Actor,
-    max_batches: int,
-    after_commit: Callable[[], object] | None = None,
+    ctx: OperationContext, pipeline: str, max_batches: int, after_commit: Callable[[], object] | None = None
 ) -> CatchUpOutcome:
     """Drain a backlog as a sequence of capped batches (the pipeline's caps) in one run."""
     if max_batches < 1:
         raise InvalidPipelineSpecError(f"max_batches must be at least 1, got {max_batches}")
+    ledger, actor, offsets_source, submit = ctx.ledger, ctx.actor, ctx.kafka.offsets, ctx.spark("catch-up")
     with ledger.transaction() as tx:
         spec = tx.pipeline_spec(pipeline)
-    sink = sink_for_spec(ledger, spec)
+    sink = ctx.sinks.for_spec(ledger, spec)
     done = records = 0
     while done < max_batches:
         outcome = plan_batch(ledger, spec, offsets_source, sink, actor)
         if outcome.plan is None:
             break
-        run_batch(ledger, sink, outcome.plan, submit, kafka_properties, actor)
+        run_batch(ledger, sink, outcome.plan, submit, ctx.kafka_properties, actor)
         records += commit_batch(ledger, sink, pipeline, outcome.plan.batch_id, actor).records
         done += 1
         if after_commit:

@@ -22,12 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PipelineSpec, StartPolicy, TopicPartition
 from airflow_kafka_offsets.core.spec_diff import FieldChange, change_refusals, diff_specs
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.errors import SpecChangeRefusedError
-from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service.context import OperationContext
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +48,7 @@ class SpecChangeOutcome:
 
 
 def change_spec(
-    ledger: Ledger,
-    kafka: KafkaOffsetsClient,
-    pipeline: str,
-    new_spec: PipelineSpec,
-    actor: Actor,
-    dry_run: bool = True,
+    ctx: OperationContext, pipeline: str, new_spec: PipelineSpec, dry_run: bool = True
 ) -> SpecChangeOutcome:
     """Compare ``new_spec`` with the stored one and, unless ``dry_run``, store it (audited).
 
@@ -64,7 +58,7 @@ def change_spec(
         raise SpecChangeRefusedError(
             f"the new spec is for pipeline {new_spec.name!r}, not {pipeline!r}: a pipeline's name never changes"
         )
-    with ledger.transaction() as tx:
+    with ctx.ledger.transaction() as tx:
         tx.lock_existing_pipeline(pipeline)
         stored = tx.pipeline_spec(pipeline)
         diff = diff_specs(stored, new_spec)
@@ -75,7 +69,7 @@ def change_spec(
                 + "\n".join(f"  {r}" for r in refusals)
             )
         cursors = tx.cursors(pipeline)
-        starts = _added_starts(kafka, stored, new_spec, diff.added_topics, cursors)
+        starts = _added_starts(ctx.kafka, stored, new_spec, diff.added_topics, cursors)
         retired = tuple(sorted((tp, off) for tp, off in cursors.items() if tp.topic in diff.removed_topics))
         table = _render(diff.lines(), starts, retired)
         if dry_run or not diff:
@@ -94,7 +88,7 @@ def change_spec(
             "removed_topics": list(diff.removed_topics),
             "retired_cursors": {str(tp): off for tp, off in retired},
         }
-        tx.replace_spec(new_spec, detail, actor)
+        tx.replace_spec(new_spec, detail, ctx.actor)
     log.info("pipeline %s: spec changed\n%s", pipeline, table)
     return SpecChangeOutcome(pipeline, True, diff.changes, starts, retired, table)
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 
+from airflow_kafka_offsets.core.defaults import DEFAULT_SPARK_CONN_ID
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.object_storage.access import S3Access
 
@@ -57,7 +58,7 @@ def split_list(value: str | Sequence[str] | None) -> tuple[str, ...]:
 class SparkSettings:
     """Everything about the spark-submit that is not the batch itself."""
 
-    conn_id: str = "spark_default"
+    conn_id: str = DEFAULT_SPARK_CONN_ID
     jars: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
     conf: Mapping[str, str] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.config import ledger_schema as configured_ledger_schema
+from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.core.lag import (
     Fired,
     LagDecision,
@@ -33,9 +33,8 @@ from airflow_kafka_offsets.core.lag import (
 from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
 from airflow_kafka_offsets.core.spec import validate_pipeline_name, validate_topics
 from airflow_kafka_offsets.errors import KafkaOffsetsError
-from airflow_kafka_offsets.hooks.kafka import KafkaClusterHook
-from airflow_kafka_offsets.hooks.ledger import LedgerHook
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.runtime import AirflowRuntime
 
 T = TypeVar("T")
 CLASSPATH = "airflow_kafka_offsets.triggers.lag.KafkaLagTrigger"
@@ -61,8 +60,8 @@ class KafkaLagTrigger(BaseEventTrigger):
         max_lag_age: float | timedelta | None = None,
         poll_interval: float | timedelta = 30.0,
         rearm_after: float | timedelta = 3600.0,
-        kafka_config_id: str = KafkaClusterHook.default_conn_name,
-        postgres_conn_id: str = LedgerHook.default_conn_name,
+        kafka_config_id: str = DEFAULT_KAFKA_CONN_ID,
+        postgres_conn_id: str = DEFAULT_POSTGRES_CONN_ID,
         ledger_schema: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -135,11 +134,11 @@ class KafkaLagTrigger(BaseEventTrigger):
 
     def _read_state(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, PartitionOffsets]]:
         """The cursors (read first: a commit in between only makes the lag look larger) and end offsets."""
+        runtime = AirflowRuntime(self.kafka_config_id, self.postgres_conn_id, self.ledger_schema)
         if self._ledger is None:
-            schema = configured_ledger_schema(self.ledger_schema)
-            self._ledger = LedgerHook(self.postgres_conn_id, schema).get_conn(migrate=False)
+            self._ledger = runtime.ledger(migrate=False)
         if self._kafka is None:
-            self._kafka = KafkaClusterHook(self.kafka_config_id, timeout_s=KAFKA_TIMEOUT_S).get_conn()
+            self._kafka = runtime.kafka(timeout_s=KAFKA_TIMEOUT_S)
         cursors: dict[TopicPartition, int] = {}
         if self._ledger.schema_version() is not None:  # no ledger yet: no cursors
             with self._ledger.transaction(read_only=True) as tx:

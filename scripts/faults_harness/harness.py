@@ -27,11 +27,10 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import devstack
-from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.service.faults import CRASH_ENV
-from airflow_kafka_offsets.service.operations import pipeline_sink
 from airflow_kafka_offsets.sinks import REPORT_NAME, Sink
 from faults_harness.procs import Worker, kill_everything_started, worker_argv, worker_env
 from faults_harness.verify import Verdict, verify
@@ -344,7 +343,7 @@ class Pipeline:
     def sink(self) -> Sink:
         """The pipeline's sink, once the plan step has put the pipeline in the ledger."""
         if self._sink is None:
-            self._sink = pipeline_sink(self.ctx.ledger(), self.name)
+            self._sink = AIRFLOW_SINKS.for_pipeline(self.ctx.ledger(), self.name)
         return self._sink
 
     def attempt_dirs(self, batch_id: int | None) -> list[str]:

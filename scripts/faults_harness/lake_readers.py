@@ -20,9 +20,9 @@ from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
-from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.runtime import object_storage
 
 COMMIT_KEYS = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.attempt")
 

@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat, TopicPartition
 from airflow_kafka_offsets.errors import PipelineNotFoundError
 from airflow_kafka_offsets.ledger import BatchRecord, Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.readers import committed_outputs, read_output
-from airflow_kafka_offsets.service.operations import sink_for_spec
+from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.service.sweep import sweep
 from airflow_kafka_offsets.sinks.manifest import manifest_uri
 from faults_harness.lake_readers import COMMIT_KEYS, manifest_listing, read_table, table_commits
@@ -133,7 +132,7 @@ def _table_rows(
 
 def _check_staging(ledger: Ledger, spec: PipelineSpec, planned: int | None, verdict: Verdict) -> None:
     """Sweep, then every attempt still staged must be used by the output, live, or the planned batch's."""
-    sink = sink_for_spec(ledger, spec)
+    sink = AIRFLOW_SINKS.for_spec(ledger, spec)
     swept = sweep(ledger, sink, spec.name, dry_run=False, actor=ACTOR)
     if swept.items:
         kinds = Counter(i.kind for i in swept.items)

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
+from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
-from airflow_kafka_offsets.service.operations import sink_for_spec
+from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.sinks import Sink
 from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
@@ -42,7 +43,17 @@ def submitter(stack, conn_id: str | None = None, output_root: str | None = None)
 
 
 def sink_of(ledger: Ledger, spec: PipelineSpec) -> Sink:
-    return sink_for_spec(ledger, spec)
+    return AIRFLOW_SINKS.for_spec(ledger, spec)
+
+
+def operation_context(
+    ledger: Ledger, stack, submit: BatchRunner | None = None, actor: dict[str, Any] = ACTOR
+) -> OperationContext:
+    """What a manual operation works with, as the operator and the CLI give it: the stack's Kafka, the
+    sinks through Airflow's connections, and with ``submit`` the Kafka settings for Spark."""
+    kafka_properties = {"bootstrap.servers": stack.bootstrap_servers}
+    kafka = KafkaOffsetsClient(kafka_properties)
+    return OperationContext(ledger, kafka, actor, AIRFLOW_SINKS, submit, kafka_properties if submit else {})
 
 
 def plan(ledger: Ledger, spec: PipelineSpec, stack) -> PlanOutcome:

@@ -20,7 +20,6 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.service.faults import CRASH_ENV
@@ -28,7 +27,7 @@ from faults_harness.harness import Context, Pipeline, wait_until
 from faults_harness.procs import Worker, group_members
 
 from .helpers import assert_exactly_once, committed_rows, local_path
-from .pipeline import ACTOR, plan, read, submitter
+from .pipeline import ACTOR, operation_context, plan, read, submitter
 
 LEASE_ENV = "AIRFLOW__KAFKA_OFFSETS__ATTEMPT_LEASE_SECONDS"
 
@@ -143,14 +142,8 @@ def test_two_replays_of_one_batch_at_once_both_publish_the_same_records(stack, l
     def replay(name: str) -> None:
         barrier.wait()
         try:
-            replay_batch(
-                ledger,
-                pipe.name,
-                outcome.plan.batch_id,
-                submitter(stack),
-                {"bootstrap.servers": stack.bootstrap_servers},
-                replace(ACTOR, run_id=name),
-            )
+            ctx = operation_context(ledger, stack, submitter(stack), replace(ACTOR, run_id=name))
+            replay_batch(ctx, pipe.name, outcome.plan.batch_id)
         except BaseException as exc:  # reported below
             errors[name] = exc
 
@@ -188,8 +181,8 @@ def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
     assert dead_dir.exists()
     time.sleep(5)  # the lease runs out
 
-    kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
-    status = pipeline_status(ledger, kafka, pipe.name)
+    ctx = operation_context(ledger, stack)
+    status = pipeline_status(ctx, pipe.name)
     assert status["attempt_counts"] == {"live": 0, "dead": 1, "succeeded": 0, "failed": 0}
     assert [(a["attempt_id"], a["state"]) for a in status["attempts"]] == [(dead_id, "dead")]
     assert f"{dead_id[:12]}" in render_status(status) and "dead" in render_status(status)
@@ -222,7 +215,7 @@ def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
     assert swept == [(batch.batch_id, dead_id)]
     assert sweep(ledger, sink, pipe.name, dry_run=False).items == ()
     assert staged_files(pipe) == []
-    status = pipeline_status(ledger, kafka, pipe.name)
+    status = pipeline_status(ctx, pipe.name)
     assert status["attempt_counts"] == {"live": 0, "dead": 1, "succeeded": 1, "failed": 0}
     assert_exactly_once(committed_rows(ledger, pipe.name), produced)
 
@@ -242,7 +235,7 @@ def test_abort_after_a_crash_between_publish_and_commit_leaves_nothing_visible(s
     published = local_path(first.plan.output_uri)
     assert published.exists()  # the crash left the published directory of a planned batch
 
-    abort_planned_batch(ledger, pipe.name, "operator gave up after the crash", ACTOR)
+    abort_planned_batch(operation_context(ledger, stack), pipe.name, "operator gave up after the crash")
     assert ledger.batch(pipe.name, first.plan.batch_id).state is BatchState.ABORTED
     assert not published.exists()
     assert staged_files(pipe) == []

@@ -32,7 +32,7 @@ from faults_harness.procs import Worker
 from faults_harness.worker import PAUSE_ENV
 
 from .helpers import assert_exactly_once, committed_rows, local_path
-from .pipeline import ACTOR, plan, read
+from .pipeline import ACTOR, operation_context, plan, read
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -190,7 +190,7 @@ def test_two_commits_started_together_commit_once_and_a_stale_run_of_an_aborted_
     produced = pipe.produce(120, "a-")
     spec = spec_of(pipe)
     stale = plan(ledger, spec, stack).plan
-    abort_planned_batch(ledger, pipe.name, "worker presumed dead", ACTOR)
+    abort_planned_batch(operation_context(ledger, stack), pipe.name, "worker presumed dead")
     successor = plan(ledger, spec, stack)
     assert not successor.replayed and successor.plan.batch_id == stale.batch_id + 1
     assert [(r.start, r.end) for r in successor.plan.ranges] == [(r.start, r.end) for r in stale.ranges]

@@ -20,7 +20,6 @@ import psycopg2
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import build_spec
@@ -29,7 +28,7 @@ from airflow_kafka_offsets.service.operations import reset_offsets
 from airflow_kafka_offsets.triggers import KafkaLagTrigger
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
-from .pipeline import ACTOR
+from .pipeline import operation_context
 from .test_assets_lineage import airflow_variables, api, runs_of, wait_until_finished
 from .test_manual_ops_ui import wait_until
 
@@ -118,8 +117,8 @@ def test_trigger_fires_on_age_and_records_holds_until_cursors_move_and_writes_no
             ledger.migrate()
             with ledger.transaction() as tx:
                 tx.lock_pipeline(build_spec(pipeline, [topic], "/tmp/ako-lag-test-output"))
-            kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
-            reset_offsets(ledger, kafka, pipeline, ResetRequest(ResetMode.TO_OFFSET, offset=3), ACTOR, dry_run=False)
+            ctx = operation_context(ledger, stack)
+            reset_offsets(ctx, pipeline, ResetRequest(ResetMode.TO_OFFSET, offset=3), dry_run=False)
             assert ledger.cursors(pipeline) == {TP(topic, 0): 3, TP(topic, 1): 3}
             assert await by_age.next(QUIET_S) is None
         finally:
@@ -137,7 +136,7 @@ def test_trigger_fires_on_age_and_records_holds_until_cursors_move_and_writes_no
                 "max_lag_age_s": None,
             }
             assert await by_records.next(QUIET_S) is None  # held
-            reset_offsets(ledger, kafka, pipeline, ResetRequest(ResetMode.TO_LATEST), ACTOR, dry_run=False)
+            reset_offsets(ctx, pipeline, ResetRequest(ResetMode.TO_LATEST), dry_run=False)
             assert await by_records.next(QUIET_S) is None  # cursors moved, but no lag left
             produce_at(stack.bootstrap_servers, topic, 1, 2, int(time.time() * 1000))
             assert await by_records.next(QUIET_S) is None  # 2 < 4

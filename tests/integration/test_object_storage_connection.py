@@ -15,11 +15,11 @@ import pyarrow as pa
 import pytest
 
 import devstack
-from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.object_storage.connection import CONN_TYPE, FIELDS, HOOK_NAME
 from airflow_kafka_offsets.readers import committed_outputs, read_output
+from airflow_kafka_offsets.runtime import object_storage
 
 from .helpers import assert_exactly_once, produce, refused
 from .pipeline import plan, run_once

@@ -25,7 +25,7 @@ from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from . import pipeline
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
-from .pipeline import ACTOR, plan, run_once, submitter
+from .pipeline import operation_context, plan, run_once, submitter
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -45,7 +45,7 @@ def test_status_reports_lag_in_records_and_time(stack, ledger, make_topic, tmp_p
     run_once(ledger, spec, stack)
     produce(stack.bootstrap_servers, topic, 6, partitions=2)
     time.sleep(1.2)
-    status = ops.pipeline_status(ledger, kafka_client(stack), "st")
+    status = ops.pipeline_status(operation_context(ledger, stack), "st")
     assert [
         (p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"]) for p in status["partitions"]
     ] == [(0, 10, 13, 3), (1, 10, 13, 3)]
@@ -53,9 +53,9 @@ def test_status_reports_lag_in_records_and_time(stack, ledger, make_topic, tmp_p
     assert status["lag_records_total"] == 6 and status["in_flight"] is None
     assert [(b["batch_id"], b["state"], b["records_committed"]) for b in status["batches"]] == [(1, "committed", 20)]
     plan(ledger, spec, stack)
-    in_flight = ops.pipeline_status(ledger, kafka_client(stack), "st")["in_flight"]
+    in_flight = ops.pipeline_status(operation_context(ledger, stack), "st")["in_flight"]
     assert in_flight["batch_id"] == 2 and in_flight["records_planned"] == 6
-    assert "in flight: batch 2" in ops.render_status(ops.pipeline_status(ledger, kafka_client(stack), "st"))
+    assert "in flight: batch 2" in ops.render_status(ops.pipeline_status(operation_context(ledger, stack), "st"))
 
 
 def test_replay_rebuilds_identical_output_in_place_and_elsewhere(stack, ledger, make_topic, tmp_path):
@@ -68,10 +68,10 @@ def test_replay_rebuilds_identical_output_in_place_and_elsewhere(stack, ledger, 
     cursors = ledger.cursors("rp")
     ids = ops.resolve_replay(ledger, kafka_client(stack), "rp", ops.ReplaySelection(first_batch=1, last_batch=1))
     assert ids == [1]
-    props = {"bootstrap.servers": stack.bootstrap_servers}
-    assert ops.replay_batch(ledger, "rp", 1, submitter(stack), props, ACTOR) == outcome.plan.output_uri
+    ctx = operation_context(ledger, stack, submitter(stack))
+    assert ops.replay_batch(ctx, "rp", 1) == outcome.plan.output_uri
     assert sorted_rows(local_path(outcome.plan.output_uri)) == original
-    other = ops.replay_batch(ledger, "rp", 1, submitter(stack), props, ACTOR, target_root=str(tmp_path / "copy"))
+    other = ops.replay_batch(ctx, "rp", 1, target_root=str(tmp_path / "copy"))
     assert other == f"file://{tmp_path}/copy/rp/batch=000000000001"
     assert sorted_rows(local_path(other)) == original
     assert ledger.cursors("rp") == cursors  # the cursor does not move
@@ -111,12 +111,12 @@ def test_reset_to_earlier_datetime_rewinds_and_reingests_exactly_that_span(stack
     second = produce(stack.bootstrap_servers, topic, 30, partitions=2, tag="w2-")
     spec = build_spec("rw", [topic], str(tmp_path))
     run_once(ledger, spec, stack)
-    kafka = kafka_client(stack)
+    ctx = operation_context(ledger, stack)
     request = build_reset_request("to-datetime", rewind_to.isoformat())
-    dry = ops.reset_offsets(ledger, kafka, "rw", request, ACTOR)  # dry run by default
+    dry = ops.reset_offsets(ctx, "rw", request)  # dry run by default
     assert not dry.applied and ledger.cursors("rw") == {TP(topic, 0): 35, TP(topic, 1): 35}
     assert [(c["before"], c["after"], c["change"]) for c in dry.changes] == [(35, 20, "rewind 15")] * 2
-    applied = ops.reset_offsets(ledger, kafka, "rw", request, ACTOR, dry_run=False)
+    applied = ops.reset_offsets(ctx, "rw", request, dry_run=False)
     assert applied.applied and applied.batch_id == 2
     assert ledger.cursors("rw") == {TP(topic, 0): 20, TP(topic, 1): 20}
     with ledger.transaction() as tx:
@@ -140,13 +140,13 @@ def test_reset_forward_records_the_skip_and_reset_while_planned_is_refused(stack
     spec = build_spec("fw", [topic], str(tmp_path))
     run_once(ledger, spec, stack)
     produce(stack.bootstrap_servers, topic, 10, partitions=1)
-    kafka = kafka_client(stack)
+    ctx = operation_context(ledger, stack)
     plan(ledger, spec, stack)
     with pytest.raises(BatchStateError, match="batch 2 planned"):
-        ops.reset_offsets(ledger, kafka, "fw", build_reset_request("to-latest"), ACTOR, dry_run=False)
+        ops.reset_offsets(ctx, "fw", build_reset_request("to-latest"), dry_run=False)
     assert ledger.cursors("fw") == {TP(topic, 0): 10}
-    assert ops.abort_planned_batch(ledger, "fw", "test", ACTOR) == 2
-    ops.reset_offsets(ledger, kafka, "fw", build_reset_request("to-latest"), ACTOR, dry_run=False)
+    assert ops.abort_planned_batch(ctx, "fw", "test") == 2
+    ops.reset_offsets(ctx, "fw", build_reset_request("to-latest"), dry_run=False)
     assert ledger.cursors("fw") == {TP(topic, 0): 20}
     assert [(r[0], r[1], r[4], r[5], r[6]) for r in ledger_ranges(ledger, "fw")] == [
         (1, "committed", 0, 0, 10),
@@ -163,18 +163,11 @@ def test_catch_up_drains_a_backlog_in_capped_batches_and_mirrors_the_consumer_gr
     produced = produce(stack.bootstrap_servers, topic, 450, partitions=3)
     group = f"mirror-{topic}"
     spec = build_spec("cu", [topic], str(tmp_path), max_records_per_batch=200, consumer_group=group)
-    kafka = kafka_client(stack)
+    ctx = operation_context(ledger, stack, submitter(stack))
     with ledger.transaction() as tx:
         tx.lock_pipeline(spec)
     outcome = ops.catch_up(
-        ledger,
-        "cu",
-        kafka.offsets,
-        submitter(stack),
-        {"bootstrap.servers": stack.bootstrap_servers},
-        ACTOR,
-        max_batches=10,
-        after_commit=lambda: ops.mirror_to_consumer_group(ledger, kafka, "cu"),
+        ctx, "cu", max_batches=10, after_commit=lambda: ops.mirror_to_consumer_group(ledger, ctx.kafka, "cu")
     )
     assert (outcome.batches, outcome.records, outcome.lag_left) == (3, 450, 0)
     assert [b.records_committed for b in ledger.committed_batches("cu")] == [200, 200, 50]

@@ -11,7 +11,6 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
@@ -21,7 +20,7 @@ from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce
-from .pipeline import ACTOR, commit, plan, read, run_once
+from .pipeline import commit, operation_context, plan, read, run_once
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -168,8 +167,7 @@ def test_retention_below_cursor_fails_loudly_then_skip_records_the_gap(
         assert tx.planned_batch_id("lossy") is None
     # opting in to skipping (a spec change made on purpose): the lost span is recorded in the batch that skips it
     skipping = build_spec("lossy", [topic], str(tmp_path), on_data_loss="skip")
-    kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
-    assert change_spec(ledger, kafka, "lossy", skipping, ACTOR, dry_run=False).applied
+    assert change_spec(operation_context(ledger, stack), "lossy", skipping, dry_run=False).applied
     run_once(ledger, skipping, stack)
     assert [(r[0], r[4], r[5], r[6]) for r in ledger_ranges(ledger, "lossy")] == [(1, 0, 0, 100), (2, 100, 150, 200)]
     assert_exactly_once(committed_rows(ledger, "lossy"), first + [p for p in more if p["offset"] >= 150])

@@ -23,7 +23,6 @@ import pytest
 from selenium.webdriver.common.by import By
 
 import devstack
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import build_spec
@@ -31,7 +30,7 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.operations import reset_offsets
 
 from .helpers import produce
-from .pipeline import ACTOR, plan
+from .pipeline import ACTOR, operation_context, plan
 from .test_manual_ops_ui import login, wait_until
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
@@ -94,8 +93,8 @@ def lagging_pipeline(stack, airflow_ui, kafka_admin_module) -> tuple[str, str, i
     produce(stack.bootstrap_servers, topic, 10, partitions=2)
     with ledger.transaction() as tx:
         tx.lock_pipeline(spec)
-    kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
-    reset = reset_offsets(ledger, kafka, spec.name, ResetRequest(ResetMode.TO_OFFSET, offset=3), ACTOR, dry_run=False)
+    ctx = operation_context(ledger, stack)
+    reset = reset_offsets(ctx, spec.name, ResetRequest(ResetMode.TO_OFFSET, offset=3), dry_run=False)
     assert reset.batch_id == 1
     produce(stack.bootstrap_servers, topic, 6, partitions=2)
     planned = plan(ledger, spec, stack).plan

@@ -20,8 +20,7 @@ from airflow_kafka_offsets.service.operations import reset_offsets
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA, output_schema
 
 from .helpers import assert_exactly_once, produce
-from .pipeline import ACTOR, commit, plan, run_once
-from .test_operations import kafka_client
+from .pipeline import commit, operation_context, plan, run_once
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -50,7 +49,7 @@ def test_every_listed_output_is_readable_after_empty_skip_and_reset_batches(
     produce(stack.bootstrap_servers, topic, 4, partitions=2)
     assert (
         reset_offsets(
-            ledger, kafka_client(stack), "readers", build_reset_request("to-latest"), ACTOR, dry_run=False
+            operation_context(ledger, stack), "readers", build_reset_request("to-latest"), dry_run=False
         ).batch_id
         == 4
     )

@@ -19,12 +19,12 @@ import pyarrow.fs as pafs
 import pytest
 
 import devstack
-from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import OutputLocationError, SparkJobError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.readers import committed_outputs, output_files, read_output
+from airflow_kafka_offsets.runtime import object_storage
 from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.operations import abort_planned_batch
 from airflow_kafka_offsets.service.sweep import sweep
@@ -32,7 +32,7 @@ from airflow_kafka_offsets.sinks import ManifestDirectorySink, Publication
 from faults_harness.lake_readers import manifest_listing
 
 from .helpers import assert_exactly_once, produce, refused
-from .pipeline import ACTOR, commit, commit_dies_at, plan, read, sink_of
+from .pipeline import ACTOR, commit, commit_dies_at, operation_context, plan, read, sink_of
 from .test_object_store import s3fs
 
 pytestmark = pytest.mark.integration
@@ -101,7 +101,7 @@ def test_batches_publish_by_manifest_once_through_crashes_and_an_abort(stack, le
     assert sink.read_manifest(sink.output_uri(spec.name, 1)) == manifest
     commit_dies_at(ledger, spec, 2, "after_publish")
     assert sink.published_attempt(uid, outcome.plan) == aborted.attempt_id
-    abort_planned_batch(ledger, spec.name, "test", ACTOR)
+    abort_planned_batch(operation_context(ledger, stack), spec.name, "test")
     assert sink.read_manifest(sink.output_uri(spec.name, 2)) is None
     assert not sink.exists(aborted.staging_uri)
 

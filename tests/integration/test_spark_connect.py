@@ -22,10 +22,10 @@ from pyiceberg.catalog.sql import SqlCatalog
 import devstack
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
-from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.object_storage.storage import Storage
+from airflow_kafka_offsets.runtime import object_storage
 from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark.connect import SparkConnectRunner, connection_url, remote_session

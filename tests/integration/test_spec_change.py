@@ -15,8 +15,7 @@ from airflow_kafka_offsets.service.operations import abort_planned_batch
 from airflow_kafka_offsets.service.spec_change import change_spec
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce, refused
-from .pipeline import ACTOR, commit, plan, read, run_once
-from .test_operations import kafka_client
+from .pipeline import commit, operation_context, plan, read, run_once
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -75,7 +74,7 @@ def test_change_spec_adds_and_removes_topics_and_options_with_every_offset_accou
     stack, ledger, make_topic, tmp_path
 ):
     a, b = make_topic(partitions=2), make_topic(partitions=1)
-    kafka = kafka_client(stack)
+    ctx = operation_context(ledger, stack)
     produce(stack.bootstrap_servers, a, 4, partitions=2)
     spec = build_spec("grows", [a], str(tmp_path), starting_offsets="latest")
     first = plan(ledger, spec, stack).plan  # starts at the end: cursors only, no Spark
@@ -86,11 +85,11 @@ def test_change_spec_adds_and_removes_topics_and_options_with_every_offset_accou
     # adding a topic: dry run first (nothing changes), then applied and audited
     with_b = build_spec("grows", [a, b], str(tmp_path), starting_offsets="latest")
     before = ledger_state(ledger)
-    dry = change_spec(ledger, kafka, "grows", with_b, ACTOR)
+    dry = change_spec(ctx, "grows", with_b)
     assert not dry.applied and ledger_state(ledger) == before
     assert [str(c) for c in dry.changes] == [f"topics: [{a}] -> [{', '.join(sorted([a, b]))}]"]
     assert dry.starts == ((TP(b, 0), 0, "earliest (the next plan fixes it)"),) and dry.retired == ()
-    assert change_spec(ledger, kafka, "grows", with_b, ACTOR, dry_run=False).applied
+    assert change_spec(ctx, "grows", with_b, dry_run=False).applied
     assert stored_spec(ledger, "grows") == with_b
 
     # the next batch reads the added topic from its policy's start (new_partition_offsets: earliest)
@@ -101,13 +100,13 @@ def test_change_spec_adds_and_removes_topics_and_options_with_every_offset_accou
     # removing a topic waits for the planned batch
     only_a = build_spec("grows", [a], str(tmp_path), starting_offsets="latest")
     with pytest.raises(SpecChangeRefusedError, match=f"batch 2 is planned and reads {b}"):
-        change_spec(ledger, kafka, "grows", only_a, ACTOR, dry_run=False)
+        change_spec(ctx, "grows", only_a, dry_run=False)
     read(ledger, with_b, stack, second)
     commit(ledger, with_b, 2)
     assert_exactly_once(committed_rows(ledger, "grows"), produced_a + produced_b)
 
     # removing it retires its cursor (kept, recorded); its new records are no longer planned
-    removed = change_spec(ledger, kafka, "grows", only_a, ACTOR, dry_run=False)
+    removed = change_spec(ctx, "grows", only_a, dry_run=False)
     assert removed.applied and removed.retired == ((TP(b, 0), 3),)
     with ledger.transaction() as tx:
         event, detail = tx.fetchone(
@@ -124,11 +123,11 @@ def test_change_spec_adds_and_removes_topics_and_options_with_every_offset_accou
 
     # re-adding resumes from the retired cursor; an option change applies to the next batch
     capped = build_spec("grows", [a, b], str(tmp_path), starting_offsets="latest", max_records_per_batch=1)
-    readd = change_spec(ledger, kafka, "grows", capped, ACTOR, dry_run=False)
+    readd = change_spec(ctx, "grows", capped, dry_run=False)
     assert readd.starts == ((TP(b, 0), 3, "resumes its retired cursor"),)
     third = plan(ledger, capped, stack).plan
     assert [(r.topic, r.partition, r.cursor, r.start, r.end) for r in third.readable_ranges] == [(b, 0, 3, 3, 4)]
-    abort_planned_batch(ledger, "grows", "test", ACTOR)
+    abort_planned_batch(ctx, "grows", "test")
     assert ledger.contiguity_problems("grows") == []
     assert [(r[0], r[1], r[2], r[3], r[5], r[6]) for r in ledger_ranges(ledger, "grows")] == sorted(
         [
@@ -148,32 +147,23 @@ def test_change_spec_refuses_an_unknown_topic_another_root_or_name_and_changes_n
     stack, ledger, make_topic, tmp_path
 ):
     topic = make_topic(partitions=1)
-    kafka = kafka_client(stack)
+    ctx = operation_context(ledger, stack)
     spec = build_spec("fixed", [topic], str(tmp_path), starting_offsets="latest")
     plan(ledger, spec, stack)
     before = ledger_state(ledger)
     with pytest.raises(UnknownTopicError, match="no-such-topic"):
-        change_spec(
-            ledger, kafka, "fixed", build_spec("fixed", [topic, "no-such-topic"], str(tmp_path)), ACTOR, dry_run=False
-        )
+        change_spec(ctx, "fixed", build_spec("fixed", [topic, "no-such-topic"], str(tmp_path)), dry_run=False)
     with pytest.raises(SpecChangeRefusedError, match="output_root cannot change"):
         change_spec(
-            ledger,
-            kafka,
-            "fixed",
-            build_spec("fixed", [topic], str(tmp_path / "x"), starting_offsets="latest"),
-            ACTOR,
-            dry_run=False,
+            ctx, "fixed", build_spec("fixed", [topic], str(tmp_path / "x"), starting_offsets="latest"), dry_run=False
         )
     with pytest.raises(SpecChangeRefusedError, match="a pipeline's name never changes"):
-        change_spec(ledger, kafka, "fixed", build_spec("renamed", [topic], str(tmp_path)), ACTOR, dry_run=False)
+        change_spec(ctx, "fixed", build_spec("renamed", [topic], str(tmp_path)), dry_run=False)
     # options may change while a batch is planned: they apply from the next batch
     assert change_spec(
-        ledger,
-        kafka,
+        ctx,
         "fixed",
         build_spec("fixed", [topic], str(tmp_path), starting_offsets="latest", on_data_loss="skip"),
-        ACTOR,
         dry_run=False,
     ).applied
     after = ledger_state(ledger)

@@ -22,12 +22,12 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 
-from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.runtime import object_storage
 from airflow_kafka_offsets.service.operations import abort_planned_batch, replay_batch
 from airflow_kafka_offsets.service.sweep import sweep
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
@@ -35,7 +35,7 @@ from airflow_kafka_offsets.spark.versions import table_reader_package
 from faults_harness import lake_readers
 
 from .helpers import assert_exactly_once, produce, refused
-from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_of, submitter
+from .pipeline import ACTOR, commit, commit_dies_at, operation_context, plan, read, run_once, sink_of, submitter
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -145,14 +145,13 @@ def test_batches_land_once_replay_rewrites_in_place_abort_takes_back_sweep_keeps
         assert_exactly_once(spark_delta_rows(spec), first + second)
 
     # replay: the batch's rows are rewritten in one table commit, the same records
-    replay_batch(ledger, spec.name, 1, submitter(stack), {"bootstrap.servers": stack.bootstrap_servers}, ACTOR)
+    ctx = operation_context(ledger, stack, submitter(stack))
+    replay_batch(ctx, spec.name, 1)
     assert_exactly_once(rows_of(read_table(stack, ledger, spec)), first + second)
     operations = [(c["kafka-offsets.operation"], c["kafka-offsets.batch"]) for c in table_commits(stack, ledger, spec)]
     assert operations == [("commit", "1"), ("commit", "2"), ("replay", "1")]
     with refused(InvalidPipelineSpecError, "replay_output_root applies to the directory sink only"):
-        replay_batch(
-            ledger, spec.name, 1, submitter(stack), {"bootstrap.servers": stack.bootstrap_servers}, ACTOR, str(tmp_path)
-        )
+        replay_batch(ctx, spec.name, 1, str(tmp_path))
 
     # abort: a batch read (and, for Delta, committed to the table by a worker that died before the
     # ledger's commit) leaves the table as it was
@@ -162,7 +161,7 @@ def test_batches_land_once_replay_rewrites_in_place_abort_takes_back_sweep_keeps
     if sink_format == "delta":
         commit_dies_at(ledger, spec, outcome.plan.batch_id, "after_publish")
         assert read_table(stack, ledger, spec).num_rows == 540
-    abort_planned_batch(ledger, spec.name, "test", ACTOR)
+    abort_planned_batch(ctx, spec.name, "test")
     assert_exactly_once(rows_of(read_table(stack, ledger, spec)), first + second)
 
     # batch 1's first attempt is no longer in the current snapshot but still in the table's history:
@@ -314,7 +313,7 @@ def test_an_iceberg_catalog_in_another_database_commits_idempotently_beside_anot
     read(ledger, spec, stack, second)
     commit_dies_at(ledger, spec, second.plan.batch_id, "after_publish")
     assert len(table_rows()) == 101
-    abort_planned_batch(ledger, spec.name, "test", ACTOR)
+    abort_planned_batch(operation_context(ledger, stack), spec.name, "test")
     rows = table_rows()
     assert_exactly_once(ours(rows), produced)
     assert len(rows) == 81

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_kafka_offsets.cli.runner import _actor
 from airflow_kafka_offsets.core.actor import Actor, describe_actor
 from airflow_kafka_offsets.ledger.sql import jsonb
 from airflow_kafka_offsets.operators.ingest import actor_from_context
+from airflow_kafka_offsets.runtime import cli_actor
 
 
 def stored(document: dict) -> str:
@@ -50,7 +50,7 @@ def test_a_task_actor_stores_every_key_of_its_task_instance_even_unset_ones():
 
 def test_a_shell_actor_names_the_command_and_user(monkeypatch):
     monkeypatch.delenv("USER", raising=False)
-    document = _actor("reset").to_json()
+    document = cli_actor("reset").to_json()
     assert set(document) == {"cli", "user", "hostname", "pid"}
     assert (document["cli"], document["user"]) == ("reset", None)
 

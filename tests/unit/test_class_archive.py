@@ -63,8 +63,9 @@ def test_a_successful_batch_puts_its_archive_in_place_a_failed_one_leaves_nothin
 
 
 def test_the_config_option_reaches_the_spark_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_kafka_offsets.config import spark_settings
+    from airflow_kafka_offsets.runtime import spark_settings
+    from airflow_kafka_offsets.spark.options import SparkJobOptions
 
-    assert spark_settings("spark_default").class_archive_dir is None
+    assert spark_settings(SparkJobOptions("spark_default")).class_archive_dir is None
     monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__SPARK_CLASS_ARCHIVE_DIR", "/var/cache/ako-jvm")
-    assert spark_settings("spark_default").class_archive_dir == "/var/cache/ako-jvm"
+    assert spark_settings(SparkJobOptions("spark_default")).class_archive_dir == "/var/cache/ako-jvm"

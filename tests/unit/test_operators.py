@@ -34,6 +34,9 @@ from airflow_kafka_offsets.operators import (
     ingest,
     kafka_ingest_task_group,
 )
+from airflow_kafka_offsets.operators import commit as commit_step
+from airflow_kafka_offsets.operators import plan as plan_step
+from airflow_kafka_offsets.operators import read as read_step
 from airflow_kafka_offsets.service.batches import PlanOutcome
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
@@ -116,7 +119,7 @@ def test_plan_operator_returns_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp
         seen.update(spec=spec, actor=actor)
         return PlanOutcome(PLAN, replayed=True)
 
-    monkeypatch.setattr(ingest, "plan_batch", fake_plan)
+    monkeypatch.setattr(plan_step, "plan_batch", fake_plan)
     monkeypatch.setattr(
         KafkaBatchPlanOperator, "ledger", lambda self: SimpleNamespace(catalog_uri=None, schema="kafka_offsets")
     )
@@ -140,7 +143,7 @@ def test_errors_a_retry_cannot_fix_fail_the_task_at_once(monkeypatch: pytest.Mon
     def lost(*args: Any) -> PlanOutcome:
         raise DataLossError("orders-0: offsets [10, 20) were deleted by retention")
 
-    monkeypatch.setattr(ingest, "plan_batch", lost)
+    monkeypatch.setattr(plan_step, "plan_batch", lost)
     monkeypatch.setattr(
         KafkaBatchPlanOperator, "ledger", lambda self: SimpleNamespace(catalog_uri=None, schema="kafka_offsets")
     )
@@ -151,7 +154,7 @@ def test_errors_a_retry_cannot_fix_fail_the_task_at_once(monkeypatch: pytest.Mon
     def unreachable(*args: Any) -> PlanOutcome:
         raise KafkaUnavailableError("no broker answered in 30 s")
 
-    monkeypatch.setattr(ingest, "plan_batch", unreachable)
+    monkeypatch.setattr(plan_step, "plan_batch", unreachable)
     with pytest.raises(KafkaUnavailableError):  # retryable: Airflow's retries apply
         op.execute(context())
 
@@ -188,7 +191,7 @@ def test_bad_batch_id_is_named(value: Any) -> None:
 
 def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(ingest, "load_batch", lambda ledger, pipeline, batch_id: PLAN if batch_id == 4 else None)
+    monkeypatch.setattr(read_step, "load_batch", lambda ledger, pipeline, batch_id: PLAN if batch_id == 4 else None)
     monkeypatch.setattr(KafkaBatchSparkOperator, "ledger", lambda self: SpecLedger())
     monkeypatch.setattr(KafkaBatchSparkOperator, "sink_for", lambda self, ledger: SINK)
     monkeypatch.setattr(SparkBatchSubmitter, "check", lambda self: ((), ()))
@@ -207,7 +210,7 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
         seen.update(settings=submit.settings, props=props, min_partitions=min_partitions, lease_s=lease_s)
         return BatchReport("orders", 4, (PartitionReport("orders", 0, 9, 10, 18, 9, 90),), 900, "4.2.0")
 
-    monkeypatch.setattr(ingest, "run_batch", fake_run)
+    monkeypatch.setattr(read_step, "run_batch", fake_run)
     op = KafkaBatchSparkOperator(
         task_id="read",
         pipeline="orders",
@@ -268,12 +271,12 @@ def test_a_given_kafka_asset_server_names_the_topics_at_parse_and_at_run_time(mo
         kafka_asset_server=server,
     )
     assert plan.inlets == [Asset(uri=f"kafka://{server}/orders")]
-    monkeypatch.setattr(ingest, "load_batch", lambda ledger, pipeline, batch_id: PLAN)
+    monkeypatch.setattr(read_step, "load_batch", lambda ledger, pipeline, batch_id: PLAN)
     monkeypatch.setattr(KafkaBatchSparkOperator, "ledger", lambda self: SpecLedger())
     monkeypatch.setattr(KafkaBatchSparkOperator, "sink_for", lambda self, ledger: SINK)
     monkeypatch.setattr(SparkBatchSubmitter, "check", lambda self: ((), ()))
     report = BatchReport("orders", 4, (PartitionReport("orders", 0, 9, 10, 18, 9, 90),), 900, "4.2.0")
-    monkeypatch.setattr(ingest, "run_batch", lambda *args, **kwargs: report)
+    monkeypatch.setattr(read_step, "run_batch", lambda *args, **kwargs: report)
     read = KafkaBatchSparkOperator(task_id="read", pipeline="orders", batch_id=4, kafka_asset_server=server)
     read.execute(context())
     assert read.inlets == plan.inlets
@@ -318,7 +321,7 @@ def test_on_kill_stops_the_running_spark_submit() -> None:
 @pytest.mark.parametrize("committed_now", [True, False])
 def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch, committed_now: bool) -> None:
     outcome = SimpleNamespace(committed_now=committed_now, records=9, plan=PLAN)
-    monkeypatch.setattr(ingest, "commit_batch", lambda ledger, sink, pipeline, batch_id, actor: outcome)
+    monkeypatch.setattr(commit_step, "commit_batch", lambda ledger, sink, pipeline, batch_id, actor: outcome)
     monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: SpecLedger())
     monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: SINK)
     monkeypatch.setattr(KafkaBatchCommitOperator, "mirror_consumer_group", lambda self, ledger: None)

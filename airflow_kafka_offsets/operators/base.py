@@ -1,0 +1,149 @@
+"""What every operator of the package shares: the connections, failing at once on errors a retry
+cannot fix, and the Spark options of the operators that run (or check) Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID, DEFAULT_SPARK_CONN_ID
+from airflow_kafka_offsets.core.values import optional_int
+from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, AirflowRuntime, spark_runner
+from airflow_kafka_offsets.sinks import Sink
+from airflow_kafka_offsets.spark.options import SparkJobOptions
+from airflow_kafka_offsets.spark.runner import BatchRunner
+
+
+def parse_batch_id(value: Any) -> int | None:
+    """A batch id: the plan task's result (through its XComArg), an int, or a user's template
+    ('None' when nothing was planned)."""
+    if isinstance(value, Mapping):
+        value = value.get("batch_id")
+    try:
+        return optional_int(value, "batch_id", minimum=1)
+    except InvalidPipelineSpecError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+class KafkaOffsetsBaseOperator(BaseOperator):
+    """Connections shared by every operator of this package; errors a retry cannot fix fail at once.
+
+    :param pipeline: the pipeline's name in the ledger (templated).
+    :param kafka_conn_id: the Kafka connection (the apache-kafka provider's ``kafka`` type).
+    :param postgres_conn_id: the PostgreSQL connection of the ledger database.
+    :param ledger_schema: the ledger's schema (default: ``[kafka_offsets] ledger_schema``).
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "kafka_conn_id", "postgres_conn_id", "ledger_schema")
+
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        kafka_conn_id: str = DEFAULT_KAFKA_CONN_ID,
+        postgres_conn_id: str = DEFAULT_POSTGRES_CONN_ID,
+        ledger_schema: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.kafka_conn_id = kafka_conn_id
+        self.postgres_conn_id = postgres_conn_id
+        self.ledger_schema = ledger_schema
+
+    def execute(self, context: Context) -> Any:
+        try:
+            return self.run(context)
+        except NOT_RETRYABLE as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+    def run(self, context: Context) -> Any:
+        raise NotImplementedError
+
+    def runtime(self) -> AirflowRuntime:
+        """The task's connections (as rendered), which open the ledger and Kafka."""
+        return AirflowRuntime(self.kafka_conn_id, self.postgres_conn_id, self.ledger_schema)
+
+    def ledger(self) -> Ledger:
+        return self.runtime().ledger()
+
+    def sink_for(self, ledger: Ledger) -> Sink:
+        return AIRFLOW_SINKS.for_pipeline(ledger, self.pipeline)
+
+
+class SparkConnectorOperator(KafkaOffsetsBaseOperator):
+    """Where the pipeline's Spark jobs run and the Kafka connector they get.
+
+    :param spark_conn_id: the Spark connection (the master: ``local[2]``, ``spark://...``, ``yarn``, ...;
+        or a ``spark_connect`` server).
+    :param spark_jars: local paths of the Kafka connector jars (default: ``[kafka_offsets] spark_jars``).
+    :param spark_packages: Maven coordinates instead (default: ``[kafka_offsets] spark_packages``,
+        else the connector matching the local pyspark).
+    """
+
+    def __init__(
+        self,
+        *,
+        spark_conn_id: str | None = DEFAULT_SPARK_CONN_ID,
+        spark_jars: str | Sequence[str] | None = None,
+        spark_packages: str | Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spark_conn_id = spark_conn_id
+        self.spark_jars = spark_jars
+        self.spark_packages = spark_packages
+
+    def spark_options(self) -> SparkJobOptions:
+        """The operator's Spark options (as rendered) as one value."""
+        return SparkJobOptions.from_params(self)
+
+
+class SparkJobOperator(SparkConnectorOperator):
+    """An operator that runs Spark jobs: their options, and ``on_kill`` stopping the running one
+    (spark-submit, and in cluster mode its driver; a Spark Connect session's operations).
+
+    :param spark_conf: extra ``--conf`` settings (templated).
+    :param executor_cores: spark-submit ``--executor-cores``.
+    :param executor_memory: spark-submit ``--executor-memory``.
+    :param driver_memory: spark-submit ``--driver-memory``.
+    :param num_executors: spark-submit ``--num-executors``.
+    :param total_executor_cores: spark-submit ``--total-executor-cores``.
+    """
+
+    template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
+
+    def __init__(
+        self,
+        *,
+        spark_conf: Mapping[str, str] | None = None,
+        executor_cores: int | None = None,
+        executor_memory: str | None = None,
+        driver_memory: str | None = None,
+        num_executors: int | None = None,
+        total_executor_cores: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spark_conf = spark_conf
+        self.executor_cores = executor_cores
+        self.executor_memory = executor_memory
+        self.driver_memory = driver_memory
+        self.num_executors = num_executors
+        self.total_executor_cores = total_executor_cores
+        self._submitter: BatchRunner | None = None
+
+    def spark_runner(self, output_root: str | None, options: SparkJobOptions | None = None) -> BatchRunner:
+        """The runner of this task's Spark jobs (``options`` default: the operator's), the one ``on_kill``
+        stops; ``output_root`` decides S3 settings."""
+        self._submitter = runner = spark_runner(options or self.spark_options(), output_root)
+        return runner
+
+    def on_kill(self) -> None:
+        if self._submitter is not None:
+            self._submitter.kill()

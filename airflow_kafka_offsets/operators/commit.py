@@ -1,0 +1,78 @@
+"""The commit step: the batch's staged output published and the cursor advanced in one ledger
+transaction; each commit an asset event on the pipeline's output."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import Context, XComArg
+
+from airflow_kafka_offsets.core.spec import validate_pipeline_name
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.lineage import output_asset, pipeline_output_alias
+from airflow_kafka_offsets.operators.assets import KafkaBatchStepOperator
+from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, parse_batch_id
+from airflow_kafka_offsets.runtime import actor_from_context
+from airflow_kafka_offsets.service.batches import commit_batch
+from airflow_kafka_offsets.service.operations import mirror_to_consumer_group
+
+
+class KafkaBatchCommitOperator(KafkaBatchStepOperator):
+    """Publish the batch's staged output and advance the cursor in one ledger transaction.
+
+    Its outlet is the alias ``kafka_offsets/<pipeline>`` (:func:`pipeline_output_alias`); each
+    commit this run makes emits one asset event on the output (the sink's location) through it,
+    with the batch in ``extra``. A run that finds the batch already committed, or nothing to
+    commit, emits none.
+
+    :param batch_id: the batch to commit (the plan task's ``output``, an int, or a template);
+        default: the pipeline's planned batch.
+    """
+
+    template_fields: Sequence[str] = (*KafkaOffsetsBaseOperator.template_fields, "batch_id")
+    ui_color = "#e0ecfd"
+
+    def __init__(self, *, batch_id: int | str | Mapping[str, Any] | XComArg | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.batch_id = batch_id
+        if "{{" not in self.pipeline:  # a templated pipeline's alias is added once rendered
+            self.add_outlets([pipeline_output_alias(self.pipeline)])
+
+    def run(self, context: Context) -> dict[str, Any] | None:
+        validate_pipeline_name(self.pipeline)
+        alias = pipeline_output_alias(self.pipeline)
+        if alias not in self.outlets:
+            self.add_outlets([alias])
+        ledger = self.ledger()
+        batch_id = parse_batch_id(self.batch_id)
+        if batch_id is None:
+            with ledger.transaction() as tx:
+                batch_id = tx.planned_batch_id(self.pipeline)
+            if batch_id is None:
+                self.log.info("pipeline %s: no batch to commit", self.pipeline)
+                return None
+        sink = self.sink_for(ledger)
+        lineage = self.pipeline_lineage(ledger, sink)
+        outcome = commit_batch(ledger, sink, self.pipeline, batch_id, actor_from_context(context))
+        if outcome.committed_now:
+            committed = self.handled(lineage, outcome.plan, outcome.records)
+            context["outlet_events"][alias].add(output_asset(committed.location), extra=committed.batch_facts())
+            self.mirror_consumer_group(ledger)
+        return {
+            "pipeline": self.pipeline,
+            "batch_id": batch_id,
+            "records": outcome.records,
+            "committed_now": outcome.committed_now,
+            "output_uri": outcome.plan.output_uri,
+        }
+
+    def mirror_consumer_group(self, ledger: Ledger) -> None:
+        """Best effort: the ledger is the truth, the consumer group only feeds lag monitors."""
+        try:
+            group = mirror_to_consumer_group(ledger, self.runtime().kafka(), self.pipeline)
+        except Exception as exc:
+            self.log.warning("pipeline %s: could not mirror offsets into its consumer group: %s", self.pipeline, exc)
+        else:
+            if group:
+                self.log.info("pipeline %s: offsets mirrored into consumer group %s", self.pipeline, group)

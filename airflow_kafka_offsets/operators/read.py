@@ -1,0 +1,88 @@
+"""The read step: the batch's ranges read by Spark into a staging location, Spark's report checked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from airflow.sdk import Context, XComArg
+
+from airflow_kafka_offsets.config import config_value
+from airflow_kafka_offsets.core.spec import validate_pipeline_name
+from airflow_kafka_offsets.core.values import optional_int
+from airflow_kafka_offsets.lineage import openlineage_parent_conf
+from airflow_kafka_offsets.operators.assets import KafkaBatchStepOperator
+from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkJobOperator, parse_batch_id
+from airflow_kafka_offsets.runtime import actor_from_context
+from airflow_kafka_offsets.service.batches import load_batch, run_batch
+from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
+from airflow_kafka_offsets.spark.options import SPARK_TEMPLATE_FIELDS
+
+
+class KafkaBatchSparkOperator(KafkaBatchStepOperator, SparkJobOperator):
+    """Read the batch's ranges with Spark into a staging location and check Spark's report.
+
+    Nothing runs when there is no batch, the batch is already committed, or it reads no
+    records; no second Spark job runs when another run's attempt has read the batch or is
+    reading it (this one waits, ``[kafka_offsets] attempt_wait_seconds``). A killed task kills
+    its spark-submit (and, in cluster mode, the driver).
+
+    :param batch_id: the batch to read (the plan task's ``output``, an int, or a template);
+        default: the pipeline's planned batch.
+    :param min_partitions: Spark tasks for the read (default: at least one per core).
+
+    The Spark options (``spark_conn_id``, ``spark_conf``, ``spark_jars``, ``spark_packages``,
+    ``executor_cores``, ``executor_memory``, ``driver_memory``, ``num_executors``,
+    ``total_executor_cores``) are those of :class:`~airflow_kafka_offsets.operators.base.SparkJobOperator`.
+    """
+
+    template_fields: Sequence[str] = (
+        *KafkaOffsetsBaseOperator.template_fields,
+        "batch_id",
+        *SPARK_TEMPLATE_FIELDS,
+        "min_partitions",
+    )
+    ui_color = "#fdf0e0"
+
+    def __init__(
+        self,
+        *,
+        batch_id: int | str | Mapping[str, Any] | XComArg | None = None,
+        min_partitions: int | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.batch_id = batch_id
+        self.min_partitions = min_partitions
+
+    def run(self, context: Context) -> dict[str, Any] | None:
+        validate_pipeline_name(self.pipeline)
+        ledger = self.ledger()
+        plan = load_batch(ledger, self.pipeline, parse_batch_id(self.batch_id))
+        if plan is None:
+            self.log.info("pipeline %s: no batch to read", self.pipeline)
+            return None
+        sink = self.sink_for(ledger)
+        lineage = self.pipeline_lineage(ledger, sink)
+        # Spark's own OpenLineage events name this task as their parent
+        options = self.spark_options()
+        options = replace(options, conf=openlineage_parent_conf(options.conf, context) or {})
+        submitter = self.spark_runner(plan.output_uri, options)  # S3 credentials go to Spark privately
+        if plan.readable_ranges:
+            submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
+        report = run_batch(
+            ledger,
+            sink,
+            plan,
+            submitter,
+            self.runtime().kafka_hook().spark_properties() if plan.readable_ranges else {},
+            actor_from_context(context),
+            min_partitions=optional_int(self.min_partitions, "min_partitions", minimum=1),
+            lease_s=float(config_value("attempt_lease_seconds", str(DEFAULT_LEASE_S))),
+            wait_s=float(config_value("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
+        )
+        records = report.records if report else 0
+        if report is not None:
+            self.handled(lineage, plan, records)
+        return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
