@@ -1,5 +1,6 @@
-"""Airflow operators: plan, read (Spark) and commit a Kafka batch, and a TaskGroup of the three."""
+"""Airflow operators: plan, read (Spark) and commit a Kafka batch, as a TaskGroup of three or in one task."""
 
+from airflow_kafka_offsets.operators.batch import KafkaBatchOperator
 from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
 from airflow_kafka_offsets.operators.manual import KafkaPipelineOperationOperator
 from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator
@@ -8,6 +9,7 @@ from airflow_kafka_offsets.operators.task_group import kafka_ingest_task_group
 
 __all__ = [
     "KafkaBatchCommitOperator",
+    "KafkaBatchOperator",
     "KafkaBatchPlanOperator",
     "KafkaBatchSparkOperator",
     "KafkaPipelineOperationOperator",

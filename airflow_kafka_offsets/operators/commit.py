@@ -40,12 +40,15 @@ class KafkaBatchCommitOperator(KafkaBatchStepOperator):
             self.add_outlets([pipeline_output_alias(self.pipeline)])
 
     def run(self, context: Context) -> dict[str, Any] | None:
+        return self.commit(context, parse_batch_id(self.batch_id))
+
+    def commit(self, context: Context, batch_id: int | None) -> dict[str, Any] | None:
+        """Commit ``batch_id`` (None: the planned batch); None when there is nothing to commit."""
         validate_pipeline_name(self.pipeline)
         alias = pipeline_output_alias(self.pipeline)
         if alias not in self.outlets:
             self.add_outlets([alias])
         ledger = self.ledger()
-        batch_id = parse_batch_id(self.batch_id)
         if batch_id is None:
             with ledger.transaction() as tx:
                 batch_id = tx.planned_batch_id(self.pipeline)

@@ -57,9 +57,13 @@ class KafkaBatchSparkOperator(KafkaBatchStepOperator, SparkJobOperator):
         self.min_partitions = min_partitions
 
     def run(self, context: Context) -> dict[str, Any] | None:
+        return self.read(context, parse_batch_id(self.batch_id))
+
+    def read(self, context: Context, batch_id: int | None) -> dict[str, Any] | None:
+        """Read ``batch_id`` (None: the planned batch) with Spark; None when there is nothing to read."""
         validate_pipeline_name(self.pipeline)
         ledger = self.ledger()
-        plan = load_batch(ledger, self.pipeline, parse_batch_id(self.batch_id))
+        plan = load_batch(ledger, self.pipeline, batch_id)
         if plan is None:
             self.log.info("pipeline %s: no batch to read", self.pipeline)
             return None

@@ -1,0 +1,83 @@
+"""The one-task form (KafkaBatchOperator): plan, read and commit in one task, same ledger rows and guarantees.
+
+Real DAG runs of ``kafka_ingest_one_task_example`` (dag.test, and ``airflow dags test`` for a
+worker SIGKILLed inside the commit transaction), the read on the warm Spark Connect server.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_offsets.service.faults import CRASH_ENV
+
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
+
+pytestmark = pytest.mark.integration
+
+DAG_ID = "kafka_ingest_one_task_example"
+
+
+def run_dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag()
+    assert not bag.import_errors, bag.import_errors
+    dag_run = bag.get_dag(DAG_ID).test()
+    assert dag_run.state == "success", f"DAG run ended {dag_run.state}"
+    return dag_run
+
+
+@pytest.fixture()
+def one_task_env(monkeypatch, stack, airflow_db, spark_connect, make_topic, tmp_path, schema):
+    topic = make_topic(partitions=3)
+    pipeline = f"one_task_{schema}"
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_ONE_TASK_TOPIC", topic)
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_ONE_TASK_PIPELINE", pipeline)
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_ONE_TASK_OUTPUT", str(tmp_path / "out"))
+    monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA", schema)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    return topic, pipeline
+
+
+def test_one_task_per_batch_ingests_waves_exactly_once_with_the_task_groups_ledger_rows(one_task_env, stack, ledger):
+    topic, pipeline = one_task_env
+    produced = []
+    for wave, count in enumerate([900, 600]):
+        produced += produce(stack.bootstrap_servers, topic, count, partitions=3, tag=f"w{wave}-")
+        run = run_dag()
+        (ti,) = run.get_task_instances()
+        assert (ti.task_id, ti.state) == ("batch", "success")
+    run_dag()  # nothing new: no batch, a successful run
+    batches = ledger.committed_batches(pipeline)
+    assert [b.records_committed for b in batches] == [900, 600]
+    assert [[(r.start, r.end) for r in b.plan.ranges] for b in batches] == [[(0, 300)] * 3, [(300, 500)] * 3]
+    assert_exactly_once(committed_rows(ledger, pipeline), produced)
+    assert ledger.contiguity_problems(pipeline) == []
+
+
+def test_a_worker_killed_inside_the_commit_transaction_is_retried_into_one_commit(one_task_env, stack, ledger):
+    topic, pipeline = one_task_env
+    produced = produce(stack.bootstrap_servers, topic, 300, partitions=3)
+    airflow = str(Path(sys.executable).parent / "airflow")
+    killed = subprocess.run(
+        [airflow, "dags", "test", DAG_ID],
+        env={**os.environ, CRASH_ENV: "in_commit_transaction"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert killed.returncode != 0, killed.stdout[-2000:]
+    (planned,) = [row for row in ledger_ranges(ledger, pipeline) if row[3] == 0]
+    assert planned[:2] == (1, "planned")  # the transaction rolled back: planned, not committed
+    run_dag()  # the retry: the same plan, the succeeded read reused, one commit
+    (batch,) = ledger.committed_batches(pipeline)
+    assert (batch.plan.batch_id, batch.records_committed) == (1, 300)
+    with ledger.transaction() as tx:
+        attempts = tx.attempts(pipeline, [1])
+    assert [a.shown_state for a in attempts] == ["succeeded"]  # the retry read nothing again
+    assert_exactly_once(committed_rows(ledger, pipeline), produced)
