@@ -38,6 +38,7 @@ from airflow_kafka_offsets.lineage import (
     topic_asset,
 )
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.decoding import RegistryClients, next_decode
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.operations import pipeline_sink, sink_for_spec
 from airflow_kafka_offsets.sinks import Sink
@@ -73,6 +74,13 @@ def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def registry_clients(purpose: str) -> RegistryClients:
+    """Schema registry clients by connection id (Avro pipelines' reader schemas)."""
+    from airflow_kafka_offsets.hooks.schema_registry import SchemaRegistryHook
+
+    return lambda conn_id: SchemaRegistryHook(conn_id, purpose=purpose).get_conn()
+
+
 def parse_batch_id(value: Any) -> int | None:
     """A batch id: the plan task's result (through its XComArg), an int, or a user's template
     ('None' when nothing was planned)."""
@@ -93,6 +101,7 @@ class PlanOptions(TypedDict, total=False):
     max_records_per_batch / max_records_per_partition: caps on offset spans per batch.
     consumer_group: mirror the cursor into this Kafka consumer group after each commit (for lag monitors).
     json_schema / max_decode_errors: optional JSON decode step (a Spark DDL schema) and its error budget.
+    value_format: Avro values through a schema registry instead (``{"type": "avro", "subject": ...}``).
     kafka_timeout_s: how long to wait for Kafka's answers while planning.
     """
 
@@ -104,6 +113,7 @@ class PlanOptions(TypedDict, total=False):
     consumer_group: str | None
     json_schema: str | None
     max_decode_errors: int | str | None
+    value_format: Mapping[str, Any] | str | None
     kafka_timeout_s: float
 
 
@@ -261,6 +271,8 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
     :param max_records_per_partition: cap on each partition's offset span.
     :param consumer_group: mirror the cursor into this Kafka consumer group after each commit.
     :param json_schema: a Spark DDL schema: decode values as JSON into ``decoded``.
+    :param value_format: ``{"type": "avro", "registry_conn_id": ..., "subject": ..., "version": "latest" | N}``:
+        decode Avro values (Confluent wire format) with a reader schema from a schema registry.
     :param max_decode_errors: fail the batch when more records than this cannot be decoded.
     :param kafka_timeout_s: how long to wait for Kafka's answers.
     :param spark_conn_id: when set, the Spark connection the batch will run on is checked before anything
@@ -284,6 +296,7 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
         "consumer_group",
         "json_schema",
         "max_decode_errors",
+        "value_format",
     )
     ui_color = "#e8f4ea"
 
@@ -301,6 +314,7 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
         consumer_group: str | None = None,
         json_schema: str | None = None,
         max_decode_errors: int | str | None = None,
+        value_format: Mapping[str, Any] | str | None = None,
         kafka_timeout_s: float = 30.0,
         spark_conn_id: str | None = None,
         spark_jars: str | Sequence[str] | None = None,
@@ -322,6 +336,7 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
         self.consumer_group = consumer_group
         self.json_schema = json_schema
         self.max_decode_errors = max_decode_errors
+        self.value_format = value_format
         self.kafka_timeout_s = kafka_timeout_s
         self.declare_topic_inlets(topics)
 
@@ -340,14 +355,15 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator):
             json_schema=self.json_schema,
             max_decode_errors=self.max_decode_errors,
             sink=self.sink,
+            value_format=self.value_format,
         )
         if self.spark_conn_id:
             batch_runner(spark_settings(self.spark_conn_id, jars=self.spark_jars, packages=self.spark_packages)).check()
         ledger = self.ledger()
         sink = sink_for_spec(ledger, spec)
-        sink.check_writable(spec.decode)
+        decode = next_decode(ledger, spec, sink, registry_clients(f"for pipeline {spec.name}"))
         kafka = KafkaClusterHook(self.kafka_conn_id, timeout_s=self.kafka_timeout_s).get_conn()
-        outcome = plan_batch(ledger, spec, kafka.offsets, sink, actor_from_context(context))
+        outcome = plan_batch(ledger, spec, kafka.offsets, sink, actor_from_context(context), decode)
         plan = outcome.plan
         return {
             "pipeline": spec.name,

@@ -30,6 +30,7 @@ from airflow_kafka_offsets.service.batches import (
     run_batch,
     start_attempt,
 )
+from airflow_kafka_offsets.service.decoding import RegistryClients, batch_decoding, next_decode
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
 from airflow_kafka_offsets.sinks import (
     LocalDirectorySink,
@@ -294,6 +295,7 @@ def replay_batch(
         committed = tx.committed_counts(pipeline, batch_id)
         spec = tx.pipeline_spec(pipeline)
         uid = tx.pipeline_uid(pipeline)
+        decode = batch_decoding(tx, spec, batch_id)
     if record.state is not BatchState.COMMITTED:
         raise BatchStateError(
             f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
@@ -322,7 +324,7 @@ def replay_batch(
     destination = sink.output_uri(pipeline, batch_id)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
-        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, spec.decode, replay=True))
+        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, decode, replay=True))
         tx.audit(
             pipeline,
             batch_id,
@@ -452,8 +454,11 @@ def catch_up(
     actor: Mapping[str, Any],
     max_batches: int,
     after_commit: Callable[[], object] | None = None,
+    registry: RegistryClients | None = None,
 ) -> CatchUpOutcome:
-    """Drain a backlog as a sequence of capped batches (the pipeline's caps) in one run."""
+    """Drain a backlog as a sequence of capped batches (the pipeline's caps) in one run.
+
+    An Avro pipeline resolves each batch's reader schema through ``registry`` (refused without it)."""
     if max_batches < 1:
         raise InvalidPipelineSpecError(f"max_batches must be at least 1, got {max_batches}")
     with ledger.transaction() as tx:
@@ -461,7 +466,8 @@ def catch_up(
     sink = sink_for_spec(ledger, spec)
     done = records = 0
     while done < max_batches:
-        outcome = plan_batch(ledger, spec, offsets_source, sink, actor)
+        decode = next_decode(ledger, spec, sink, registry) if spec.decode and spec.decode.avro else None
+        outcome = plan_batch(ledger, spec, offsets_source, sink, actor, decode)
         if outcome.plan is None:
             break
         run_batch(ledger, sink, outcome.plan, submit, kafka_properties, actor)
