@@ -7,6 +7,7 @@ setting means the same everywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store, s3a_spark_conf
 from airflow_kafka_offsets.spark.settings import SparkSettings, split_list
@@ -48,6 +49,14 @@ def iceberg_catalog_uri(conn_id: str) -> str:
     return catalog_uri(PostgresHook(postgres_conn_id=conn_id).get_uri())
 
 
+def schema_registry_access(conn_id: str) -> dict[str, Any]:
+    """How Spark reaches the schema registry of connection ``conn_id`` (Avro batches; holds secrets)."""
+    from airflow_kafka_offsets.clients.avro_registry import spark_registry_config
+    from airflow_kafka_offsets.hooks.schema_registry import SchemaRegistryHook
+
+    return spark_registry_config(SchemaRegistryHook(conn_id, purpose="for Avro decoding").access())
+
+
 def spark_settings(
     conn_id: str,
     *,
@@ -74,6 +83,7 @@ def spark_settings(
         conf=dict(conf or {}),
         private_conf=dict(private_conf or {}),
         storage=storage,
+        registry_access=schema_registry_access,
         executor_cores=executor_cores,
         executor_memory=executor_memory,
         driver_memory=driver_memory,
