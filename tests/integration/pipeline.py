@@ -6,13 +6,16 @@ from collections.abc import Callable
 
 import pytest
 
+from airflow_kafka_offsets.clients.avro_registry import spark_registry_config
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.clients.schema_registry import RegistryAccess
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
 from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.decoding import RegistryClients, next_decode
 from airflow_kafka_offsets.service.operations import sink_for_spec
 from airflow_kafka_offsets.sinks import Sink
 from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
@@ -25,7 +28,22 @@ ACTOR = {"dag_id": "tests", "run_id": "manual"}
 SPARK_CONN_ID = "spark_default"
 
 
-def submitter(stack, conn_id: str | None = None, output_root: str | None = None) -> BatchRunner:
+def registry_clients(stack) -> RegistryClients:
+    """The stack's schema registry for any connection id (Avro pipelines' reader schemas)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return lambda conn_id: SchemaRegistryClient(stack.schema_registry_client_config())
+
+
+def registry_access(stack) -> dict:
+    """How the Spark app reaches the stack's schema registry (the job's private part)."""
+    access = RegistryAccess((stack.schema_registry_url,), stack.schema_registry_user, stack.schema_registry_password)
+    return spark_registry_config(access)
+
+
+def submitter(
+    stack, conn_id: str | None = None, output_root: str | None = None, jars: tuple[str, ...] | None = None
+) -> BatchRunner:
     """The stack's Spark (``SPARK_CONN_ID`` unless ``conn_id`` is given) with the Kafka connector (and
     S3A with its settings, for an s3:// output only: its 36 jars would be copied into every local
     batch's Spark for nothing); spark-submit, or Spark Connect for a spark_connect connection."""
@@ -33,9 +51,10 @@ def submitter(stack, conn_id: str | None = None, output_root: str | None = None)
     return batch_runner(
         SparkSettings(
             conn_id=conn_id or SPARK_CONN_ID,
-            jars=(*stack.connector_jars, *(stack.s3a_jars if storage else ())),
+            jars=(*(stack.connector_jars if jars is None else jars), *(stack.s3a_jars if storage else ())),
             private_conf=s3a_spark_conf(storage) if storage else {},
             storage=storage,
+            registry_access=lambda conn_id: registry_access(stack),
         )
     )
 
@@ -47,8 +66,8 @@ def sink_of(ledger: Ledger, spec: PipelineSpec) -> Sink:
 def plan(ledger: Ledger, spec: PipelineSpec, stack) -> PlanOutcome:
     kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
     sink = sink_of(ledger, spec)
-    sink.check_writable(spec.decode)
-    return plan_batch(ledger, spec, kafka.offsets, sink, ACTOR)
+    decode = next_decode(ledger, spec, sink, registry_clients(stack))
+    return plan_batch(ledger, spec, kafka.offsets, sink, ACTOR, decode)
 
 
 def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_id: str | None = None):
