@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from airflow_kafka_offsets.config import ledger_schema, spark_settings
     from airflow_kafka_offsets.core.operation_fields import operation
     from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
+    from airflow_kafka_offsets.hooks.schema_registry import registry_clients
     from airflow_kafka_offsets.service.commands import OperationContext, run_operation
     from airflow_kafka_offsets.spark.runner import batch_runner
 
@@ -41,7 +42,9 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             output_root = tx.output_root(request.pipeline)
         submit = batch_runner(spark_settings(args.spark_conn_id, jars=args.spark_jars, output_root=output_root))
         properties = kafka_hook.spark_properties()
-    ctx = OperationContext(ledger, kafka_hook.get_conn(), _actor(command_name(args.operation)), submit, properties)
+    registry = registry_clients(f"for pipeline {request.pipeline}")
+    actor = _actor(command_name(args.operation))
+    ctx = OperationContext(ledger, kafka_hook.get_conn(), actor, submit, properties, registry)
     result = run_operation(request, ctx)
     return result.data, result.text
 

@@ -27,6 +27,7 @@ from airflow_kafka_offsets.errors import (
     InvalidPipelineSpecError,
 )
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
+from airflow_kafka_offsets.hooks.schema_registry import registry_clients
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.lineage import (
     BatchLineage,
@@ -38,7 +39,7 @@ from airflow_kafka_offsets.lineage import (
     topic_asset,
 )
 from airflow_kafka_offsets.service.batches import commit_batch, load_batch, plan_batch, run_batch
-from airflow_kafka_offsets.service.decoding import RegistryClients, next_decode
+from airflow_kafka_offsets.service.decoding import next_decode
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.operations import pipeline_sink, sink_for_spec
 from airflow_kafka_offsets.sinks import Sink
@@ -72,13 +73,6 @@ def actor_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
     }
-
-
-def registry_clients(purpose: str) -> RegistryClients:
-    """Schema registry clients by connection id (Avro pipelines' reader schemas)."""
-    from airflow_kafka_offsets.hooks.schema_registry import SchemaRegistryHook
-
-    return lambda conn_id: SchemaRegistryHook(conn_id, purpose=purpose).get_conn()
 
 
 def parse_batch_id(value: Any) -> int | None:

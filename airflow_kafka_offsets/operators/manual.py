@@ -16,6 +16,7 @@ from airflow.sdk import Context
 from airflow_kafka_offsets.config import spark_settings
 from airflow_kafka_offsets.core.operation_fields import operation, parse_request
 from airflow_kafka_offsets.hooks import KafkaClusterHook
+from airflow_kafka_offsets.hooks.schema_registry import registry_clients
 from airflow_kafka_offsets.operators.ingest import KafkaOffsetsBaseOperator, actor_from_context
 from airflow_kafka_offsets.service.commands import OperationContext, run_operation
 from airflow_kafka_offsets.spark.runner import batch_runner
@@ -104,7 +105,8 @@ class KafkaPipelineOperationOperator(KafkaOffsetsBaseOperator):
             )
             properties = kafka_hook.spark_properties()
         actor = {**actor_from_context(context), "operation": request.operation}
-        ctx = OperationContext(ledger, kafka_hook.get_conn(), actor, submit, properties)
+        registry = registry_clients(f"for pipeline {request.pipeline}")
+        ctx = OperationContext(ledger, kafka_hook.get_conn(), actor, submit, properties, registry)
         result = run_operation(request, ctx)
         self.log.info("%s of %s:\n%s", request.operation, request.pipeline, result.text)
         return result.data

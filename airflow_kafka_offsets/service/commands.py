@@ -17,6 +17,7 @@ from airflow_kafka_offsets.core.operation_fields import OperationRequest, reset_
 from airflow_kafka_offsets.core.spec import updated_spec
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service import operations as ops
+from airflow_kafka_offsets.service.decoding import RegistryClients
 from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.service.sweep import sweep
 
@@ -25,13 +26,15 @@ Submit = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class OperationContext:
-    """What a handler works with. ``submit`` and ``kafka_properties`` only for operations that use Spark."""
+    """What a handler works with. ``submit`` and ``kafka_properties`` only for operations that use Spark;
+    ``registry`` for those that plan batches of Avro pipelines (catch-up)."""
 
     ledger: Ledger
     kafka: KafkaOffsetsClient
     actor: Mapping[str, Any]
     submit: Submit | None = None
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
+    registry: RegistryClients | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ def _catch_up(request: OperationRequest, ctx: OperationContext) -> OperationResu
         ctx.actor,
         request.get("catch_up_max_batches"),
         after_commit=lambda: ops.mirror_to_consumer_group(ctx.ledger, ctx.kafka, request.pipeline),
+        registry=ctx.registry,
     )
     data = {"batches": outcome.batches, "records": outcome.records, "lag_left": outcome.lag_left}
     return OperationResult(

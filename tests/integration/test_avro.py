@@ -341,3 +341,30 @@ def test_spark_submit_adds_spark_avro_by_packages_and_fetches_writer_schemas_fro
     submit_lines = [line for line in log_text.splitlines() if "Spark-Submit cmd" in line]
     assert submit_lines and all("--packages org.apache.spark:spark-avro_2.13:" in line for line in submit_lines)
     assert stack.schema_registry_password not in log_text
+
+
+def test_catch_up_plans_each_avro_batch_with_its_reader_schema(stack, ledger, make_topic, tmp_path):
+    from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+    from airflow_kafka_offsets.service.operations import catch_up
+
+    topic = make_topic(partitions=1, prefix="avro")
+    source = AvroTopic(stack, topic, partitions=1)
+    source.produce_records(1, 3)
+    source.produce_records(3, 3)
+    spec = build_spec("avro_catch_up", [topic], str(tmp_path), value_format={"type": "avro"}, max_records_per_batch=4)
+    kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
+    plan(ledger, spec, stack)  # the pipeline's first batch, as its DAG would plan it
+    outcome = catch_up(
+        ledger,
+        spec.name,
+        kafka.offsets,
+        submitter(stack),
+        {"bootstrap.servers": stack.bootstrap_servers},
+        ACTOR,
+        5,
+        registry=pipeline.registry_clients(stack),
+    )
+    assert (outcome.batches, outcome.records) == (2, 6)
+    assert_every_record_once(output_rows(stack, ledger, spec), source)
+    with ledger.transaction() as tx:
+        assert [batch_decode(tx, spec.name, b).reader.version for b in (1, 2)] == [3, 3]  # type: ignore[union-attr]
