@@ -368,3 +368,39 @@ def test_catch_up_plans_each_avro_batch_with_its_reader_schema(stack, ledger, ma
     assert_every_record_once(output_rows(stack, ledger, spec), source)
     with ledger.transaction() as tx:
         assert [batch_decode(tx, spec.name, b).reader.version for b in (1, 2)] == [3, 3]  # type: ignore[union-attr]
+
+
+def test_the_operators_take_the_registry_from_its_airflow_connection(stack, ledger, schema, make_topic, tmp_path):
+    """The plan, read and commit operators as a DAG runs them: the reader schema through the stack's
+    schema_registry_default connection (SchemaRegistryHook), the writer schemas through the access the
+    read step hands Spark from the same connection."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_kafka_offsets.operators import (
+        KafkaBatchCommitOperator,
+        KafkaBatchPlanOperator,
+        KafkaBatchSparkOperator,
+    )
+
+    topic = make_topic(partitions=1, prefix="avro")
+    source = AvroTopic(stack, topic, partitions=1)
+    source.produce_records(2, 2)
+    source.produce_records(3, 2)
+    source.produce_corrupted()
+    common = {"pipeline": "avro_ops", "ledger_schema": schema}
+    context = {
+        "ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", try_number=1, map_index=-1),
+        "outlet_events": OutletEventAccessors(),
+    }
+    planned = KafkaBatchPlanOperator(
+        task_id="plan", topics=[topic], output_root=str(tmp_path), value_format={"type": "avro"}, **common
+    ).execute(context)
+    assert planned["batch_id"] == 1 and planned["records_planned"] == 8
+    read = KafkaBatchSparkOperator(task_id="read", spark_conn_id="spark_connect_default", **common).execute(context)
+    assert read["records_read"] == 8
+    KafkaBatchCommitOperator(task_id="commit", **common).execute(context)
+    spec = avro_spec("avro_ops", topic, str(tmp_path))
+    assert_every_record_once(output_rows(stack, ledger, spec), source)
+    assert decode_errors_in_ledger(ledger, "avro_ops", 1) == {0: 3}
