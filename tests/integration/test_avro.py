@@ -404,3 +404,40 @@ def test_the_operators_take_the_registry_from_its_airflow_connection(stack, ledg
     spec = avro_spec("avro_ops", topic, str(tmp_path))
     assert_every_record_once(output_rows(stack, ledger, spec), source)
     assert decode_errors_in_ledger(ledger, "avro_ops", 1) == {0: 3}
+
+
+@pytest.mark.parametrize("line", ["3.5", "4.0"])
+def test_avro_batches_run_on_other_spark_lines_with_that_lines_spark_avro(
+    stack, ledger, make_topic, tmp_path, monkeypatch, line
+):
+    """spark-submit of the line's Spark first on PATH (as on a worker that is that cluster's client), with the
+    line's Kafka connector and spark-avro (Scala 2.12 for 3.5): the app's Avro path runs there unchanged."""
+    import sys
+    from pathlib import Path
+
+    from devstack import jars, spark_lines
+
+    version = spark_lines.resolve(line)
+    home = spark_lines.spark_home(version)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setenv("PATH", f"{home / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    line_jars = tuple(str(j) for j in (*jars.fetch_connector(version), *jars.fetch_avro(version)))
+    topic = make_topic(partitions=1, prefix="avro")
+    source = AvroTopic(stack, topic, partitions=1)
+    source.produce_records(1, 2)
+    source.produce_records(3, 2)
+    source.produce_corrupted()
+    spec = avro_spec(f"avro_line_{line.replace('.', '_')}", topic, str(tmp_path))
+    outcome = plan(ledger, spec, stack)
+    runner = submitter(stack, "spark_default", jars=line_jars)
+    report = pipeline.run_batch(
+        ledger,
+        pipeline.sink_of(ledger, spec),
+        outcome.plan,
+        runner,
+        {"bootstrap.servers": stack.bootstrap_servers},
+        ACTOR,
+    )
+    assert report is not None and report.spark_version == version and report.records == 8
+    pipeline.commit(ledger, spec, 1)
+    assert_every_record_once(output_rows(stack, ledger, spec), source)
