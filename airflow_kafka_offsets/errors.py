@@ -132,6 +132,10 @@ class DecodeErrorThresholdError(KafkaOffsetsError):
     """More records than the pipeline allows could not be decoded; the batch is not committed."""
 
 
+class SchemaRegistryUnavailableError(KafkaOffsetsError):
+    """The schema registry did not answer, or failed to (a retry may find it back)."""
+
+
 # Errors a retry cannot fix: the operators fail the task at once instead of retrying.
 NOT_RETRYABLE: tuple[type[KafkaOffsetsError], ...] = (
     InvalidPipelineSpecError,

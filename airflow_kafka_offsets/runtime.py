@@ -31,6 +31,7 @@ from airflow_kafka_offsets.core.defaults import (
 from airflow_kafka_offsets.core.operation_fields import OperationRequest, operation
 from airflow_kafka_offsets.hooks.kafka import KafkaClusterHook
 from airflow_kafka_offsets.hooks.ledger import LedgerHook
+from airflow_kafka_offsets.hooks.schema_registry import registry_clients
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store, s3a_spark_conf
 from airflow_kafka_offsets.service.context import OperationContext, SinkOpener
@@ -67,6 +68,14 @@ def iceberg_catalog_uri(conn_id: str) -> str:
 AIRFLOW_SINKS = SinkOpener(object_storage=object_storage, catalog_uri=iceberg_catalog_uri)
 
 
+def schema_registry_access(conn_id: str) -> dict[str, Any]:
+    """How Spark reaches the schema registry of connection ``conn_id`` (Avro batches; holds secrets)."""
+    from airflow_kafka_offsets.clients.avro_registry import spark_registry_config
+    from airflow_kafka_offsets.hooks.schema_registry import SchemaRegistryHook
+
+    return spark_registry_config(SchemaRegistryHook(conn_id, purpose="for Avro decoding").access())
+
+
 def spark_settings(options: SparkJobOptions, output_root: str | None = None) -> SparkSettings:
     """Spark settings with the connector jars or packages of the config section as defaults; S3A
     settings for an ``s3://`` ``output_root`` go in the private conf (the job file, never argv)."""
@@ -78,6 +87,7 @@ def spark_settings(options: SparkJobOptions, output_root: str | None = None) -> 
         private_conf=s3a_spark_conf(storage) if storage is not None else None,
         class_archive_dir=config_value("spark_class_archive_dir", "") or None,
         spark_version=config_value("spark_version", "") or None,
+        registry_access=schema_registry_access,
     )
 
 
@@ -145,4 +155,5 @@ class AirflowRuntime:
                 output_root = tx.output_root(request.pipeline)
             submit = spark(output_root)
             properties = hook.spark_properties()
-        return OperationContext(ledger, hook.get_conn(), actor, AIRFLOW_SINKS, submit, properties)
+        registry = registry_clients(f"for pipeline {request.pipeline}")
+        return OperationContext(ledger, hook.get_conn(), actor, AIRFLOW_SINKS, submit, properties, registry)

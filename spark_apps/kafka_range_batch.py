@@ -13,11 +13,15 @@ the Kafka client settings, so secrets never reach the command line)::
 
     {"format": 1, "pipeline": str, "batch_id": int, "attempt_id": str,
      "staging_uri": str, "min_partitions": int | null,
-     "decode": {"format": "json", "schema": "<Spark DDL>"} | null,
+     "decode": {"format": "json", "schema": "<Spark DDL>"}
+             | {"format": "avro", "schema": "<Spark DDL of the reader schema>",
+                "reader": {"subject", "version", "schema_id", "schema": "<Avro JSON>"}, ...}
+             | null,
      "partition_by": "day" | null,   # optional: one directory per UTC day of the timestamp
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
      "kafka": {"bootstrap.servers": ..., ...},       # Java client properties
-     "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...}}   # set on the Hadoop configuration
+     "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...},   # set on the Hadoop configuration
+     "schema_registry": {"urls": [...], "basic_auth": ..., ...}}      # Avro: where writer schemas are
 
 report (``<staging_uri>/_kafka_batch_report.json``, written last)::
 
@@ -34,6 +38,12 @@ more tasks than ranges; Spark's default is one task per Kafka partition).
 With decode, the output gains ``decoded`` (struct, null when undecodable) and
 ``decode_error`` (null, or why), and undecodable records are also written to
 ``<staging_uri>/_errors/`` with their offsets. Raw ``key``/``value`` are always kept.
+
+Avro values (Confluent wire format: magic byte 0, a 4-byte writer schema id, the Avro binary) are
+decoded by their writer schema into the reader schema's shape: the batch's distinct schema ids come
+from one aggregate over the values' headers, each writer schema is fetched from the registry once
+(plain HTTP, the job's private access), and Spark's ``from_avro`` (``spark-avro``) decodes each
+record with its writer schema and the batch's reader schema (older writers get the reader's defaults).
 """
 
 from __future__ import annotations
@@ -265,6 +275,77 @@ def with_decoded(df: DataFrame, schema: str, spark_version: str) -> DataFrame:
     )
 
 
+# Avro in the Confluent wire format, as Spark SQL over the binary ``value``.
+WIRE_FORMAT = f"length(value) >= {contract.WIRE_HEADER_BYTES} AND substring(value, 1, 1) = X'00'"
+SCHEMA_ID = "CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS BIGINT)"
+PAYLOAD = f"substring(value, {contract.WIRE_HEADER_BYTES + 1})"
+
+
+def writer_schema_ids(df: DataFrame) -> list[int]:
+    """The distinct writer schema ids of the batch's values: one aggregate over their 4 header bytes."""
+    row = df.where(F.expr(f"value IS NOT NULL AND {WIRE_FORMAT}")).agg(F.collect_set(F.expr(SCHEMA_ID))).first()
+    return sorted(int(i) for i in (row[0] if row is not None else None) or [])
+
+
+def _text(prefix_suffix: tuple[str, str], middle: Column) -> Column:
+    return F.concat(F.lit(prefix_suffix[0]), middle, F.lit(prefix_suffix[1]))
+
+
+def with_avro_decoded(
+    df: DataFrame, decode: dict, registry: dict, fetch: Callable[..., tuple] = contract.fetch_writer_schemas
+) -> DataFrame:
+    """Add ``decoded`` (the value decoded by its writer schema into the reader schema's shape, typed as the
+    job's DDL) and ``decode_error`` (unknown magic byte, unknown schema id, a payload that does not decode).
+
+    One CASE over the writer schema ids picks each record's ``from_avro``, so the Kafka read stays one
+    pass; the writer schemas are fetched from the registry on the driver (or the Connect client), once.
+    """
+    from pyspark.sql.avro.functions import from_avro
+
+    writers, others, _unknown = fetch(registry, writer_schema_ids(df))
+    reader, marker = contract.marked_reader_schema(decode["reader"]["schema"])
+    schema_id = F.expr(SCHEMA_ID)
+    parsed: Column | None = None
+    for writer_id, writer in sorted(writers.items()):
+        branch = from_avro(F.expr(PAYLOAD), writer, {"avroSchema": reader, "mode": "PERMISSIVE"})
+        parsed = (
+            F.when(schema_id == writer_id, branch) if parsed is None else parsed.when(schema_id == writer_id, branch)
+        )
+    known = F.lit(False) if not writers else schema_id.isin(sorted(writers))
+    error = (
+        F.when(F.col("value").isNull(), F.lit(None))
+        .when(F.length("value") == 0, F.lit(contract.EMPTY_VALUE))
+        .when(
+            F.expr("substring(value, 1, 1) <> X'00'"),
+            _text(contract.UNKNOWN_MAGIC, F.lower(F.hex(F.expr("substring(value, 1, 1)")))),
+        )
+        .when(F.length("value") < contract.WIRE_HEADER_BYTES, F.lit(contract.SHORT_HEADER))
+    )
+    for other_id, kind in sorted(others.items()):
+        error = error.when(schema_id == other_id, F.lit(contract.not_avro(other_id, kind)))
+    error = error.when(~known, _text(contract.UNKNOWN_SCHEMA_ID, schema_id.cast("string")))
+    if parsed is not None:
+        error = error.when(parsed[marker].isNull(), _text(contract.UNDECODABLE, schema_id.cast("string")))
+        decoded = F.when(
+            F.col("decode_error").isNull(), F.col("_parsed").dropFields(marker).cast(f"STRUCT<{decode['schema']}>")
+        )
+    else:  # no record has an Avro writer schema the registry knows
+        decoded = F.lit(None).cast(f"STRUCT<{decode['schema']}>")
+    out = df.withColumn("_parsed", parsed if parsed is not None else F.lit(None)).withColumn("decode_error", error)
+    return out.withColumn("decoded", decoded).drop("_parsed")
+
+
+def decode_records(df: DataFrame, job: dict, spark_version: str) -> DataFrame:
+    """The job's decode step: JSON with its DDL schema, or Avro through the schema registry."""
+    decode = job["decode"]
+    if decode.get("format", "json") == "avro":
+        registry = job.get(contract.REGISTRY_ACCESS)
+        if not registry:
+            raise ValueError("the job decodes Avro values but gives no schema registry access")
+        return with_avro_decoded(df, decode, registry)
+    return with_decoded(df, decode["schema"], spark_version)
+
+
 def planned_offsets(job: dict) -> int:
     return sum(int(r["end"]) - int(r["start"]) for r in job["ranges"])
 
@@ -335,7 +416,7 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     decode = job.get("decode")
     records = read_ranges(spark, job, runtime)
     if decode:
-        records = with_decoded(records, decode["schema"], spark.version)
+        records = decode_records(records, job, spark.version)
     writer = records.write.mode("overwrite")
     if job.get("partition_by") == "day":
         # The UTC day whatever the session time zone: Iceberg's day() transform and Delta's

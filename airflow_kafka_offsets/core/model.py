@@ -47,14 +47,98 @@ class PartitionOffsets:
 
 
 @dataclass(frozen=True)
+class AvroFormat:
+    """Avro values in the Confluent wire format, decoded with a reader schema from a schema registry.
+
+    ``version`` None: the subject's latest version when each batch is planned; a number pins it.
+    """
+
+    registry_conn_id: str
+    subject: str
+    version: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As the pipeline's spec stores it (the ``value_format`` option users give)."""
+        return {
+            "type": "avro",
+            "registry_conn_id": self.registry_conn_id,
+            "subject": self.subject,
+            "version": "latest" if self.version is None else self.version,
+        }
+
+
+@dataclass(frozen=True)
+class AvroReader:
+    """The reader schema a batch is decoded with: resolved from the registry when the batch is planned,
+    recorded with the batch, and used by every read of it (a replay too)."""
+
+    subject: str
+    version: int
+    schema_id: int
+    schema: str  # the Avro schema (JSON) as the registry holds it
+
+    def describe(self) -> str:
+        return f"subject {self.subject!r} version {self.version} (schema id {self.schema_id})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"subject": self.subject, "version": self.version, "schema_id": self.schema_id, "schema": self.schema}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AvroReader:
+        return cls(str(data["subject"]), int(data["version"]), int(data["schema_id"]), str(data["schema"]))
+
+
+@dataclass(frozen=True)
 class DecodeSpec:
-    """Optional JSON decoding of record values; raw bytes are always kept alongside."""
+    """Optional decoding of record values (JSON, or Avro through a schema registry); raw bytes are
+    always kept alongside.
+
+    ``schema`` is the Spark DDL of the ``decoded`` column: the user's ``json_schema``, or for Avro the
+    one derived from the reader schema when a batch is planned ("" in the pipeline's spec, where only
+    ``avro`` says where the reader schema comes from; ``reader`` is set on a batch's decoding).
+    """
 
     schema: str  # Spark DDL, e.g. "id STRING, amount DOUBLE"
     max_errors: int | None = None  # fail the batch when more records than this cannot be decoded
+    avro: AvroFormat | None = None
+    reader: AvroReader | None = None
+
+    @property
+    def format(self) -> str:
+        return "avro" if self.avro is not None else "json"
+
+    @property
+    def format_name(self) -> str:
+        """How messages name the format."""
+        return "Avro" if self.avro is not None else "JSON"
 
     def to_json(self) -> dict[str, Any]:
+        """As the pipeline's spec stores it: what users chose, not what a batch resolved."""
+        if self.avro is not None:
+            return {"format": "avro", **self.avro.to_json(), "max_errors": self.max_errors}
         return {"format": "json", "schema": self.schema, "max_errors": self.max_errors}
+
+    def batch_json(self) -> dict[str, Any]:
+        """As a batch records it and its Spark job gets it: with Avro, the resolved DDL and reader schema."""
+        data = self.to_json()
+        if self.avro is not None:
+            data["schema"] = self.schema
+            data["reader"] = self.reader.to_json() if self.reader else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DecodeSpec:
+        """From :meth:`to_json` or :meth:`batch_json`."""
+        avro = None
+        if data.get("format") == "avro":
+            version = data.get("version")
+            avro = AvroFormat(
+                str(data["registry_conn_id"]),
+                str(data["subject"]),
+                None if version in (None, "latest") else int(version),
+            )
+        reader = AvroReader.from_json(data["reader"]) if data.get("reader") else None
+        return cls(str(data.get("schema") or ""), data.get("max_errors"), avro, reader)
 
 
 class SinkFormat(str, Enum):
@@ -141,9 +225,7 @@ class PipelineSpec:
             max_records_per_batch=data.get("max_records_per_batch"),
             max_records_per_partition=data.get("max_records_per_partition"),
             consumer_group=data.get("consumer_group"),
-            decode=DecodeSpec(data["decode"]["schema"], data["decode"].get("max_errors"))
-            if data.get("decode")
-            else None,
+            decode=DecodeSpec.from_json(data["decode"]) if data.get("decode") else None,
         )
 
 

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_kafka_offsets.core.avro import build_value_format
 from airflow_kafka_offsets.core.ddl import parse_ddl
 from airflow_kafka_offsets.core.model import (
     DataLossPolicy,
@@ -113,16 +114,28 @@ def build_spec(
     json_schema: str | None = None,
     max_decode_errors: int | str | None = None,
     sink: str | Mapping[str, Any] | SinkSpec | None = None,
+    value_format: Mapping[str, Any] | str | None = None,
 ) -> PipelineSpec:
     """Validate user input (often rendered templates) into a :class:`PipelineSpec`."""
     validate_pipeline_name(name)
     topic_list = validate_topics(name, topics)
     decode = None
-    if json_schema is not None and str(json_schema).strip():
+    avro = build_value_format(value_format, name, topic_list)
+    has_json_schema = json_schema is not None and bool(str(json_schema).strip())
+    if avro is not None and has_json_schema:
+        raise InvalidPipelineSpecError(
+            f"pipeline {name!r}: json_schema and value_format exclude each other (JSON values take a json_schema, "
+            "Avro values a value_format): give one"
+        )
+    if avro is not None:
+        decode = DecodeSpec("", optional_int(max_decode_errors, "max_decode_errors", minimum=0), avro)
+    elif has_json_schema:
         parse_ddl(str(json_schema).strip())  # refused here rather than by Spark mid-batch
         decode = DecodeSpec(str(json_schema).strip(), optional_int(max_decode_errors, "max_decode_errors", minimum=0))
     elif max_decode_errors not in (None, ""):
-        raise InvalidPipelineSpecError(f"pipeline {name!r}: max_decode_errors needs a json_schema to decode with")
+        raise InvalidPipelineSpecError(
+            f"pipeline {name!r}: max_decode_errors needs a json_schema or a value_format to decode with"
+        )
     if not isinstance(output_root, str) or not output_root.strip():
         raise InvalidPipelineSpecError(f"pipeline {name!r} needs an output_root")
     return PipelineSpec(
@@ -149,8 +162,9 @@ def updated_spec(stored: PipelineSpec, changes: Mapping[str, Any]) -> PipelineSp
         "max_records_per_batch": stored.max_records_per_batch,
         "max_records_per_partition": stored.max_records_per_partition,
         "consumer_group": stored.consumer_group,
-        "json_schema": stored.decode.schema if stored.decode else None,
+        "json_schema": stored.decode.schema if stored.decode and not stored.decode.avro else None,
         "max_decode_errors": stored.decode.max_errors if stored.decode else None,
+        "value_format": stored.decode.avro.to_json() if stored.decode and stored.decode.avro else None,
     }
     unknown = set(changes) - set(current) - {"topics"}
     if unknown:

@@ -7,6 +7,7 @@ The client needs confluent-kafka's schema registry extras: ``pip install 'airflo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseHook
@@ -84,6 +85,11 @@ class SchemaRegistryHook(BaseHook):
         except Exception as exc:  # the registry's answer (401, 404 ...) or why nothing answered
             return False, f"{type(exc).__name__}: {exc}"
         return True, f"the registry answers; {len(subjects)} subject(s)"
+
+
+def registry_clients(purpose: str = "") -> Callable[[str], SchemaRegistryClient]:
+    """``SchemaRegistryClient`` by connection id: what planning an Avro pipeline's batches asks for."""
+    return lambda conn_id: SchemaRegistryHook(conn_id, purpose=purpose).get_conn()
 
 
 def _mask(secrets: tuple[str, ...]) -> None:

@@ -287,6 +287,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TRIGGER batches_keep_ranges_on_truncate BEFORE TRUNCATE ON {s}.batches"
         " FOR EACH STATEMENT EXECUTE FUNCTION {s}.refuse_truncating_batches_with_ranges()",
     ),
+    (
+        # The decoding a batch was planned with, when it is resolved at plan time (Avro: the reader
+        # schema from the registry, with its subject, version and id); every read of the batch, a
+        # replay too, uses it. Null: the pipeline spec's decoding (JSON, or none).
+        "ALTER TABLE {s}.batches ADD COLUMN decode jsonb",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,10 +9,12 @@ from airflow.sdk import Context
 
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import BackfillRefusedError
+from airflow_kafka_offsets.hooks.schema_registry import registry_clients
 from airflow_kafka_offsets.operators.assets import KafkaTopicAssetsOperator
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkConnectorOperator
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, KAFKA_TIMEOUT_S, actor_from_context, spark_runner
 from airflow_kafka_offsets.service.batches import plan_batch
+from airflow_kafka_offsets.service.decoding import next_decode
 from airflow_kafka_offsets.spark.options import CONNECTOR_PARAMS
 
 
@@ -36,6 +38,7 @@ class PlanOptions(TypedDict, total=False):
     max_records_per_batch / max_records_per_partition: caps on offset spans per batch.
     consumer_group: mirror the cursor into this Kafka consumer group after each commit (for lag monitors).
     json_schema / max_decode_errors: optional JSON decode step (a Spark DDL schema) and its error budget.
+    value_format: Avro values through a schema registry instead (``{"type": "avro", "subject": ...}``).
     kafka_timeout_s: how long to wait for Kafka's answers while planning.
     """
 
@@ -47,6 +50,7 @@ class PlanOptions(TypedDict, total=False):
     consumer_group: str | None
     json_schema: str | None
     max_decode_errors: int | str | None
+    value_format: Mapping[str, Any] | str | None
     kafka_timeout_s: float
 
 
@@ -69,6 +73,8 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator, SparkConnectorOperator):
     :param max_records_per_partition: cap on each partition's offset span.
     :param consumer_group: mirror the cursor into this Kafka consumer group after each commit.
     :param json_schema: a Spark DDL schema: decode values as JSON into ``decoded``.
+    :param value_format: ``{"type": "avro", "registry_conn_id": ..., "subject": ..., "version": "latest" | N}``:
+        decode Avro values (Confluent wire format) with a reader schema from a schema registry.
     :param max_decode_errors: fail the batch when more records than this cannot be decoded.
     :param kafka_timeout_s: how long to wait for Kafka's answers.
     :param spark_conn_id: when set, the Spark connection the batch will run on is checked before anything
@@ -91,6 +97,7 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator, SparkConnectorOperator):
         "consumer_group",
         "json_schema",
         "max_decode_errors",
+        "value_format",
     )
     ui_color = "#e8f4ea"
 
@@ -108,6 +115,7 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator, SparkConnectorOperator):
         consumer_group: str | None = None,
         json_schema: str | None = None,
         max_decode_errors: int | str | None = None,
+        value_format: Mapping[str, Any] | str | None = None,
         kafka_timeout_s: float = KAFKA_TIMEOUT_S,
         spark_conn_id: str | None = None,
         **kwargs: Any,
@@ -124,6 +132,7 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator, SparkConnectorOperator):
         self.consumer_group = consumer_group
         self.json_schema = json_schema
         self.max_decode_errors = max_decode_errors
+        self.value_format = value_format
         self.kafka_timeout_s = kafka_timeout_s
         self.declare_topic_inlets(topics)
 
@@ -142,14 +151,15 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator, SparkConnectorOperator):
             json_schema=self.json_schema,
             max_decode_errors=self.max_decode_errors,
             sink=self.sink,
+            value_format=self.value_format,
         )
         if self.spark_conn_id:
             spark_runner(self.spark_options().connector()).check()
         ledger = self.ledger()
         sink = AIRFLOW_SINKS.for_spec(ledger, spec)
-        sink.check_writable(spec.decode)
+        decode = next_decode(ledger, spec, sink, registry_clients(f"for pipeline {spec.name}"))
         kafka = self.runtime().kafka(timeout_s=self.kafka_timeout_s)
-        outcome = plan_batch(ledger, spec, kafka.offsets, sink, actor_from_context(context))
+        outcome = plan_batch(ledger, spec, kafka.offsets, sink, actor_from_context(context), decode)
         plan = outcome.plan
         return {
             "pipeline": spec.name,

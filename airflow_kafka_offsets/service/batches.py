@@ -32,7 +32,9 @@ from airflow_kafka_offsets.errors import (
     SparkJobError,
 )
 from airflow_kafka_offsets.ledger import Attempt, Ledger, LedgerTransaction, describe_actor, raise_for_state
+from airflow_kafka_offsets.ledger.decodings import record_batch_decode
 from airflow_kafka_offsets.service.context import Submit
+from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
 from airflow_kafka_offsets.sinks import Publication, Sink
@@ -66,11 +68,14 @@ def plan_batch(
     offsets_source: OffsetsSource,
     sink: Sink,
     actor: Actor,
+    decode: DecodeSpec | None = None,
 ) -> PlanOutcome:
     """Return the pipeline's planned batch, or write the next plan ahead of any work (I2).
 
     The pipeline row stays locked while Kafka is asked for offsets, so two runs
-    can never plan different batches from the same cursor.
+    can never plan different batches from the same cursor. ``decode``: a decoding resolved for this
+    plan (an Avro reader schema, :func:`~airflow_kafka_offsets.service.decoding.next_decode`), recorded
+    with a new plan in its transaction.
     """
     with ledger.transaction() as tx:
         epoch, next_batch_id = tx.lock_pipeline(spec)
@@ -93,6 +98,8 @@ def plan_batch(
             return PlanOutcome(None, replayed=False)
         plan = BatchPlan(spec.name, next_batch_id, epoch, ranges, sink.output_uri(spec.name, next_batch_id))
         tx.insert_plan(plan, new_partitions(ranges, cursors), actor)
+        if decode is not None and decode.reader is not None:
+            record_batch_decode(tx, plan.pipeline, plan.batch_id, decode)
     crash_point("after_plan")
     log.info(
         "pipeline %s: planned batch %s (%s records)\n%s",
@@ -145,7 +152,7 @@ def build_job(
         "min_partitions": min_partitions,
         "ranges": [r.to_json() for r in plan.readable_ranges],
         "kafka": dict(kafka_properties),
-        "decode": decode.to_json() if decode else None,
+        "decode": decode.batch_json() if decode else None,
         "partition_by": partition_by,
     }
 
@@ -156,7 +163,8 @@ def check_decode_errors(plan: BatchPlan, report: BatchReport, decode: DecodeSpec
         return
     where = ", ".join(f"{p.topic_partition}: {p.decode_errors}" for p in report.partitions if p.decode_errors)
     raise DecodeErrorThresholdError(
-        f"batch {plan.batch_id} of {plan.pipeline!r}: {errors} records could not be decoded as JSON ({where}), "
+        f"batch {plan.batch_id} of {plan.pipeline!r}: {errors} records could not be decoded as {decode.format_name} "
+        f"({where}), "
         f"more than max_decode_errors={decode.max_errors}; nothing was committed. The records and their offsets "
         "are in the attempt's _errors/ output; fix the producer, raise the limit, or abort the batch"
     )
@@ -199,7 +207,7 @@ def execute_attempt(
     """
     with ledger.transaction() as tx:
         spec = tx.pipeline_spec(plan.pipeline)
-    decode = spec.decode
+        decode = batch_decoding(tx, spec, plan.batch_id)
     try:
         with LeaseKeeper(ledger, attempt_id, lease_s):
             submit(
@@ -386,7 +394,7 @@ def commit_batch(
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
         attempt = None
         uid = tx.pipeline_uid(pipeline)
-        decode = tx.pipeline_spec(pipeline).decode
+        decode = batch_decoding(tx, tx.pipeline_spec(pipeline), batch_id)
         if plan.readable_ranges:
             # A succeeded attempt's report was checked against this plan (which never changes) before the
             # attempt was marked succeeded; it stays in the ledger, which copies its counts itself.

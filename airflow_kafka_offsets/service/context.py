@@ -14,6 +14,7 @@ from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store
+from airflow_kafka_offsets.service.decoding import RegistryClients
 from airflow_kafka_offsets.sinks import LocalDirectorySink, ManifestDirectorySink, Sink, directory_sink, open_sink
 
 # Runs one Spark job of the app (a job of :func:`airflow_kafka_offsets.service.batches.build_job`);
@@ -59,7 +60,7 @@ class SinkOpener:
 @dataclass(frozen=True)
 class OperationContext:
     """What a manual operation works with. ``submit`` and ``kafka_properties`` only for operations that
-    use Spark (replay, catch-up)."""
+    use Spark (replay, catch-up); ``registry`` for those that plan batches of Avro pipelines (catch-up)."""
 
     ledger: Ledger
     kafka: KafkaOffsetsClient
@@ -67,6 +68,7 @@ class OperationContext:
     sinks: SinkOpener = field(default_factory=SinkOpener)
     submit: Submit | None = None
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
+    registry: RegistryClients | None = None
 
     def spark(self, operation: str) -> Submit:
         """The Spark runner of an operation that uses Spark."""

@@ -31,6 +31,7 @@ from airflow_kafka_offsets.service.batches import (
     start_attempt,
 )
 from airflow_kafka_offsets.service.context import OperationContext
+from airflow_kafka_offsets.service.decoding import batch_decoding, next_decode
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
 from airflow_kafka_offsets.service.status import (
     attempt_counts,
@@ -214,6 +215,7 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
         committed = tx.committed_counts(pipeline, batch_id)
         spec = tx.pipeline_spec(pipeline)
         uid = tx.pipeline_uid(pipeline)
+        decode = batch_decoding(tx, spec, batch_id)
     if record.state is not BatchState.COMMITTED:
         raise BatchStateError(
             f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
@@ -242,7 +244,7 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
     destination = sink.output_uri(pipeline, batch_id)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
-        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, spec.decode, replay=True))
+        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, decode, replay=True))
         tx.audit(
             pipeline,
             batch_id,
@@ -361,7 +363,9 @@ class CatchUpOutcome:
 def catch_up(
     ctx: OperationContext, pipeline: str, max_batches: int, after_commit: Callable[[], object] | None = None
 ) -> CatchUpOutcome:
-    """Drain a backlog as a sequence of capped batches (the pipeline's caps) in one run."""
+    """Drain a backlog as a sequence of capped batches (the pipeline's caps) in one run.
+
+    An Avro pipeline resolves each batch's reader schema through ``ctx.registry`` (refused without it)."""
     if max_batches < 1:
         raise InvalidPipelineSpecError(f"max_batches must be at least 1, got {max_batches}")
     ledger, actor, offsets_source, submit = ctx.ledger, ctx.actor, ctx.kafka.offsets, ctx.spark("catch-up")
@@ -370,7 +374,8 @@ def catch_up(
     sink = ctx.sinks.for_spec(ledger, spec)
     done = records = 0
     while done < max_batches:
-        outcome = plan_batch(ledger, spec, offsets_source, sink, actor)
+        decode = next_decode(ledger, spec, sink, ctx.registry) if spec.decode and spec.decode.avro else None
+        outcome = plan_batch(ledger, spec, offsets_source, sink, actor, decode)
         if outcome.plan is None:
             break
         run_batch(ledger, sink, outcome.plan, submit, ctx.kafka_properties, actor)

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from airflow_kafka_offsets.errors import ConfigurationError, KafkaOffsetsError, SparkJobError
 from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.spark.failures import FailureScanner, spark_job_error
+from airflow_kafka_offsets.spark.formats import with_registry_access
 from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF, SparkSettings
 from airflow_kafka_offsets.spark.versions import check_connect_client
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX, PRIVATE_CONF, apply_private_conf
@@ -248,7 +249,8 @@ class SparkConnectRunner:
             self._session = spark
         try:
             _set_session_conf(spark, session_conf(self.settings))
-            report: dict[str, Any] = app.run(dict(job), spark, ConnectRuntime(spark, Storage(self.settings.storage)))
+            private_job = with_registry_access(job, self.settings)
+            report: dict[str, Any] = app.run(private_job, spark, ConnectRuntime(spark, Storage(self.settings.storage)))
             return report
         finally:
             with self._lock:

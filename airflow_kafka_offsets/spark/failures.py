@@ -148,6 +148,18 @@ _RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
         "spark_packages=org.apache.spark:spark-sql-kafka-0-10_<scala>:<Spark version>",
     ),
     (
+        FailureKind.CONNECTOR_MISSING,
+        (
+            "AVRO_NOT_LOADED_SQL_FUNCTIONS_UNUSABLE",
+            "ClassNotFoundException: org.apache.spark.sql.avro.",
+            "NoClassDefFoundError: org/apache/spark/sql/avro/",
+        ),
+        "Spark's Avro module (spark-avro), which decodes the pipeline's Avro values, is not on Spark's classpath",
+        "leave spark_jars and spark_packages unset (an Avro batch then gets org.apache.spark:spark-avro_<scala>:"
+        "<Spark version> by --packages), or add that jar to spark_jars; a Spark Connect server needs it when it "
+        "starts (--jars or --packages)",
+    ),
+    (
         FailureKind.VERSION_MISMATCH,
         ("Spark's Kafka connector is version", "the Python files do not match the JVM"),
         "the Spark that ran the batch does not match its Kafka connector or its Python files",

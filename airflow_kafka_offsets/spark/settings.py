@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
+from typing import Any
 
 from airflow_kafka_offsets.core.defaults import DEFAULT_SPARK_CONN_ID
 from airflow_kafka_offsets.errors import ConfigurationError
@@ -67,6 +68,9 @@ class SparkSettings:
     private_conf: Mapping[str, str] = field(default_factory=dict, repr=False)
     # How the worker reaches an s3:// output itself (Spark Connect mode writes the report from there).
     storage: S3Access | None = None
+    # How Spark reaches a schema registry, by connection id (Avro batches: spark/formats.py); what it
+    # returns holds secrets and goes into the private job file only.
+    registry_access: Callable[[str], Mapping[str, Any]] | None = field(default=None, repr=False, compare=False)
     executor_cores: int | None = None
     executor_memory: str | None = None
     driver_memory: str | None = None

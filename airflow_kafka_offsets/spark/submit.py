@@ -23,6 +23,7 @@ from airflow_kafka_offsets.errors import (
 )
 from airflow_kafka_offsets.spark import class_archive
 from airflow_kafka_offsets.spark.failures import FailureScanner, spark_job_error
+from airflow_kafka_offsets.spark.formats import job_dependencies, with_registry_access
 from airflow_kafka_offsets.spark.settings import CONTRACT_FILE, SparkSettings, app_file
 from airflow_kafka_offsets.spark.versions import (
     ClusterSpark,
@@ -155,10 +156,11 @@ class SparkBatchSubmitter:
     def __call__(self, job: Mapping[str, Any]) -> None:
         settings = self.settings
         submit = self.check()
-        jars, packages = submit.jars, submit.packages
+        jars, packages = job_dependencies(job, submit.spark, submit.jars, submit.packages)
+        private_job = with_registry_access(job, settings)
         with tempfile.TemporaryDirectory(prefix="kafka-batch-") as private_dir:  # mode 0700
             job_file = Path(private_dir) / f"kafka-batch-{job['attempt_id']}.json"
-            _write_private(job_file, {**job, PRIVATE_CONF: dict(settings.private_conf)})
+            _write_private(job_file, {**private_job, PRIVATE_CONF: dict(settings.private_conf)})
             # Spark copies --files into its local directories (spark-*/userFiles-*): keep the local
             # processes' ones in this private directory too, so a killed worker leaves no copy elsewhere.
             local_dirs = Path(private_dir) / "spark-local"

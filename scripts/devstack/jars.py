@@ -1,5 +1,5 @@
-"""Fetch the Kafka broker jars, the Spark Kafka connector jars, Spark's S3A jars and the schema registry
-(Apicurio Registry's Quarkus application) from Maven Central.
+"""Fetch the Kafka broker jars, the Spark Kafka connector jars, Spark's Avro module, Spark's S3A jars and the
+schema registry (Apicurio Registry's Quarkus application) from Maven Central.
 
 Maven checks every download against its published checksum (``--strict-checksums``). All sets go
 to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
@@ -35,6 +35,10 @@ POM_DIR = Path(__file__).resolve().parent.parent / "jars"
 KAFKA_POM = POM_DIR / "kafka-broker.xml"
 CONNECTOR_POM = POM_DIR / "spark-connector.xml"
 S3A_POM = POM_DIR / "spark-s3a.xml"
+AVRO_POM = POM_DIR / "spark-avro.xml"
+# The spark-avro release to take when the exact one is missing from the Maven registry this project
+# uses, per Spark line (found there: 3.5.x, 4.0.0-4.0.2, 4.1.1, 4.2.0; missing: 4.0.3, 4.1.0, 4.1.2).
+AVRO_FALLBACK = {"4.0": "4.0.2", "4.1": "4.1.1"}
 # The schema registry: Apicurio Registry's own release build of its Quarkus application (the `all`
 # tar.gz of io.apicurio:apicurio-registry-app, a "fast-jar" quarkus-app/ directory), see the pom.
 APICURIO_VERSION = "3.3.3"
@@ -195,6 +199,36 @@ def fetch_connector(
     return [dest / name for name in meta["jars"]]
 
 
+def avro_dir(spark_version: str) -> Path:
+    return state.cache_dir() / f"spark-avro-{spark_version}"
+
+
+def fetch_avro(spark_version: str | None = None, quiet: bool = False) -> list[Path]:
+    """Ensure Spark's Avro module (``spark-avro``, for ``from_avro``) of one Spark release is cached; return
+    its jar. Its dependencies are all in Spark's own jars."""
+    from . import spark_lines  # it imports this module
+
+    version = spark_version or default_spark_version()
+    scala = spark_lines.scala_binary_version(version)
+    dest = avro_dir(version)
+    with _fetch_lock(dest):
+        if not _complete(dest):
+            _log(f"fetching spark-avro_{scala} {version} into {dest} ...", quiet)
+            props = {"spark.version": version, "scala.binary.version": scala}
+            try:
+                found = _mvn_copy(AVRO_POM, dest, props)
+            except StackError:
+                fallback = AVRO_FALLBACK.get(".".join(version.split(".")[:2]))
+                if not fallback:
+                    raise
+                _log(f"spark-avro_{scala} {version} is not in the Maven registry in use; taking {fallback}", quiet)
+                props["spark.version"] = fallback
+                found = _mvn_copy(AVRO_POM, dest, props)
+            _write_marker(dest, {"spark.version": version, "properties": props, "jars": found})
+    meta = json.loads((dest / MARKER).read_text())
+    return [dest / name for name in meta["jars"]]
+
+
 def spark_version_of(spark_home: Path) -> str | None:
     """The Spark release of a Spark home (its ``jars/spark-core_<scala>-<version>.jar``)."""
     cores = (spark_home / "jars").glob("spark-core_*.jar")
@@ -256,8 +290,9 @@ def fetch_s3a(quiet: bool = False, spark_home: Path | None = None) -> list[Path]
 
 
 def fetch_all(spark_version: str | None = None, quiet: bool = False) -> tuple[Path, list[Path]]:
-    """Both jar sets: (kafka libs dir, connector jar paths)."""
-    return fetch_kafka(quiet=quiet), fetch_connector(spark_version, quiet=quiet)
+    """(kafka libs dir, the jars every batch's Spark gets: the Kafka connector's and Spark's Avro module)."""
+    connector = fetch_connector(spark_version, quiet=quiet)
+    return fetch_kafka(quiet=quiet), [*connector, *fetch_avro(spark_version, quiet=quiet)]
 
 
 def _complete(dest: Path) -> bool:

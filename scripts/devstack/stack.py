@@ -197,7 +197,7 @@ def _ensure_spark_connect_line(sd: Path, stack: dict[str, Any], version: str) ->
         spark_connect.stop(sc)
     else:
         home = spark_lines.spark_home(version)
-        connector = [str(p) for p in jars.fetch_connector(version, spark_home=home)]
+        connector = [str(p) for p in (*jars.fetch_connector(version, spark_home=home), *jars.fetch_avro(version))]
         sc = spark_connect.configure(sd, connector, _s3a_jars_of_line(home, version), home, version)
     _say(f"starting Spark {version} Connect server on {sc['host']}:{sc['port']} ({sc['spark_home']})")
     lines[version] = sc

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
+from airflow_kafka_offsets.clients.avro_registry import spark_registry_config
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.clients.schema_registry import RegistryAccess
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.ledger import Ledger
@@ -16,6 +17,7 @@ from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.service.context import OperationContext
+from airflow_kafka_offsets.service.decoding import RegistryClients, next_decode
 from airflow_kafka_offsets.sinks import Sink
 from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
@@ -27,7 +29,22 @@ ACTOR = Actor(dag_id="tests", run_id="manual")
 SPARK_CONN_ID = "spark_default"
 
 
-def submitter(stack, conn_id: str | None = None, output_root: str | None = None) -> BatchRunner:
+def registry_clients(stack) -> RegistryClients:
+    """The stack's schema registry for any connection id (Avro pipelines' reader schemas)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return lambda conn_id: SchemaRegistryClient(stack.schema_registry_client_config())
+
+
+def registry_access(stack) -> dict:
+    """How the Spark app reaches the stack's schema registry (the job's private part)."""
+    access = RegistryAccess((stack.schema_registry_url,), stack.schema_registry_user, stack.schema_registry_password)
+    return spark_registry_config(access)
+
+
+def submitter(
+    stack, conn_id: str | None = None, output_root: str | None = None, jars: tuple[str, ...] | None = None
+) -> BatchRunner:
     """The stack's Spark (``SPARK_CONN_ID`` unless ``conn_id`` is given) with the Kafka connector (and
     S3A with its settings, for an s3:// output only: its 36 jars would be copied into every local
     batch's Spark for nothing); spark-submit, or Spark Connect for a spark_connect connection."""
@@ -35,9 +52,10 @@ def submitter(stack, conn_id: str | None = None, output_root: str | None = None)
     return batch_runner(
         SparkSettings(
             conn_id=conn_id or SPARK_CONN_ID,
-            jars=(*stack.connector_jars, *(stack.s3a_jars if storage else ())),
+            jars=(*(stack.connector_jars if jars is None else jars), *(stack.s3a_jars if storage else ())),
             private_conf=s3a_spark_conf(storage) if storage else {},
             storage=storage,
+            registry_access=lambda conn_id: registry_access(stack),
         )
     )
 
@@ -47,20 +65,22 @@ def sink_of(ledger: Ledger, spec: PipelineSpec) -> Sink:
 
 
 def operation_context(
-    ledger: Ledger, stack, submit: BatchRunner | None = None, actor: dict[str, Any] = ACTOR
+    ledger: Ledger, stack, submit: BatchRunner | None = None, actor: Actor = ACTOR
 ) -> OperationContext:
     """What a manual operation works with, as the operator and the CLI give it: the stack's Kafka, the
     sinks through Airflow's connections, and with ``submit`` the Kafka settings for Spark."""
     kafka_properties = {"bootstrap.servers": stack.bootstrap_servers}
     kafka = KafkaOffsetsClient(kafka_properties)
-    return OperationContext(ledger, kafka, actor, AIRFLOW_SINKS, submit, kafka_properties if submit else {})
+    return OperationContext(
+        ledger, kafka, actor, AIRFLOW_SINKS, submit, kafka_properties if submit else {}, registry_clients(stack)
+    )
 
 
 def plan(ledger: Ledger, spec: PipelineSpec, stack) -> PlanOutcome:
     kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
     sink = sink_of(ledger, spec)
-    sink.check_writable(spec.decode)
-    return plan_batch(ledger, spec, kafka.offsets, sink, ACTOR)
+    decode = next_decode(ledger, spec, sink, registry_clients(stack))
+    return plan_batch(ledger, spec, kafka.offsets, sink, ACTOR, decode)
 
 
 def read(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome, conn_id: str | None = None):

@@ -115,7 +115,7 @@ def test_task_group_wires_plan_read_commit_by_xcom() -> None:
 def test_plan_operator_returns_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
 
-    def fake_plan(ledger: Any, spec: Any, offsets: Any, sink: Any, actor: Any) -> PlanOutcome:
+    def fake_plan(ledger: Any, spec: Any, offsets: Any, sink: Any, actor: Any, decode: Any = None) -> PlanOutcome:
         seen.update(spec=spec, actor=actor)
         return PlanOutcome(PLAN, replayed=True)
 
@@ -137,6 +137,47 @@ def test_plan_operator_returns_the_batch_id(monkeypatch: pytest.MonkeyPatch, tmp
     assert set(seen["spec"].topics) == {"orders", "more"} and seen["spec"].max_records_per_batch == 250
     assert seen["spec"].on_data_loss.value == "skip"
     assert seen["actor"].run_id == "r" and seen["actor"].try_number == 1
+
+
+def test_plan_operator_resolves_an_avro_reader_schema_through_the_registry_connection(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """value_format (here a rendered template's JSON text) reaches the spec; the decoding resolved for the
+    plan (through the registry connection the value_format names) is handed to plan_batch to record."""
+    seen: dict[str, Any] = {}
+    resolved = object()
+
+    def fake_next_decode(ledger: Any, spec: Any, sink: Any, registry: Any) -> Any:
+        seen.update(spec=spec, registry=registry)
+        return resolved
+
+    def fake_plan(ledger: Any, spec: Any, offsets: Any, sink: Any, actor: Any, decode: Any = None) -> PlanOutcome:
+        seen["decode"] = decode
+        return PlanOutcome(PLAN, replayed=False)
+
+    monkeypatch.setattr(plan_step, "next_decode", fake_next_decode)
+    monkeypatch.setattr(plan_step, "plan_batch", fake_plan)
+    monkeypatch.setattr(
+        KafkaBatchPlanOperator, "ledger", lambda self: SimpleNamespace(catalog_uri=None, schema="kafka_offsets")
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SR",
+        json.dumps({"conn_type": "kafka_offsets_schema_registry", "host": "http://127.0.0.1:9/apis/ccompat/v7"}),
+    )
+    op = KafkaBatchPlanOperator(
+        task_id="plan",
+        pipeline="orders",
+        topics="orders",
+        output_root=str(tmp_path),
+        value_format='{"type": "avro", "registry_conn_id": "sr", "version": 2}',
+    )
+    assert "value_format" in op.template_fields
+    op.execute(context())
+    avro = seen["spec"].decode.avro
+    assert (avro.registry_conn_id, avro.subject, avro.version) == ("sr", "orders-value", 2)
+    assert seen["decode"] is resolved
+    client = seen["registry"]("sr")  # the hook's client for the connection (nothing is asked yet)
+    assert type(client).__name__ == "SchemaRegistryClient"
 
 
 def test_errors_a_retry_cannot_fix_fail_the_task_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

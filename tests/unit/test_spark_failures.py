@@ -122,6 +122,19 @@ def test_missing_connector_classes_and_a_missing_data_source():
         assert failure.evidence.startswith(evidence)
 
 
+def test_a_missing_avro_module_says_spark_avro():
+    line = (
+        "pyspark.errors.exceptions.captured.AnalysisException: [AVRO_NOT_LOADED_SQL_FUNCTIONS_UNUSABLE] Cannot call "
+        "the FROM_AVRO SQL function because the Avro data source is not loaded."
+    )
+    failure = classify([line])
+    assert failure.kind is FailureKind.CONNECTOR_MISSING
+    assert "spark-avro" in failure.cause and "spark-avro_<scala>" in failure.next_step
+    assert classify(["java.lang.ClassNotFoundException: org.apache.spark.sql.avro.AvroDataToCatalyst"]).kind is (
+        FailureKind.CONNECTOR_MISSING
+    )
+
+
 def test_authentication():
     failure = classify(AUTHENTICATION.splitlines())
     assert failure.kind is FailureKind.AUTHENTICATION
