@@ -222,7 +222,7 @@ def test_a_replay_after_a_fourth_version_decodes_as_the_commit_did_and_the_next_
     first = output_rows(stack, ledger, spec, 1)
 
     fourth = source.register(order_schema(3))  # adds region (default "eu")
-    replay_batch(ledger, spec.name, 1, submitter(stack), {"bootstrap.servers": stack.bootstrap_servers}, ACTOR)
+    replay_batch(pipeline.operation_context(ledger, stack, submitter(stack)), spec.name, 1)
     replayed = output_rows(stack, ledger, spec, 1)
     assert replayed == first  # the recorded reader schema (version 3): no region, the same values
     assert "region" not in replayed[0]["decoded"]
@@ -344,7 +344,6 @@ def test_spark_submit_adds_spark_avro_by_packages_and_fetches_writer_schemas_fro
 
 
 def test_catch_up_plans_each_avro_batch_with_its_reader_schema(stack, ledger, make_topic, tmp_path):
-    from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
     from airflow_kafka_offsets.service.operations import catch_up
 
     topic = make_topic(partitions=1, prefix="avro")
@@ -352,18 +351,8 @@ def test_catch_up_plans_each_avro_batch_with_its_reader_schema(stack, ledger, ma
     source.produce_records(1, 3)
     source.produce_records(3, 3)
     spec = build_spec("avro_catch_up", [topic], str(tmp_path), value_format={"type": "avro"}, max_records_per_batch=4)
-    kafka = KafkaOffsetsClient({"bootstrap.servers": stack.bootstrap_servers})
     plan(ledger, spec, stack)  # the pipeline's first batch, as its DAG would plan it
-    outcome = catch_up(
-        ledger,
-        spec.name,
-        kafka.offsets,
-        submitter(stack),
-        {"bootstrap.servers": stack.bootstrap_servers},
-        ACTOR,
-        5,
-        registry=pipeline.registry_clients(stack),
-    )
+    outcome = catch_up(pipeline.operation_context(ledger, stack, submitter(stack)), spec.name, 5)
     assert (outcome.batches, outcome.records) == (2, 6)
     assert_every_record_once(output_rows(stack, ledger, spec), source)
     with ledger.transaction() as tx:
