@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,6 +50,15 @@ def imported_modules(path: Path) -> Iterator[str]:
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             yield node.module
+
+
+@pytest.fixture(autouse=True)
+def no_stack_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests set the config and connections they mean: none left by the integration tests'
+    stack (its ``[kafka_offsets]`` jars, object storage connection) when both run in one session."""
+    for name in list(os.environ):
+        if name.startswith(("AIRFLOW__KAFKA_OFFSETS__", "AIRFLOW_CONN_")):
+            monkeypatch.delenv(name)
 
 
 @pytest.mark.parametrize("package", BELOW_THE_SEAM)
