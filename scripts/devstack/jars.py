@@ -8,8 +8,6 @@ to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib.metadata
 import importlib.util
 import json
@@ -21,7 +19,6 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +117,7 @@ def fetch_apicurio(version: str = APICURIO_VERSION, quiet: bool = False) -> Path
     """
     dest = apicurio_dir(version)
     app = dest / "quarkus-app"
-    with _fetch_lock(dest):
+    with state.cache_lock(dest):
         if not _complete(dest):
             _log(f"fetching Apicurio Registry {version} (about 160 MB) into {dest} ...", quiet)
             started = time.monotonic()
@@ -137,18 +134,6 @@ def fetch_apicurio(version: str = APICURIO_VERSION, quiet: bool = False) -> Path
             meta = {"apicurio.version": version, "archive": archive.name, "archive_bytes": size}
             _write_marker(dest, {**meta, "seconds": round(time.monotonic() - started, 1)})
     return app
-
-
-@contextlib.contextmanager
-def _fetch_lock(dest: Path) -> Iterator[None]:
-    """Serialise fetches of one set (the cache is shared by every stack of the user): a file beside it."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{dest}.lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def token_provider_fallback(version: str) -> str | None:
@@ -211,7 +196,7 @@ def fetch_avro(spark_version: str | None = None, quiet: bool = False) -> list[Pa
     version = spark_version or default_spark_version()
     scala = spark_lines.scala_binary_version(version)
     dest = avro_dir(version)
-    with _fetch_lock(dest):
+    with state.cache_lock(dest):
         if not _complete(dest):
             _log(f"fetching spark-avro_{scala} {version} into {dest} ...", quiet)
             props = {"spark.version": version, "scala.binary.version": scala}

@@ -18,8 +18,6 @@ The line the worker's pyspark belongs to needs no install: its home is that pysp
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -28,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +178,7 @@ def spark_home(version: str | None = None, quiet: bool = False) -> Path:
     dest = install_dir(version)
     if (dest / jars.MARKER).is_file():
         return home_dir(version)
-    with _install_lock(dest):
+    with state.cache_lock(dest):
         if not (dest / jars.MARKER).is_file():
             _install(version, dest, quiet)
     return home_dir(version)
@@ -287,18 +285,6 @@ def _pip_target(site: Path, requirement: str) -> None:
     argv = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"]
     argv += ["--no-deps", "--target", str(site), requirement]
     procs.run(argv, f"pip install {requirement}", timeout=INSTALL_TIMEOUT_S)
-
-
-@contextlib.contextmanager
-def _install_lock(dest: Path) -> Iterator[None]:
-    """Serialise installs of one release (e.g. pytest-xdist workers): a file beside its dir."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{dest}.lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _log(msg: str, quiet: bool) -> None:

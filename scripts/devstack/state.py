@@ -68,3 +68,16 @@ def lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def cache_lock(dest: Path) -> Iterator[None]:
+    """Serialise fetches or installs of one cached set (the cache is shared by every stack of the
+    user, and by pytest-xdist workers): a lock file beside it."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{dest}.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

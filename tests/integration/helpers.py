@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow.parquet as pq
@@ -142,3 +143,15 @@ def refused(exc_type: type[BaseException], match: str | None = None) -> Iterator
     if match is not None:
         assert re.search(match, str(error)), f"{str(error)!r} does not match {match!r}"
     caught.value = error
+
+
+def run_dag(dag_id: str) -> Any:
+    """One real DAG run with ``dag.test()`` (the DAG from the DAGs folder, which must parse cleanly);
+    dag.test() does not raise when a task fails, so the run's state is asserted here."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag()
+    assert not bag.import_errors, bag.import_errors
+    dag_run = bag.get_dag(dag_id).test()
+    assert dag_run.state == "success", f"DAG run ended {dag_run.state}"
+    return dag_run

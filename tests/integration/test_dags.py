@@ -8,20 +8,9 @@ import pytest
 
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 
-from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce, run_dag
 
 DAG_ID = "kafka_ingest_example"
-
-
-def run_dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag()
-    assert not bag.import_errors, bag.import_errors
-    dag = bag.get_dag(DAG_ID)
-    dag_run = dag.test()
-    assert dag_run.state == "success", f"DAG run ended {dag_run.state}"
-    return dag_run
 
 
 @pytest.fixture()
@@ -45,7 +34,7 @@ def test_example_dag_ingests_waves_exactly_once(example_dag_env, stack, ledger):
     waves = [4000, 3500, 2500]
     for wave, count in enumerate(waves):
         produced += produce(stack.bootstrap_servers, topic, count, partitions=3, tag=f"w{wave}-")
-        run_dag()
+        run_dag(DAG_ID)
         # each run ingests only what arrived since the previous one
         batches = ledger.committed_batches(pipeline)
         assert len(batches) == wave + 1
@@ -66,11 +55,11 @@ def test_example_dag_ingests_waves_exactly_once(example_dag_env, stack, ledger):
 def test_example_dag_twice_in_a_row_second_run_reads_only_new_records(example_dag_env, stack, ledger):
     topic, pipeline = example_dag_env
     first = produce(stack.bootstrap_servers, topic, 90, partitions=3)
-    run_dag()
-    run_dag()  # nothing new: no batch planned, Spark skipped, still a successful run
+    run_dag(DAG_ID)
+    run_dag(DAG_ID)  # nothing new: no batch planned, Spark skipped, still a successful run
     assert len(ledger.committed_batches(pipeline)) == 1
     second = produce(stack.bootstrap_servers, topic, 30, partitions=3)
-    run_dag()
+    run_dag(DAG_ID)
     batches = ledger.committed_batches(pipeline)
     assert [b.records_committed for b in batches] == [90, 30]
     assert [(r.start, r.end) for r in batches[1].plan.ranges] == [(30, 40)] * 3

@@ -15,21 +15,11 @@ import pytest
 
 from airflow_kafka_offsets.service.faults import CRASH_ENV
 
-from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce, run_dag
 
 pytestmark = pytest.mark.integration
 
 DAG_ID = "kafka_ingest_one_task_example"
-
-
-def run_dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag()
-    assert not bag.import_errors, bag.import_errors
-    dag_run = bag.get_dag(DAG_ID).test()
-    assert dag_run.state == "success", f"DAG run ended {dag_run.state}"
-    return dag_run
 
 
 @pytest.fixture()
@@ -49,10 +39,10 @@ def test_one_task_per_batch_ingests_waves_exactly_once_with_the_task_groups_ledg
     produced = []
     for wave, count in enumerate([900, 600]):
         produced += produce(stack.bootstrap_servers, topic, count, partitions=3, tag=f"w{wave}-")
-        run = run_dag()
+        run = run_dag(DAG_ID)
         (ti,) = run.get_task_instances()
         assert (ti.task_id, ti.state) == ("batch", "success")
-    run_dag()  # nothing new: no batch, a successful run
+    run_dag(DAG_ID)  # nothing new: no batch, a successful run
     batches = ledger.committed_batches(pipeline)
     assert [b.records_committed for b in batches] == [900, 600]
     assert [[(r.start, r.end) for r in b.plan.ranges] for b in batches] == [[(0, 300)] * 3, [(300, 500)] * 3]
@@ -74,7 +64,7 @@ def test_a_worker_killed_inside_the_commit_transaction_is_retried_into_one_commi
     assert killed.returncode != 0, killed.stdout[-2000:]
     (planned,) = [row for row in ledger_ranges(ledger, pipeline) if row[3] == 0]
     assert planned[:2] == (1, "planned")  # the transaction rolled back: planned, not committed
-    run_dag()  # the retry: the same plan, the succeeded read reused, one commit
+    run_dag(DAG_ID)  # the retry: the same plan, the succeeded read reused, one commit
     (batch,) = ledger.committed_batches(pipeline)
     assert (batch.plan.batch_id, batch.records_committed) == (1, 300)
     with ledger.transaction() as tx:
