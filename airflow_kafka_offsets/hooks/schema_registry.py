@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 EXTRA_HINT = "pip install 'airflow-kafka-offsets[schema-registry]'"
 
 
+# Seconds a registry request may take: the client's default is no limit, so a registry that never
+# answers would hold a plan task forever.
+REQUEST_TIMEOUT_S = 30
+
+
 class SchemaRegistryHook(BaseHook):
     """Where the registry is and who to be, from the connection ``schema_registry_conn_id``. Its password
     or token stays in the returned :class:`RegistryAccess` and client config (masked in task logs),
@@ -71,7 +76,7 @@ class SchemaRegistryHook(BaseHook):
                 f"the schema registry client needs confluent-kafka's schema registry extras ({exc}): {EXTRA_HINT}"
             ) from exc
         try:
-            return SchemaRegistryClient(config)
+            return SchemaRegistryClient({**config, "timeout": REQUEST_TIMEOUT_S})
         except (ValueError, TypeError, OSError) as exc:  # its checks of the config (they never quote the
             # secrets), or a CA file (ssl_ca_location) it cannot read
             raise ConfigurationError(

@@ -11,6 +11,7 @@ from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.schema_registry import RegistryAccess
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PipelineSpec
+from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
@@ -33,7 +34,7 @@ def registry_clients(stack) -> RegistryClients:
     """The stack's schema registry for any connection id (Avro pipelines' reader schemas)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    return lambda conn_id: SchemaRegistryClient(stack.schema_registry_client_config())
+    return lambda conn_id: SchemaRegistryClient({**stack.schema_registry_client_config(), "timeout": REQUEST_TIMEOUT_S})
 
 
 def registry_access(stack) -> dict:

@@ -28,6 +28,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
+from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.ledger.decodings import batch_decode
 from airflow_kafka_offsets.service.operations import replay_batch
@@ -66,7 +67,7 @@ class AvroTopic:
         self.topic = topic
         self.subject = f"{topic}-value"
         self.partitions = partitions
-        self.client = SchemaRegistryClient(stack.schema_registry_client_config())
+        self.client = SchemaRegistryClient({**stack.schema_registry_client_config(), "timeout": REQUEST_TIMEOUT_S})
         self.client.set_compatibility(subject_name=self.subject, level="BACKWARD")
         self.ids = [self.register(v) for v in VERSIONS]
         self.producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "enable.idempotence": True})
@@ -292,7 +293,7 @@ def test_bad_value_formats_are_refused_and_the_ledger_stays_untouched(stack, led
 
     # Refused at plan time, by the registry's answer: nothing reaches the ledger.
     plain = f"{topic}-plain"
-    SchemaRegistryClient(stack.schema_registry_client_config()).register_schema(
+    SchemaRegistryClient({**stack.schema_registry_client_config(), "timeout": REQUEST_TIMEOUT_S}).register_schema(
         plain, Schema(json.dumps({"type": "string"}), "AVRO")
     )
     cases = [
