@@ -33,6 +33,7 @@ from airflow_kafka_offsets.service.batches import (
 from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.decoding import batch_decoding, next_decode
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
+from airflow_kafka_offsets.service.readable import refuse_deleted_replay
 from airflow_kafka_offsets.service.status import (
     attempt_counts,
     attempt_status,
@@ -229,6 +230,8 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
             )
         sink = ctx.sinks.directory(target_root)
     plan = record.plan
+    refuse_deleted_replay(ledger, ctx.kafka.offsets, pipeline, [batch_id])  # before any Spark job
+    log.info("pipeline %s: replaying batch %s (%s records) with Spark", pipeline, batch_id, record.records_committed)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # ordered against a sweep of the batch's staging
         attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, DEFAULT_LEASE_S)
@@ -378,7 +381,7 @@ def catch_up(
         outcome = plan_batch(ledger, spec, offsets_source, sink, actor, decode)
         if outcome.plan is None:
             break
-        run_batch(ledger, sink, outcome.plan, submit, ctx.kafka_properties, actor)
+        run_batch(ledger, sink, outcome.plan, submit, ctx.kafka_properties, actor, offsets_source=offsets_source)
         records += commit_batch(ledger, sink, pipeline, outcome.plan.batch_id, actor).records
         done += 1
         if after_commit:

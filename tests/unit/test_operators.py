@@ -247,8 +247,10 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
         min_partitions: int | None = None,
         lease_s: float = 0,
         wait_s: float = 0,
+        offsets_source: Any = None,
     ) -> BatchReport:
         seen.update(settings=submit.settings, props=props, min_partitions=min_partitions, lease_s=lease_s)
+        assert callable(offsets_source)  # records deleted before the read are refused before Spark
         return BatchReport("orders", 4, (PartitionReport("orders", 0, 9, 10, 18, 9, 90),), 900, "4.2.0")
 
     monkeypatch.setattr(read_step, "run_batch", fake_run)
