@@ -23,6 +23,7 @@ th, td { border-bottom: 1px solid #e2e8f0; padding: .3rem .7rem; text-align: lef
 th { background: #f7fafc; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .lag { font-weight: 600; color: #c05621; } .ok { color: #2f855a; } .dead { color: #c53030; font-weight: 600; }
 .note { color: #4a5568; font-size: .85rem; } nav a { margin-right: 1rem; }
+.risk { color: #c53030; font-weight: 600; }
 """
 
 
@@ -139,6 +140,9 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
         + _cell(p.log_end_offset, "num")
         + _cell(p.lag_records, "num lag" if p.lag_records else "num ok")
         + _cell(age(p.lag_seconds), "num")
+        + _cell(
+            age(p.deletable_in_s), "num risk" if p.deletable_in_s is not None and p.deletable_in_s < 3600 else "num"
+        )
         + "</tr>"
         for p in detail.partitions
     ]
@@ -181,7 +185,11 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
         f'<span id="in-flight">{escape(_in_flight(s))}</span>; dead attempts: {s.dead_attempts}</p>'
         f'<h2>Partitions</h2><p class="note">Cursor: the next offset to ingest. Lag in time: age of the oldest '
         f"unread record, looked up for the {PARTITIONS_PER_PAGE} partitions of this page only.</p>"
-        + _table(["topic", "partition", "cursor", "log end", "lag (records)", "lag (time)"], partitions, "partitions")
+        + _table(
+            ["topic", "partition", "cursor", "log end", "lag (records)", "lag (time)", "retention may delete in"],
+            partitions,
+            "partitions",
+        )
         + _pager(detail.page, detail.pages, "?")
         + f'<h2>Recent batches</h2><p class="note">The last {RECENT_BATCHES}; ranges are [start, end). A reset '
         "records the cursor it set as an empty range, after the span it skipped.</p>"

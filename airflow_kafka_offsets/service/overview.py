@@ -3,7 +3,8 @@
 Reads the ledger in read-only transactions, through the same ledger calls, rows and status model
 (service/status.py) as the ``status`` operation, and asks Kafka for end offsets. Bounded for large
 ledgers: pipelines and partitions come a page at a time, batches as the newest few (index-backed),
-and lag in time is looked up only for the partitions on the page.
+and lag in time (and the time left before retention may delete unread records) is looked up only
+for the partitions on the page.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from airflow_kafka_offsets.core.lag import total_lag
 from airflow_kafka_offsets.core.model import PartitionOffsets, PartitionRange, TopicPartition
+from airflow_kafka_offsets.core.retention import TopicRetention
 from airflow_kafka_offsets.errors import KafkaOffsetsError, KafkaUnavailableError, PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.status import (
@@ -38,6 +40,8 @@ class KafkaPositions(Protocol):
     def offsets(self, topics: Sequence[str]) -> dict[TopicPartition, PartitionOffsets]: ...
 
     def timestamps_at(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, datetime | None]: ...
+
+    def retention(self, topics: Sequence[str]) -> dict[str, TopicRetention]: ...
 
 
 @dataclass(frozen=True)
@@ -183,12 +187,21 @@ def pipeline_detail(ledger: Ledger, kafka: KafkaPositions, pipeline: str, page: 
     oldest_unread = _timestamps(kafka, lagging_cursors(shown, view.cursors, offsets))
     return PipelineDetail(
         summary=_summary(view, offsets, error),
-        partitions=partition_statuses(shown, view.cursors, offsets, oldest_unread, datetime.now(UTC)),
+        partitions=partition_statuses(
+            shown, view.cursors, offsets, oldest_unread, datetime.now(UTC), _retention(kafka, view.topics)
+        ),
         page=page,
         pages=_pages(len(every), PARTITIONS_PER_PAGE),
         batches=tuple(BatchLine(b, ranges[b["batch_id"]].ranges, ranges[b["batch_id"]].total) for b in view.batches),
         attempts=tuple(view.attempts),
     )
+
+
+def _retention(kafka: KafkaPositions, topics: tuple[str, ...]) -> dict[str, TopicRetention] | None:
+    try:
+        return kafka.retention(topics)
+    except KafkaOffsetsError:  # the time left before retention stays unknown; the rest is shown anyway
+        return None
 
 
 def _timestamps(kafka: KafkaPositions, positions: dict[TopicPartition, int]) -> dict[TopicPartition, Any]:
