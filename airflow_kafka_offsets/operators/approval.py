@@ -12,6 +12,7 @@ nothing changes. Operations that change nothing (status, dry runs) pass without 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -73,10 +74,24 @@ class KafkaOperationApprovalOperator(ApprovalOperator):
         return super().execute(context)
 
 
+def markdown_table(table: str) -> str:
+    """A table of :func:`~airflow_kafka_offsets.core.tables.render_table` in Markdown, cut at its
+    rule's columns (a cell may hold spaces, or nothing)."""
+    lines = table.splitlines()
+    starts = [m.start() for m in re.finditer(r"-+", lines[1])]
+    spans = list(zip(starts, [*starts[1:], None]))
+
+    def row(line: str) -> str:
+        cells = [line[a:b].strip() for a, b in spans]
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([row(lines[0]), "|" + "---|" * len(spans), *(row(line) for line in lines[2:])])
+
+
 def approval_body(operation: str, table: str, digest: str) -> str:
     """The question in Markdown: the dry run's table, exactly as the approved run must find it."""
     return (
-        f"The dry run of **{operation}** shows what it will do:\n\n```\n{table}\n```\n\n"
+        f"The dry run of **{operation}** shows what it will do:\n\n{markdown_table(table)}\n\n"
         "Approve: the operation runs and applies exactly this; if anything changed since (records arrived, "
         "a batch was planned, the spec changed) it is refused and nothing changes. Reject: nothing changes.\n\n"
         f"Dry run digest: `{digest[:16]}`"

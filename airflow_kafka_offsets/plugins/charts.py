@@ -13,7 +13,7 @@ from html import escape
 
 from airflow_kafka_offsets.core.history import Point, Scale
 
-WIDTH, HEIGHT = 640, 150
+WIDTH, HEIGHT = 520, 140
 LEFT, RIGHT, TOP, BOTTOM = 64, 12, 10, 22
 LINE = "#017cee"  # Airflow's blue
 BAR = "#4a5568"

@@ -104,7 +104,8 @@ def _state(state: PipelineState) -> str:
 
 
 def _trend(summary: PipelineSummary) -> str:
-    start = summary.now - timedelta(seconds=TREND_S)
+    # From the first point of the day on: a pipeline younger than a day still shows a trend.
+    start = summary.lag_trend[0].at if summary.lag_trend else summary.now - timedelta(seconds=TREND_S)
     return draw.sparkline(f"trend-{quote(summary.name, safe='')}", summary.lag_trend, start, summary.now)
 
 

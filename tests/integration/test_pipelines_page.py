@@ -132,7 +132,7 @@ def ledger_history(stack, schema: str, pipeline: str) -> list[tuple]:
             f" sum(r.payload_bytes), extract(epoch FROM b.committed_at - b.planned_at)"
             f' FROM "{schema}".batches b JOIN "{schema}".batch_ranges r USING (pipeline, batch_id)'
             f" WHERE b.pipeline = %s AND b.state = 'committed' AND b.kind = 'ingest'"
-            f" GROUP BY b.batch_id ORDER BY b.batch_id",
+            f" GROUP BY b.pipeline, b.batch_id ORDER BY b.batch_id",
             (pipeline,),
         )
         return cur.fetchall()
