@@ -184,3 +184,7 @@ def test_a_reset_that_changed_since_its_approval_is_refused(airflow_ui, browser,
     click(browser, "Approve")
     wait_for_states(airflow_ui, run_id, {"approval": "success", "operation": "failed"})
     assert ledger_state(ledger, pipeline) == before
+    log = Path(airflow_ui["home"], "logs", f"dag_id={DAG_ID}", f"run_id={run_id}", "task_id=operation", "attempt=1.log")
+    text = log.read_text()
+    assert f"reset of pipeline '{pipeline}' refused, nothing changed" in text
+    assert f"{topic}-0       2      6  skip 4" in text  # what it would do now, not what was approved
