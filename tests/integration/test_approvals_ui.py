@@ -28,6 +28,7 @@ from airflow_kafka_offsets.service.operations import reset_offsets
 from .helpers import ledger_ranges, produce
 from .pipeline import operation_context
 from .test_manual_ops_ui import DAG_ID, SCREENSHOTS, api, login, wait_until
+from .test_pipelines_page import save_top
 
 TIMEOUT_S = 240
 
@@ -135,7 +136,7 @@ def test_an_approved_reset_applies_exactly_the_dry_run_shown(airflow_ui, browser
     text = open_required_action(browser, airflow_ui, run_id)
     assert f"Approve reset of pipeline {pipeline}?" in text
     assert dry_run_cells(browser) == [[f"{topic}-0", "2", "5", "skip 3"], [f"{topic}-1", "2", "5", "skip 3"]]
-    browser.save_screenshot(str(SCREENSHOTS / "approval_reset.png"))
+    save_top(browser, SCREENSHOTS / "approval_reset.png", 640)
     click(browser, "Approve")
     wait_for_states(airflow_ui, run_id, {"approval": "success", "operation": "success"})
 
