@@ -159,3 +159,7 @@ NOT_RETRYABLE: tuple[type[KafkaOffsetsError], ...] = (
     BatchStateError,
     DecodeErrorThresholdError,
 )
+
+
+class ApprovalMismatchError(BatchStateError):
+    """What an operation would do now is not what was approved: nothing was changed."""

@@ -18,7 +18,7 @@ from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.operations.replay import ReplaySelection
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
-from airflow_kafka_offsets.core.tables import render_table
+from airflow_kafka_offsets.core.tables import abort_table, render_table
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.batches import (
@@ -321,6 +321,8 @@ def reset_offsets(ctx: OperationContext, pipeline: str, request: ResetRequest, d
             "timestamp": request.timestamp.isoformat() if request.timestamp else None,
             "changes": list(changes),
         }
+        if ctx.approval is not None:
+            ctx.approval.check("reset", pipeline, table)
         batch_id = tx.apply_reset(pipeline, resets, detail, ctx.actor)
     log.info("pipeline %s: reset %s applied as batch %s", pipeline, request.mode.value, batch_id)
     return ResetOutcome(pipeline, True, batch_id, table, changes)
@@ -340,8 +342,10 @@ def abort_planned_batch(ctx: OperationContext, pipeline: str, reason: str) -> in
         planned = tx.planned_batch_id(pipeline)
         if planned is None:
             raise BatchStateError(f"pipeline {pipeline!r} has no planned batch to abort")
-        tx.abort_batch(pipeline, planned, reason, actor)
         plan = tx.batch(pipeline, planned).plan
+        if ctx.approval is not None:
+            ctx.approval.check("abort", pipeline, abort_table(plan))
+        tx.abort_batch(pipeline, planned, reason, actor)
         sink = ctx.sinks.for_spec(ledger, tx.pipeline_spec(pipeline))
         withdrawn = sink.withdraw(tx, tx.pipeline_uid(pipeline), plan)
         if withdrawn:
