@@ -52,7 +52,7 @@ with DAG(
         **{field.name: Param(**field.param_kwargs()) for field in form_fields()},
         "require_approval": Param(
             False,
-            type="boolean",
+            type=["boolean", "null"],  # a cleared field: no approval
             title="Require approval",
             description="Reset and change-spec (dry run off) and abort wait for an approval of their dry run.",
         ),

@@ -20,7 +20,7 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Context
 
-from airflow_kafka_offsets.core.operation_input import parse_bool
+from airflow_kafka_offsets.core.operation_input import is_blank, parse_bool
 from airflow_kafka_offsets.operators.manual import KafkaPipelineOperationOperator
 from airflow_kafka_offsets.service.approval import needs_approval, preview
 
@@ -39,7 +39,8 @@ class KafkaOperationPreviewOperator(KafkaPipelineOperationOperator):
 
     def run(self, context: Context) -> dict[str, Any]:
         request = self.request()
-        if not (parse_bool(self.require_approval) and needs_approval(request)):
+        required = not is_blank(self.require_approval) and parse_bool(self.require_approval)
+        if not (required and needs_approval(request)):
             return {"required": False, "digest": None}
         shown = preview(request, self.operation_context(request, context))
         self.log.info("%s of %s waits for an approval of:\n%s", shown.operation, shown.pipeline, shown.table)
