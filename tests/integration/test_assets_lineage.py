@@ -311,4 +311,8 @@ def test_parsing_puts_each_ingest_dags_topic_in_the_asset_graph(airflow_ui, stac
             lambda: consumers_of(airflow_ui, f"kafka://{server}/{topic}"), f"kafka://{server}/{topic} as an inlet", 90
         )
     assert consumers == [(DAG_ID, "ingest.plan")]
-    assert consumers_of(airflow_ui, f"kafka://{server}/{LAG_TOPIC}") == [(LAG_DAG_ID, "ingest.plan")]
+    # the lag example and the retention-warning example ingest the same pipeline and topic
+    assert consumers_of(airflow_ui, f"kafka://{server}/{LAG_TOPIC}") == [
+        (LAG_DAG_ID, "ingest.plan"),
+        ("kafka_retention_warning_example", "ingest.plan"),
+    ]
