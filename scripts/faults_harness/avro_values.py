@@ -24,12 +24,13 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from airflow_kafka_offsets.core.model import SinkFormat
+from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat
 from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.readers import committed_outputs
-from airflow_kafka_offsets.runtime import object_storage
+from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
+from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
 
 FIELDS: list[dict[str, Any]] = [
     {"name": "id", "type": "string"},
@@ -123,12 +124,20 @@ def problems(
     return found[:10] + ([f"... {len(found) - 10} more"] if len(found) > 10 else [])
 
 
-def errors_output(ledger: Ledger, pipeline: str, output_root: str) -> list[dict[str, Any]]:
-    """The rows of the committed batches' ``_errors/`` directories (a directory sink's, on disk or S3)."""
-    storage = files.Storage(object_storage(output_root))
+def errors_output(ledger: Ledger, spec: PipelineSpec) -> list[dict[str, Any]]:
+    """The rows of the committed batches' ``_errors/`` (a directory sink's): ``batch=<N>/_errors/`` on disk;
+    on S3, where a batch is published by its ``_manifest``, beside the files of the attempt it names."""
+    sink = AIRFLOW_SINKS.for_spec(ledger, spec)
+    storage = files.Storage(object_storage(spec.output_root))
     rows: list[dict[str, Any]] = []
-    for output in committed_outputs(ledger, pipeline):
-        fs, path = storage.filesystem(files.join(output.uri, "_errors"))
+    for output in committed_outputs(ledger, spec.name):
+        where = output.uri
+        if isinstance(sink, ManifestDirectorySink):
+            manifest = sink.read_manifest(output.uri)
+            if manifest is None:
+                continue  # verify reports the batch's missing manifest
+            where = sink.staging_uri(spec.name, output.batch_id, manifest.attempt_id)
+        fs, path = storage.filesystem(files.join(where, "_errors"))
         if fs.get_file_info(path).type == pafs.FileType.Directory:
             table = pq.read_table(path, filesystem=fs)
             rows += table.select(["partition", "offset", "decode_error"]).to_pylist()

@@ -194,7 +194,7 @@ def verify(  # noqa: C901 - one check after another, each adding to the verdict
     verdict.read = len(rows)
     if avro:
         directory = spec.sink.format is SinkFormat.DIRECTORY  # tables keep bad records as rows with decode_error
-        errors_rows = avro_values.errors_output(ledger, spec.name, output_root) if directory else []
+        errors_rows = avro_values.errors_output(ledger, spec) if directory else []
         verdict.problems += avro_values.problems(rows, produced, spec.sink.format, errors_rows)
 
     # every row inside a committed batch's ranges; each batch holds as many rows as the ledger counted

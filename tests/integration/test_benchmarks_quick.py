@@ -198,3 +198,18 @@ def test_quick_profile_read(stack) -> None:
     steps = json.loads(out[out.index("{") :])
     assert set(steps) == {"write_parquet_zstd", "read_back", "read_back_narrow"}, out
     assert all(step["seconds"] > 0 for step in steps.values())
+
+
+def test_quick_avro_section_times_the_batch_raw_and_decoded(spark_connect: str, tmp_path: Path) -> None:
+    """The Avro section on 300 records: the same topic read raw and decoded on the warm Connect server
+    (each batch checked: every record committed, none a decode error), its ratios and its report table."""
+    args = ("--only", "avro", "--records", "300", "--partitions", "2", "--repeat", "1")
+    run_harness(*args, "--label", "quick-avro", "--out-dir", str(tmp_path), timeout=240)
+    avro = json.loads((tmp_path / "quick-avro.json").read_text())["avro"]
+    assert (avro["records"], avro["partitions"], avro["goal"]) == (300, 2, 1.3)
+    assert 450 <= avro["record_bytes"] <= 550
+    assert [len(avro["batches"][kind]) for kind in ("raw", "avro")] == [1, 1]
+    assert avro["ratio_total"] > 0 and avro["ratio_read"] > 0
+    markdown = (tmp_path / "quick-avro.md").read_text()
+    assert "## Avro decoding: the same batch raw and decoded" in markdown
+    assert "decoded / raw" in markdown
