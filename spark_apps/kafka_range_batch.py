@@ -282,7 +282,8 @@ WIRE_FORMAT = f"length(value) >= {contract.WIRE_HEADER_BYTES} AND substring(valu
 SCHEMA_ID = "CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS BIGINT)"
 PAYLOAD = f"substring(value, {contract.WIRE_HEADER_BYTES + 1})"
 # A record whose writer schema is named by GUID in a header (Confluent's header form: not read, kept as an error).
-GUID_HEADER = f"coalesce(exists(headers, h -> h.key = '{contract.GUID_HEADER}'), false)"
+# (array_contains, not exists with a lambda: Spark generates code for it, not for higher-order functions)
+GUID_HEADER = f"coalesce(array_contains(headers.key, '{contract.GUID_HEADER}'), false)"
 
 
 def writer_schema_ids(df: DataFrame) -> list[int]:
@@ -334,7 +335,7 @@ def with_avro_decoded(
         error = error.when(schema_id == other_id, F.lit(contract.not_avro(other_id, kind)))
     error = error.when(~known, _text(contract.UNKNOWN_SCHEMA_ID, schema_id.cast("string")))
     if parsed is not None:
-        error = error.when(parsed[marker].isNull(), _text(contract.UNDECODABLE, schema_id.cast("string")))
+        error = error.when(F.col("_parsed")[marker].isNull(), _text(contract.UNDECODABLE, schema_id.cast("string")))
         decoded = F.when(
             F.col("decode_error").isNull(), F.col("_parsed").dropFields(marker).cast(f"STRUCT<{decode['schema']}>")
         )
