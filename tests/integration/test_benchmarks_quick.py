@@ -214,6 +214,42 @@ def test_plan_section_times_new_steady_and_retried_plans_in_new_processes(stack,
     assert "## The plan task's own time" in (tmp_path / "plan-test.md").read_text()
 
 
+def test_scheduler_and_pipelines_sections_run_one_task_batches_on_the_real_scheduler(
+    stack, airflow_ui, tmp_path: Path
+) -> None:
+    run_harness(
+        "--only",
+        "scheduler,pipelines",
+        "--scheduler-rounds",
+        "1",
+        "--scheduler-records",
+        "200",
+        "--pipelines",
+        "2",
+        "--pipeline-records",
+        "100",
+        "--label",
+        "sched-test",
+        "--out-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+
+    results = json.loads((tmp_path / "sched-test.json").read_text())
+    scheduler = results["scheduler"]
+    assert (scheduler["records"], scheduler["rounds"], scheduler["spark_conn_id"]) == (200, 1, "spark_connect_default")
+    med = scheduler["median"]
+    assert 0 < med["empty_run_s"] and 0 < med["one_task_to_commit_s"] <= med["one_task_run_s"]
+    assert results["goals"]["one_task_over_empty_s"] == scheduler["over_empty_s"]
+    many = results["pipelines"]
+    assert (many["pipelines"], many["records_per_pipeline"]) == (2, 100)
+    assert many["alone_s"] > 0 and many["together_records_per_s"] > 0 and many["lock_wait_samples"] > 0
+    assert results["goals"]["pipelines_slowest_vs_alone"] == many["slowest_vs_alone"]
+    markdown = (tmp_path / "sched-test.md").read_text()
+    assert "## Under the real scheduler: one-task batches" in markdown
+    assert "## Under the real scheduler: 2 pipelines at once" in markdown
+
+
 def test_quick_avro_section_times_the_batch_raw_and_decoded(spark_connect: str, tmp_path: Path) -> None:
     """The Avro section on 300 records: the same topic read raw and decoded on the warm Connect server
     (each batch checked: every record committed, none a decode error), its ratios and its report table."""
