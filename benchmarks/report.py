@@ -585,6 +585,25 @@ def baseline_lines(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def avro_lines(results: dict[str, Any]) -> list[str]:
+    av = results.get("avro")
+    if not av:
+        return []
+    med = av["median_s"]
+    rows = [[kind, *(_f(med[kind][k], 2) for k in ("plan_s", "read_s", "commit_s", "total_s"))] for kind in med]
+    return [
+        "## Avro decoding: the same batch raw and decoded, on the warm Spark Connect server",
+        "",
+        f"{av['records']:,} Avro records of {av['record_bytes']} B ({av['partitions']} partitions, three writer "
+        f"versions in turn) as one batch, without a decoding and with `value_format` (median of {av['repeat']}, "
+        f"seconds): decoded / raw {av['ratio_total']:.2f} plan to commit, {av['ratio_read']:.2f} the read step "
+        f"(goal <= {av['goal']:.2f}).",
+        "",
+        *_table(["batch", "plan", "read", "commit", "plan to commit"], rows, "lrrrr"),
+        "",
+    ]
+
+
 def render(results: dict[str, Any], before: dict[str, Any] | None = None, before_name: str = "") -> str:
     p = results["params"]
     lines = [
@@ -608,6 +627,7 @@ def render(results: dict[str, Any], before: dict[str, Any] | None = None, before
     lines += pipelines_lines(results)
     lines += baseline_lines(results)
     lines += scaling_lines(results)
+    lines += avro_lines(results)
     if before:
         lines += comparison_lines(before, results, before_name)
     return "\n".join(lines).rstrip() + "\n"

@@ -1,6 +1,6 @@
 """The benchmark harness: throughput against the alternatives, per-batch overhead, Spark Connect, ledger scaling.
 
-    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.run [--quick] [--only throughput,overhead,connect,scaling]
+    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.run [--quick] [--only throughput,...,avro]
         [--records N] [--partitions P] [--repeat R] [--label latest] [--compare before.json] [--update-readme]
 
 (`scripts/bench` does the set-up and passes its arguments here.) Starts or reuses the local stack
@@ -56,7 +56,8 @@ CONTENDERS = (
     "python_consumer",
     "kafka_consumer_perf",
 )
-SECTIONS = ("throughput", "overhead", "connect", "plan", "scheduler", "pipelines", "scaling")
+SECTIONS = ("throughput", "overhead", "connect", "plan", "scheduler", "pipelines", "scaling", "avro")
+DEFAULT_SECTIONS = SECTIONS[:-1]  # avro (decoded against raw, benchmarks/avro_decode.py) when asked for
 
 
 def _ints(text: str) -> list[int]:
@@ -70,7 +71,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="small sizes (100,000 records, 1 run, scaling to 1,000 partitions / 10,000 batches)",
     )
-    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    p.add_argument(
+        "--only",
+        default=",".join(DEFAULT_SECTIONS),
+        help=f"comma list of {', '.join(SECTIONS)} (default: all but avro)",
+    )
     p.add_argument("--records", type=int, help="throughput data set size (default 2,000,000; quick 100,000)")
     p.add_argument("--partitions", type=int, default=8, help="partitions of the throughput topic (default 8)")
     p.add_argument("--record-bytes", type=int, default=500, help="approximate key + value size (default 500)")
@@ -232,7 +237,9 @@ def _needs_connect(args: argparse.Namespace) -> bool:
     on_connect = {"package_connect", "structured_streaming_connect"} & set(args.contender_list)
     if {"scheduler", "pipelines"} & set(args.sections) and args.scheduler_spark_conn == CONNECT_CONN_ID:
         return True
-    return bool({"connect", "plan"} & set(args.sections)) or ("throughput" in args.sections and bool(on_connect))
+    return bool({"connect", "plan", "avro"} & set(args.sections)) or (
+        "throughput" in args.sections and bool(on_connect)
+    )
 
 
 def _connect_pid(args: argparse.Namespace) -> int | None:
@@ -425,6 +432,15 @@ def _pg_version(info: Any) -> str | None:
         return None
 
 
+def avro(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The same batch raw and decoded from Avro on the warm Spark Connect server (``--records`` records)."""
+    from benchmarks import avro_decode
+
+    result = avro_decode.measure(info, args.records, args.partitions, args.record_bytes, args.repeat)
+    say(avro_decode.summary_line(result))
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import devstack
@@ -487,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             "scheduler": scheduler,
             "pipelines": pipelines,
             "scaling": scaling,
+            "avro": avro,
         }
         for section in (s for s in SECTIONS if s in args.sections):
             say(f"--- {section}")

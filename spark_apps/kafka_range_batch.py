@@ -44,6 +44,8 @@ decoded by their writer schema into the reader schema's shape: the batch's disti
 from one aggregate over the values' headers, each writer schema is fetched from the registry once
 (plain HTTP, the job's private access), and Spark's ``from_avro`` (``spark-avro``) decodes each
 record with its writer schema and the batch's reader schema (older writers get the reader's defaults).
+Records in Confluent's header form (the writer schema's GUID in header ``__value_schema_id``) are kept
+as errors: writer schemas are fetched by id only.
 """
 
 from __future__ import annotations
@@ -279,11 +281,18 @@ def with_decoded(df: DataFrame, schema: str, spark_version: str) -> DataFrame:
 WIRE_FORMAT = f"length(value) >= {contract.WIRE_HEADER_BYTES} AND substring(value, 1, 1) = X'00'"
 SCHEMA_ID = "CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS BIGINT)"
 PAYLOAD = f"substring(value, {contract.WIRE_HEADER_BYTES + 1})"
+# A record whose writer schema is named by GUID in a header (Confluent's header form: not read, kept as an error).
+# (array_contains, not exists with a lambda: Spark generates code for it, not for higher-order functions)
+GUID_HEADER = f"coalesce(array_contains(headers.key, '{contract.GUID_HEADER}'), false)"
 
 
 def writer_schema_ids(df: DataFrame) -> list[int]:
     """The distinct writer schema ids of the batch's values: one aggregate over their 4 header bytes."""
-    row = df.where(F.expr(f"value IS NOT NULL AND {WIRE_FORMAT}")).agg(F.collect_set(F.expr(SCHEMA_ID))).first()
+    row = (
+        df.where(F.expr(f"value IS NOT NULL AND NOT {GUID_HEADER} AND {WIRE_FORMAT}"))
+        .agg(F.collect_set(F.expr(SCHEMA_ID)))
+        .first()
+    )
     return sorted(int(i) for i in (row[0] if row is not None else None) or [])
 
 
@@ -314,6 +323,7 @@ def with_avro_decoded(
     known = F.lit(False) if not writers else schema_id.isin(sorted(writers))
     error = (
         F.when(F.col("value").isNull(), F.lit(None))
+        .when(F.expr(GUID_HEADER), F.lit(contract.GUID_FORM))
         .when(F.length("value") == 0, F.lit(contract.EMPTY_VALUE))
         .when(
             F.expr("substring(value, 1, 1) <> X'00'"),
@@ -325,7 +335,7 @@ def with_avro_decoded(
         error = error.when(schema_id == other_id, F.lit(contract.not_avro(other_id, kind)))
     error = error.when(~known, _text(contract.UNKNOWN_SCHEMA_ID, schema_id.cast("string")))
     if parsed is not None:
-        error = error.when(parsed[marker].isNull(), _text(contract.UNDECODABLE, schema_id.cast("string")))
+        error = error.when(F.col("_parsed")[marker].isNull(), _text(contract.UNDECODABLE, schema_id.cast("string")))
         decoded = F.when(
             F.col("decode_error").isNull(), F.col("_parsed").dropFields(marker).cast(f"STRUCT<{decode['schema']}>")
         )

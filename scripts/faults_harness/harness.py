@@ -32,6 +32,7 @@ from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.service.faults import CRASH_ENV
 from airflow_kafka_offsets.sinks import REPORT_NAME, Sink
+from faults_harness.avro_values import AvroValues
 from faults_harness.procs import Worker, kill_everything_started, worker_argv, worker_env
 from faults_harness.verify import Verdict, verify
 from faults_harness.worker import PAUSE_ENV, SPARK_CONF_ENV
@@ -64,6 +65,7 @@ class Context:
     recovery: str = "mixed"
     storage: str = "local"  # local: a directory of the work dir; s3: the stack's bucket
     sink: str = "directory"  # directory, iceberg or delta
+    avro: bool = False  # Avro values of three writer versions and corrupted ones (faults_harness.avro_values)
     # small batches: no Spark UI, few shuffle partitions (the report's groupBy)
     spark_conf: dict[str, str] = field(
         default_factory=lambda: {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "3"}
@@ -188,6 +190,7 @@ class Pipeline:
         admin = AdminClient({"bootstrap.servers": ctx.info.bootstrap_servers})
         futures = admin.create_topics([NewTopic(self.topic, num_partitions=PARTITIONS, replication_factor=1)])
         futures[self.topic].result(timeout=60)
+        self.avro = AvroValues(ctx.info.schema_registry_client_config(), self.topic) if ctx.avro else None
 
     # records ---------------------------------------------------------------------
 
@@ -207,18 +210,21 @@ class Pipeline:
             else:
                 acked.append({"id": key.decode(), "partition": msg.partition(), "offset": msg.offset()})
 
-        for i in range(count):
+        expect: dict[str, dict[str, Any]] = {}  # Avro: each id's decoded fields or decode_error
+        # Avro: one corrupted record per partition after the wave's good ones
+        total = count + (PARTITIONS if self.avro else 0)
+        for i in range(total):
             rid = f"{tag}{uuid.uuid4().hex}"
-            producer.produce(
-                self.topic,
-                key=rid.encode(),
-                value=json.dumps({"id": rid, "n": i}).encode(),
-                partition=i % PARTITIONS,
-                on_delivery=delivered,
-            )
+            value = json.dumps({"id": rid, "n": i}).encode()
+            if self.avro is not None:
+                made = self.avro.good(rid, i) if i < count else self.avro.corrupted(rid)
+                value, expect[rid] = made.value, {"decoded": made.decoded, "error": made.error}
+            producer.produce(self.topic, key=rid.encode(), value=value, partition=i % PARTITIONS, on_delivery=delivered)
             producer.poll(0)
-        if producer.flush(120) or errors or len(acked) != count:
-            raise TrialError(f"producing to {self.topic} failed: {len(acked)} of {count} acknowledged {errors[:3]}")
+        if producer.flush(120) or errors or len(acked) != total:
+            raise TrialError(f"producing to {self.topic} failed: {len(acked)} of {total} acknowledged {errors[:3]}")
+        for record in acked:
+            record.update(expect.get(record["id"], {}))
         with self._lock:
             self.produced += acked
         return acked
@@ -246,6 +252,7 @@ class Pipeline:
             run_id=run_id,
             try_number=try_number,
             sink=self.ctx.sink_option(self.name),
+            value_format=self.avro.value_format if self.avro else None,
         )
         env = worker_env(
             self.ctx.info.airflow_env(),

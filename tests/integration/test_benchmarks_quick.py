@@ -248,3 +248,18 @@ def test_scheduler_and_pipelines_sections_run_one_task_batches_on_the_real_sched
     markdown = (tmp_path / "sched-test.md").read_text()
     assert "## Under the real scheduler: one-task batches" in markdown
     assert "## Under the real scheduler: 2 pipelines at once" in markdown
+
+
+def test_quick_avro_section_times_the_batch_raw_and_decoded(spark_connect: str, tmp_path: Path) -> None:
+    """The Avro section on 300 records: the same topic read raw and decoded on the warm Connect server
+    (each batch checked: every record committed, none a decode error), its ratios and its report table."""
+    args = ("--only", "avro", "--records", "300", "--partitions", "2", "--repeat", "1")
+    run_harness(*args, "--label", "quick-avro", "--out-dir", str(tmp_path), timeout=240)
+    avro = json.loads((tmp_path / "quick-avro.json").read_text())["avro"]
+    assert (avro["records"], avro["partitions"], avro["goal"]) == (300, 2, 1.3)
+    assert 450 <= avro["record_bytes"] <= 550
+    assert [len(avro["batches"][kind]) for kind in ("raw", "avro")] == [1, 1]
+    assert avro["ratio_total"] > 0 and avro["ratio_read"] > 0
+    markdown = (tmp_path / "quick-avro.md").read_text()
+    assert "## Avro decoding: the same batch raw and decoded" in markdown
+    assert "decoded / raw" in markdown
