@@ -244,7 +244,9 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
     destination = sink.output_uri(pipeline, batch_id)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
-        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, decode, replay=True))
+        tables = sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, decode, replay=True))
+        if tables:
+            tx.record_tables(pipeline, batch_id, tables)
         tx.audit(
             pipeline,
             batch_id,
