@@ -60,7 +60,8 @@ class KafkaBatchCommitOperator(KafkaBatchStepOperator):
         outcome = commit_batch(ledger, sink, self.pipeline, batch_id, actor_from_context(context))
         if outcome.committed_now:
             committed = self.handled(lineage, outcome.plan, outcome.records)
-            context["outlet_events"][alias].add(output_asset(committed.location), extra=committed.batch_facts())
+            facts = committed.batch_facts() | ({"output_tables": dict(outcome.tables)} if outcome.tables else {})
+            context["outlet_events"][alias].add(output_asset(committed.location), extra=facts)
             self.mirror_consumer_group(ledger)
         return {
             "pipeline": self.pipeline,

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import (
@@ -53,11 +54,13 @@ class PlanOutcome:
 
 @dataclass(frozen=True)
 class CommitOutcome:
-    """``committed_now`` is False when another run had already committed the batch."""
+    """``committed_now`` is False when another run had already committed the batch; ``tables``: with a
+    sink of many tables, what the commit produced in each (snapshot id or version, records)."""
 
     plan: BatchPlan
     committed_now: bool
     records: int
+    tables: Mapping[str, Any] | None = None
 
 
 def plan_batch(
@@ -398,4 +401,4 @@ def commit_batch(
         plan.output_uri,
         LoggedPartitionTable(plan.ranges),
     )
-    return CommitOutcome(plan, committed_now=True, records=records)
+    return CommitOutcome(plan, committed_now=True, records=records, tables=tables)

@@ -78,9 +78,12 @@ def partition_statuses(
 
 
 def batch_status(batch: BatchSummary) -> dict[str, Any]:
-    """A batch as status shows it."""
+    """A batch as status shows it (``tables`` only for a sink of many tables)."""
+    shown = asdict(batch)
+    if shown["tables"] is None:
+        del shown["tables"]
     return {
-        **asdict(batch),
+        **shown,
         "planned_at": batch.planned_at.isoformat() if batch.planned_at else None,
         "committed_at": batch.committed_at.isoformat() if batch.committed_at else None,
     }

@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         "--sink",
         choices=SINKS,
         default="directory",
-        help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial)",
+        help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial), "
+        "iceberg-multi or delta-multi (4 tables per trial, records routed by a header)",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (timings, variants, order)")
     parser.add_argument(
