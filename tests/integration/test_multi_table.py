@@ -7,11 +7,13 @@ every id lands once, in its topic's table, and no batch is ever in one table and
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
@@ -47,10 +49,14 @@ def produce_round(stack, topics: list[str], per_topic: int) -> dict[str, set[str
     return {t: {p["id"] for p in produce(stack.bootstrap_servers, t, per_topic, 1)} for t in topics}
 
 
+@functools.cache
+def catalog_of(uri: str, name: str) -> SqlCatalog:
+    return SqlCatalog(name, uri=uri)
+
+
 def iceberg_ids_at(stack, ledger: Ledger, table: str, snapshot_id: int | None) -> Counter:
     """The ids PyIceberg reads from ``table`` at ``snapshot_id`` (its catalog rows are in the ledger's database)."""
-    catalog = SqlCatalog(ledger.schema, uri=stack.pg_url())
-    scan = catalog.load_table(table).scan(snapshot_id=snapshot_id)
+    scan = catalog_of(stack.pg_url(), ledger.schema).load_table(table).scan(snapshot_id=snapshot_id)
     return Counter(k.decode() for k in scan.to_arrow().column("key").to_pylist())
 
 
@@ -118,6 +124,16 @@ def test_ten_topics_into_ten_iceberg_tables_commit_atomically_with_the_cursor(st
     assert_every_batch_in_every_table(
         ledger, spec, rounds, lambda t, s: iceberg_ids_at(stack, ledger, t, s), "snapshot_id"
     )
+    # docs/sinks.md: the ledger's batches.tables, read with plain SQL, and status, say the same
+    with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"SELECT batch_id, tables FROM {ledger.schema}.batches WHERE pipeline = %s ORDER BY 1", (spec.name,)
+        )
+        by_sql = dict(cur.fetchall())
+    assert by_sql == {o.batch_id: o.tables for o in committed_outputs(ledger, spec.name)}
+    with ledger.transaction() as tx:
+        assert {b.batch_id: b.tables for b in tx.recent_batches(spec.name, 10)} == by_sql
+    assert set(by_sql[3]["lake.t0"]) == {"snapshot_id", "records"}
     # replay rewrites batch 1 in every table in one transaction: the same ids, once
     before = committed_outputs(ledger, spec.name)[0].tables
     replay_batch(operation_context(ledger, stack, submitter(stack)), spec.name, 1)
@@ -218,6 +234,7 @@ def test_a_header_routes_records_and_unknown_values_go_to_the_errors_output_or_r
     assert {t: e["records"] for t, e in output.tables.items()} == {"hdr.a": 3, "hdr.b": 2}
     with ledger.transaction() as tx:
         attempt = tx.latest_succeeded_attempt(spec.name, 1)
+    assert attempt.staging_uri.startswith(files.location_uri(str(tmp_path / "lake")) + "/_batches/routed/batch=")
     errors = pq.read_table(Path(files.join(attempt.staging_uri, "_errors").removeprefix("file://")))
     assert sorted(errors.column("offset").to_pylist()) == [2, 3]  # "zzz", and no header: with their offsets
     assert set(errors.column("route_error").to_pylist()) == {
