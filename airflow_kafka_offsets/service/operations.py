@@ -37,6 +37,7 @@ from airflow_kafka_offsets.service.status import (
     attempt_counts,
     attempt_status,
     batch_status,
+    batch_tables_text,
     lagging_cursors,
     partition_statuses,
     shown_partitions,
@@ -139,7 +140,8 @@ def render_status(status: Mapping[str, Any]) -> str:
     sink_line = f"output: {sink['format']}{' table ' + sink['table'] if sink['table'] else ''} at {sink['location']}"
     return (
         f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
-        f"{sink_line}\n{flight_line}\n\n{parts}\n\n{batches}\n\nSpark attempts: {counts}\n{attempts}"
+        f"{sink_line}\n{flight_line}\n\n{parts}\n\n{batches}{batch_tables_text(status['batches'])}\n\n"
+        f"Spark attempts: {counts}\n{attempts}"
     )
 
 

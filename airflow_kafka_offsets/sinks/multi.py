@@ -82,6 +82,7 @@ class MultiTableSink:
         return {
             "format": self.format.value,
             "location": self.root,
+            "table": None,  # many: see tables
             "tables": tables or list(self.routes.tables),
             "routes": self.routes.to_json(),
         }

@@ -8,6 +8,7 @@ every id lands once, in its topic's table, and no batch is ever in one table and
 from __future__ import annotations
 
 import functools
+import re
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -26,7 +27,7 @@ from airflow_kafka_offsets.errors import SpecChangeRefusedError, UnroutableRecor
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.readers import committed_outputs
-from airflow_kafka_offsets.service.operations import abort_planned_batch, replay_batch
+from airflow_kafka_offsets.service.operations import abort_planned_batch, pipeline_status, render_status, replay_batch
 from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.sinks.delta import DeltaSink
 
@@ -232,6 +233,9 @@ def test_a_header_routes_records_and_unknown_values_go_to_the_errors_output_or_r
         assert iceberg_ids_at(stack, ledger, f"hdr.{table}", None) == Counter(expected)
     output = committed_outputs(ledger, spec.name)[0]
     assert {t: e["records"] for t, e in output.tables.items()} == {"hdr.a": 3, "hdr.b": 2}
+    text = render_status(pipeline_status(operation_context(ledger, stack), spec.name))
+    for table, records in (("hdr.a", 3), ("hdr.b", 2)):  # status: a row per batch and table
+        assert re.search(rf"^1\s+{re.escape(table)}\s+{output.tables[table]['snapshot_id']}\s+{records}$", text, re.M)
     with ledger.transaction() as tx:
         attempt = tx.latest_succeeded_attempt(spec.name, 1)
     assert attempt.staging_uri.startswith(files.location_uri(str(tmp_path / "lake")) + "/_batches/routed/batch=")
