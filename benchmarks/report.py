@@ -54,6 +54,34 @@ GOALS: list[tuple[str, str, tuple[float, str] | None]] = [
     ("batch_vs_trivial_submit", "small batch (spark-submit) ÷ a trivial spark-submit, wall seconds", (1.2, "max")),
     ("trivial_submit_s", "trivial spark-submit (`spark.range(10).count()`), seconds", None),
     ("connect_batch_s", "small batch on a warm Spark Connect server, plan to commit, seconds", (1.5, "max")),
+    (
+        "one_task_over_empty_s",
+        "under the real scheduler: a one-task batch of 10,000 records from run start to commit, minus an empty "
+        "one-task DAG's run, seconds",
+        (1.5, "max"),
+    ),
+    (
+        "pipelines_vs_one",
+        "under the real scheduler: many pipelines batched at once on one Connect server and ledger, aggregate "
+        "records/s ÷ one pipeline alone",
+        None,
+    ),
+    (
+        "pipelines_slowest_vs_alone",
+        "under the real scheduler: the slowest of the pipelines' batches ÷ one batch alone, run start to commit",
+        (2.0, "max"),
+    ),
+    (
+        "plan_task_new_ms",
+        "the plan task's own time (execute in a new process), a new pipeline of 8 partitions, slowest Spark "
+        "connection, milliseconds",
+        (200.0, "max"),
+    ),
+    (
+        "plan_task_steady_ms",
+        "the plan task's own time, a pipeline with committed batches, slowest Spark connection, milliseconds",
+        (200.0, "max"),
+    ),
     ("ledger_1000_ms", "ledger: plan + commit of a batch of 1,000 partitions, milliseconds", (100.0, "max")),
     ("ledger_10000_ms", "ledger: plan + commit of a batch of 10,000 partitions, milliseconds", (1000.0, "max")),
 ]
@@ -75,6 +103,12 @@ def goals(results: dict[str, Any]) -> dict[str, float | None]:
 
     trivial = (ov.get("trivial_submit") or {}).get("seconds", {}).get("median")
     ledger_ms = {r["partitions"]: r["plan_commit_ms"] for r in (results.get("scaling") or {}).get("partitions", [])}
+    plan_ms = (results.get("plan") or {}).get("median_ms") or {}
+    pl = results.get("pipelines") or {}
+
+    def slowest_plan(case: str) -> float | None:
+        return max((cases[case] for cases in plan_ms.values()), default=None)
+
     return {
         "package_vs_structured_streaming": rate_ratio("structured_streaming"),
         "package_vs_python_consumer": rate_ratio("python_consumer"),
@@ -86,6 +120,11 @@ def goals(results: dict[str, Any]) -> dict[str, float | None]:
         "batch_vs_trivial_submit": ov.get("vs_trivial_submit"),
         "trivial_submit_s": round(trivial, 3) if trivial is not None else None,
         "connect_batch_s": (cn.get("median") or {}).get("total_s"),
+        "one_task_over_empty_s": (results.get("scheduler") or {}).get("over_empty_s"),
+        "pipelines_vs_one": _ratio(pl.get("together_records_per_s"), pl.get("alone_records_per_s")),
+        "pipelines_slowest_vs_alone": pl.get("slowest_vs_alone"),
+        "plan_task_new_ms": slowest_plan("new"),
+        "plan_task_steady_ms": slowest_plan("steady"),
         "ledger_1000_ms": ledger_ms.get(1000),
         "ledger_10000_ms": ledger_ms.get(10000),
     }
@@ -311,6 +350,100 @@ def connect_lines(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a is not None and b else None
+
+
+def pipelines_lines(results: dict[str, Any]) -> list[str]:
+    pl = results.get("pipelines")
+    if not pl:
+        return []
+    sec = pl["batch_s"]
+    header = [
+        "one alone, s",
+        "one alone, records/s",
+        "all: first start to last commit, s",
+        "all, records/s",
+        "batches, s (median, min-max)",
+        "slowest ÷ alone",
+        "lock-wait samples",
+    ]
+    row = [
+        _f(pl["alone_s"], 2),
+        f"{pl['alone_records_per_s']:,}",
+        _f(pl["together_wall_s"], 2),
+        f"{pl['together_records_per_s']:,}",
+        f"{_f(sec['median'], 2)} ({_f(sec['min'], 2)}-{_f(sec['max'], 2)})",
+        _f(pl["slowest_vs_alone"], 2),
+        f"{pl['samples_with_lock_waits']} of {pl['lock_wait_samples']} (max {pl['max_lock_waiters']} waiting)",
+    ]
+    return [
+        f"## Under the real scheduler: {pl['pipelines']} pipelines at once",
+        "",
+        f"One `ako_bench_one_task` run per pipeline, triggered together, each its own topic of 8 partitions and "
+        f"{pl['records_per_pipeline']:,} new records, on `{pl['spark_conn_id']}` and one ledger, after one uncounted "
+        "batch of each; against one of them alone (benchmarks/scheduler_latency.py). Lock waits: PostgreSQL's "
+        "`pg_locks` sampled every 50 ms during the run.",
+        "",
+        *_table(header, [row], "rrrrrrr"),
+        "",
+    ]
+
+
+def scheduler_lines(results: dict[str, Any]) -> list[str]:
+    sc = results.get("scheduler")
+    if not sc:
+        return []
+    med = sc["median"]
+    return [
+        "## Under the real scheduler: one-task batches against an empty DAG",
+        "",
+        f"Runs triggered alternately on the stack's Airflow (scheduler + LocalExecutor), after one uncounted run "
+        f"of each; {sc['records']:,} new records ({sc['partitions']} partitions) a batch on `{sc['spark_conn_id']}`; "
+        f"median of {sc['rounds']}, seconds (benchmarks/scheduler_latency.py).",
+        "",
+        *_table(
+            [
+                "empty DAG: run start to end",
+                "one-task batch: run start to commit",
+                "one-task batch: run start to end",
+                "batch to commit minus empty run",
+            ],
+            [
+                [
+                    _f(med["empty_run_s"], 2),
+                    _f(med["one_task_to_commit_s"], 2),
+                    _f(med["one_task_run_s"], 2),
+                    _f(sc["over_empty_s"], 2),
+                ]
+            ],
+            "rrrr",
+        ),
+        "",
+    ]
+
+
+def plan_lines(results: dict[str, Any]) -> list[str]:
+    plan = results.get("plan")
+    if not plan:
+        return []
+    rows = [
+        [conn, _f(cases["new"], 0), _f(cases["steady"], 0), _f(cases["replanned"], 0)]
+        for conn, cases in plan["median_ms"].items()
+    ]
+    return [
+        "## The plan task's own time",
+        "",
+        f"`KafkaBatchPlanOperator.execute` in a new Python process per plan (after the imports of a DAG's parse), "
+        f"{plan['partitions']} partitions, median of {plan['rounds']}, milliseconds (benchmarks/plan_task.py).",
+        "",
+        *_table(
+            ["Spark connection", "new pipeline", "steady pipeline", "retried (batch already planned)"], rows, "lrrr"
+        ),
+        "",
+    ]
+
+
 def _connect_floor(med: dict[str, Any]) -> list[str]:
     trivial = med.get("trivial_s")
     if not trivial:
@@ -470,6 +603,9 @@ def render(results: dict[str, Any], before: dict[str, Any] | None = None, before
     lines += throughput_lines(results)
     lines += overhead_lines(results)
     lines += connect_lines(results)
+    lines += plan_lines(results)
+    lines += scheduler_lines(results)
+    lines += pipelines_lines(results)
     lines += baseline_lines(results)
     lines += scaling_lines(results)
     if before:

@@ -56,7 +56,7 @@ CONTENDERS = (
     "python_consumer",
     "kafka_consumer_perf",
 )
-SECTIONS = ("throughput", "overhead", "connect", "scaling")
+SECTIONS = ("throughput", "overhead", "connect", "plan", "scheduler", "pipelines", "scaling")
 
 
 def _ints(text: str) -> list[int]:
@@ -80,6 +80,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--overhead-repeat", type=int, help="small batches timed (default 3; quick 2)")
     p.add_argument("--connect-records", type=int, help="records of a Spark Connect batch (default: --overhead-records)")
     p.add_argument("--connect-batches", type=int, help="Spark Connect batches timed (default 5; quick 2)")
+    p.add_argument("--plan-rounds", type=int, help="timed plan tasks of each case (default 5; quick 2)")
+    p.add_argument("--scheduler-records", type=int, default=10_000, help="records a scheduler-section run reads")
+    p.add_argument("--scheduler-rounds", type=int, help="runs of each scheduler-section DAG (default 5; quick 2)")
+    p.add_argument(
+        "--scheduler-spark-conn",
+        default=CONNECT_CONN_ID,
+        help=f"the Spark connection of the scheduler section's batches (default {CONNECT_CONN_ID})",
+    )
+    p.add_argument("--pipelines", type=int, help="pipelines batched at once in the pipelines section (default 20)")
+    p.add_argument("--pipeline-records", type=int, default=10_000, help="records a pipeline reads (default 10,000)")
     p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
     p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
     p.add_argument(
@@ -148,6 +158,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.overhead_repeat = args.overhead_repeat or (2 if q else 3)
     args.connect_records = args.connect_records or args.overhead_records
     args.connect_batches = args.connect_batches or (2 if q else 5)
+    args.plan_rounds = args.plan_rounds or (2 if q else 5)
+    args.scheduler_rounds = args.scheduler_rounds or (2 if q else 5)
+    args.pipelines = args.pipelines or (3 if q else 20)
     args.scaling_partitions = args.scaling_partitions or ([10, 100, 1000] if q else [10, 100, 1000, 10_000])
     args.scaling_history = args.scaling_history or ([10, 10_000] if q else [10, 10_000, 1_000_000])
     args.scaling_batches = args.scaling_batches or (3 if q else 5)
@@ -217,7 +230,9 @@ def rate_figures(records: int, payload_bytes: int, seconds: float, cpu_s: float 
 
 def _needs_connect(args: argparse.Namespace) -> bool:
     on_connect = {"package_connect", "structured_streaming_connect"} & set(args.contender_list)
-    return "connect" in args.sections or ("throughput" in args.sections and bool(on_connect))
+    if {"scheduler", "pipelines"} & set(args.sections) and args.scheduler_spark_conn == CONNECT_CONN_ID:
+        return True
+    return bool({"connect", "plan"} & set(args.sections)) or ("throughput" in args.sections and bool(on_connect))
 
 
 def _connect_pid(args: argparse.Namespace) -> int | None:
@@ -359,6 +374,31 @@ def connect(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any
     }
 
 
+def plan(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The plan task's own time, each plan in a new process (benchmarks/plan_task.py)."""
+    from benchmarks.plan_task import measure
+
+    return measure(info.bootstrap_servers, workdir, args.partitions, args.plan_rounds, records=1000)
+
+
+def scheduler(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """A one-task batch against an empty DAG, both run by the stack's real scheduler."""
+    import devstack
+    from benchmarks.scheduler_latency import measure
+
+    cfg = devstack.start_airflow()
+    return measure(info, cfg, args.scheduler_spark_conn, args.scheduler_records, args.scheduler_rounds, workdir)
+
+
+def pipelines(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Many pipelines' one-task batches at once on one server and one ledger, under the real scheduler."""
+    import devstack
+    from benchmarks.scheduler_latency import measure_many
+
+    cfg = devstack.start_airflow()
+    return measure_many(info, cfg, args.scheduler_spark_conn, args.pipelines, args.pipeline_records, workdir)
+
+
 def scaling(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from benchmarks.scaling import run_scaling
 
@@ -417,6 +457,12 @@ def main(argv: list[str] | None = None) -> int:
             "overhead_repeat": args.overhead_repeat,
             "connect_records": args.connect_records,
             "connect_batches": args.connect_batches,
+            "plan_rounds": args.plan_rounds,
+            "scheduler_records": args.scheduler_records,
+            "scheduler_rounds": args.scheduler_rounds,
+            "scheduler_spark_conn": args.scheduler_spark_conn,
+            "pipelines": args.pipelines,
+            "pipeline_records": args.pipeline_records,
             "scaling_partitions": args.scaling_partitions,
             "scaling_history": args.scaling_history,
             "history_partitions": args.history_partitions,
@@ -433,7 +479,15 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="ako-bench-"))
     started = time.time()
     try:
-        runs = {"throughput": throughput, "overhead": overhead, "connect": connect, "scaling": scaling}
+        runs = {
+            "throughput": throughput,
+            "overhead": overhead,
+            "connect": connect,
+            "plan": plan,
+            "scheduler": scheduler,
+            "pipelines": pipelines,
+            "scaling": scaling,
+        }
         for section in (s for s in SECTIONS if s in args.sections):
             say(f"--- {section}")
             results[section] = runs[section](info, args, workdir)

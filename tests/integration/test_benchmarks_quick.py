@@ -205,3 +205,53 @@ def test_quick_multi_table_commits(stack) -> None:
     err = run_benchmark("multi_table_commits", "--tables", "2", "--batches", "2", "--records", "10", timeout=120).stderr
     cases = [line.split()[1:3] for line in err.splitlines() if line.startswith("bench: ") and line[-1].isdigit()]
     assert cases == [["iceberg", "2"], ["delta", "2"]]
+
+
+def test_plan_section_times_new_steady_and_retried_plans_in_new_processes(stack, tmp_path: Path) -> None:
+    run_harness("--only", "plan", "--plan-rounds", "1", "--label", "plan-test", "--out-dir", str(tmp_path), timeout=300)
+
+    results = json.loads((tmp_path / "plan-test.json").read_text())
+    plan = results["plan"]
+    assert plan["partitions"] == 8 and plan["rounds"] == 1
+    assert set(plan["median_ms"]) == {"spark_default", "spark_connect_default"}
+    for cases in plan["median_ms"].values():
+        assert set(cases) == {"new", "steady", "replanned"}
+        assert all(ms > 0 for ms in cases.values())
+    assert results["goals"]["plan_task_steady_ms"] == max(c["steady"] for c in plan["median_ms"].values())
+    assert "## The plan task's own time" in (tmp_path / "plan-test.md").read_text()
+
+
+def test_scheduler_and_pipelines_sections_run_one_task_batches_on_the_real_scheduler(
+    stack, airflow_ui, tmp_path: Path
+) -> None:
+    run_harness(
+        "--only",
+        "scheduler,pipelines",
+        "--scheduler-rounds",
+        "1",
+        "--scheduler-records",
+        "200",
+        "--pipelines",
+        "2",
+        "--pipeline-records",
+        "100",
+        "--label",
+        "sched-test",
+        "--out-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+
+    results = json.loads((tmp_path / "sched-test.json").read_text())
+    scheduler = results["scheduler"]
+    assert (scheduler["records"], scheduler["rounds"], scheduler["spark_conn_id"]) == (200, 1, "spark_connect_default")
+    med = scheduler["median"]
+    assert 0 < med["empty_run_s"] and 0 < med["one_task_to_commit_s"] <= med["one_task_run_s"]
+    assert results["goals"]["one_task_over_empty_s"] == scheduler["over_empty_s"]
+    many = results["pipelines"]
+    assert (many["pipelines"], many["records_per_pipeline"]) == (2, 100)
+    assert many["alone_s"] > 0 and many["together_records_per_s"] > 0 and many["lock_wait_samples"] > 0
+    assert results["goals"]["pipelines_slowest_vs_alone"] == many["slowest_vs_alone"]
+    markdown = (tmp_path / "sched-test.md").read_text()
+    assert "## Under the real scheduler: one-task batches" in markdown
+    assert "## Under the real scheduler: 2 pipelines at once" in markdown
