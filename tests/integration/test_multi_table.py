@@ -190,6 +190,15 @@ def test_ten_topics_into_ten_delta_tables_a_retry_finishes_the_tables_a_crash_le
         batches = [c["kafka-offsets.batch"] for c in history if c.get("kafka-offsets.operation") == "commit"]
         assert sorted(batches) == ["1", "2", "3"]
 
+    # replay rewrites batch 1 in every table (a Delta commit each); the ledger names the new versions
+    before = committed_outputs(ledger, spec.name)[0].tables
+    replay_batch(operation_context(ledger, stack, submitter(stack)), spec.name, 1)
+    after = committed_outputs(ledger, spec.name)[0].tables
+    assert all(after[t]["version"] > before[t]["version"] for t in before)
+    for i, topic in enumerate(topics):
+        seen = delta_ids_at(root, f"t{i}", None)
+        assert set(seen) == set().union(*(r[topic] for r in rounds)) and max(seen.values()) == 1
+
     # abort: a batch a crash left in some tables leaves all of them
     produce_round(stack, topics, 3)
     outcome = plan(ledger, spec, stack)
