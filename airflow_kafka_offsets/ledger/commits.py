@@ -119,16 +119,17 @@ class CommitStatements(AuditStatements):
 
         The attempt's report document is copied inside PostgreSQL, not sent again.
         """
+        with_tables = "" if tables is None else ", tables = %s::jsonb"  # only sinks of many tables set it
         self.execute(
             "UPDATE {s}.batches SET state = 'committed', committed_at = now(), records_committed = %s,"
             " output_bytes = %s, report = (SELECT report FROM {s}.attempts WHERE attempt_id = %s),"
-            " committed_by = %s::jsonb, tables = %s::jsonb WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
+            f" committed_by = %s::jsonb{with_tables} WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
             (
                 records,
                 output_bytes,
                 attempt_id,
                 jsonb(actor.to_json()),
-                None if tables is None else jsonb(dict(tables)),
+                *(() if tables is None else (jsonb(dict(tables)),)),
                 plan.pipeline,
                 plan.batch_id,
             ),
