@@ -23,6 +23,11 @@ class DataLossError(KafkaOffsetsError):
     """Records between the cursor and the log start offset were deleted by retention."""
 
 
+class RecordsDeletedError(DataLossError):
+    """Records of a batch about to be read (a replay, or a planned batch) are no longer in Kafka; found
+    from the log start offsets before any Spark job started."""
+
+
 class OffsetOutOfRangeError(KafkaOffsetsError):
     """A cursor lies beyond a partition's latest offset (topic recreated or truncated)."""
 
@@ -158,3 +163,7 @@ NOT_RETRYABLE: tuple[type[KafkaOffsetsError], ...] = (
     BatchStateError,
     DecodeErrorThresholdError,
 )
+
+
+class ApprovalMismatchError(BatchStateError):
+    """What an operation would do now is not what was approved: nothing was changed."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +17,7 @@ from airflow_kafka_offsets.core.model import (
     BatchReport,
     BatchState,
     DecodeSpec,
-    PartitionOffsets,
     PipelineSpec,
-    TopicPartition,
 )
 from airflow_kafka_offsets.core.planner import has_work, new_partitions, plan_ranges
 from airflow_kafka_offsets.core.report import check_report, parse_report
@@ -37,11 +35,12 @@ from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.service.jobs import build_job, check_decode_errors, check_routing
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
+from airflow_kafka_offsets.service.readable import OffsetsSource, refuse_deleted_plan
 from airflow_kafka_offsets.sinks import Publication, Sink
 
 log = logging.getLogger(__name__)
 
-OffsetsSource = Callable[[Sequence[str]], Mapping[TopicPartition, PartitionOffsets]]
+__all__ = ["OffsetsSource"]  # re-exported: where callers of plan_batch have always found it
 
 
 @dataclass(frozen=True)
@@ -229,6 +228,7 @@ def run_batch(
     lease_s: float = DEFAULT_LEASE_S,
     wait_s: float = DEFAULT_WAIT_S,
     poll_s: float = 2.0,
+    offsets_source: OffsetsSource | None = None,
 ) -> BatchReport | None:
     """Read a planned batch into staging once; returns the report of the attempt that read it.
 
@@ -236,7 +236,8 @@ def run_batch(
     another run's attempt is live (its lease has not run out), this run waits for it, at most
     ``wait_s`` seconds, instead of starting a second Spark job; if that attempt dies or fails, this
     run starts its own. Returns None when the batch reads no records (Spark is skipped) or was
-    committed meanwhile.
+    committed meanwhile. With ``offsets_source``, a batch whose records Kafka no longer holds is refused
+    (:class:`~airflow_kafka_offsets.errors.RecordsDeletedError`) before an attempt starts.
     """
     if not plan.readable_ranges:
         log.info("pipeline %s: batch %s reads no records; Spark is skipped", plan.pipeline, plan.batch_id)
@@ -275,6 +276,8 @@ def run_batch(
                 return done.report
             live = next((a for a in tx.attempts(plan.pipeline, [plan.batch_id], reports=False) if a.live), None)
             if live is None:
+                if offsets_source is not None:
+                    refuse_deleted_plan(plan, offsets_source)
                 attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, lease_s)
                 break
         if time.monotonic() >= deadline:

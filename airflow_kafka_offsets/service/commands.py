@@ -19,6 +19,7 @@ from airflow_kafka_offsets.core.operations.reset import reset_request
 from airflow_kafka_offsets.core.spec import updated_spec
 from airflow_kafka_offsets.service import operations as ops
 from airflow_kafka_offsets.service.context import OperationContext
+from airflow_kafka_offsets.service.readable import refuse_deleted_replay
 from airflow_kafka_offsets.service.spec_change import change_spec
 from airflow_kafka_offsets.service.sweep import sweep
 
@@ -72,6 +73,7 @@ def _abort(request: OperationRequest, ctx: OperationContext) -> OperationResult:
 def _replay(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     ctx.spark("replay")
     batch_ids = ops.resolve_replay(ctx.ledger, ctx.kafka, request.pipeline, selection(request.values))
+    refuse_deleted_replay(ctx.ledger, ctx.kafka.offsets, request.pipeline, batch_ids)  # all, before any Spark job
     target = request.get("replay_output_root")
     outputs = [ops.replay_batch(ctx, request.pipeline, b, target) for b in batch_ids]
     return OperationResult(

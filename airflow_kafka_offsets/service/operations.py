@@ -18,7 +18,7 @@ from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.operations.replay import ReplaySelection
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
-from airflow_kafka_offsets.core.tables import render_table
+from airflow_kafka_offsets.core.tables import abort_table, render_table
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.batches import (
@@ -33,6 +33,7 @@ from airflow_kafka_offsets.service.batches import (
 from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.decoding import batch_decoding, next_decode
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
+from airflow_kafka_offsets.service.readable import refuse_deleted_replay
 from airflow_kafka_offsets.service.status import (
     attempt_counts,
     attempt_status,
@@ -63,7 +64,10 @@ def pipeline_status(ctx: OperationContext, pipeline: str, last: int = 10) -> dic
     offsets = kafka.offsets(spec.topics)
     shown = shown_partitions(spec.topics, cursors, offsets)
     oldest_unread = kafka.timestamps_at(lagging_cursors(shown, cursors, offsets))
-    partitions = [p.to_json() for p in partition_statuses(shown, cursors, offsets, oldest_unread, datetime.now(UTC))]
+    retention = kafka.retention(spec.topics)
+    now = datetime.now(UTC)
+    partitions = [p.to_json() for p in partition_statuses(shown, cursors, offsets, oldest_unread, now, retention)]
+    deletable = [p["deletable_in_s"] for p in partitions if p["deletable_in_s"] is not None]
     return {
         "pipeline": pipeline,
         "topics": list(spec.topics),
@@ -71,6 +75,7 @@ def pipeline_status(ctx: OperationContext, pipeline: str, last: int = 10) -> dic
         "sink": ctx.sinks.for_spec(ledger, spec).describe(),
         "partitions": partitions,
         "lag_records_total": sum(p["lag_records"] or 0 for p in partitions),
+        "deletable_in_s": min(deletable, default=None),  # the soonest retention may delete unread records
         "in_flight": None
         if in_flight is None
         else {
@@ -87,7 +92,7 @@ def pipeline_status(ctx: OperationContext, pipeline: str, last: int = 10) -> dic
 
 def render_status(status: Mapping[str, Any]) -> str:
     parts = render_table(
-        ["partition", "committed", "log start", "log end", "lag", "lag (s)"],
+        ["partition", "committed", "log start", "log end", "lag", "lag (s)", "deletable in (s)"],
         [
             [
                 f"{p['topic']}-{p['partition']}",
@@ -96,6 +101,7 @@ def render_status(status: Mapping[str, Any]) -> str:
                 p["log_end_offset"],
                 p["lag_records"],
                 p["lag_seconds"],
+                p["deletable_in_s"],
             ]
             for p in status["partitions"]
         ],
@@ -231,6 +237,8 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
             )
         sink = ctx.sinks.directory(target_root)
     plan = record.plan
+    refuse_deleted_replay(ledger, ctx.kafka.offsets, pipeline, [batch_id])  # before any Spark job
+    log.info("pipeline %s: replaying batch %s (%s records) with Spark", pipeline, batch_id, record.records_committed)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # ordered against a sweep of the batch's staging
         attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, DEFAULT_LEASE_S)
@@ -317,6 +325,8 @@ def reset_offsets(ctx: OperationContext, pipeline: str, request: ResetRequest, d
             "timestamp": request.timestamp.isoformat() if request.timestamp else None,
             "changes": list(changes),
         }
+        if ctx.approval is not None:
+            ctx.approval.check("reset", pipeline, table)
         batch_id = tx.apply_reset(pipeline, resets, detail, ctx.actor)
     log.info("pipeline %s: reset %s applied as batch %s", pipeline, request.mode.value, batch_id)
     return ResetOutcome(pipeline, True, batch_id, table, changes)
@@ -336,8 +346,10 @@ def abort_planned_batch(ctx: OperationContext, pipeline: str, reason: str) -> in
         planned = tx.planned_batch_id(pipeline)
         if planned is None:
             raise BatchStateError(f"pipeline {pipeline!r} has no planned batch to abort")
-        tx.abort_batch(pipeline, planned, reason, actor)
         plan = tx.batch(pipeline, planned).plan
+        if ctx.approval is not None:
+            ctx.approval.check("abort", pipeline, abort_table(plan))
+        tx.abort_batch(pipeline, planned, reason, actor)
         sink = ctx.sinks.for_spec(ledger, tx.pipeline_spec(pipeline))
         withdrawn = sink.withdraw(tx, tx.pipeline_uid(pipeline), plan)
         if withdrawn:
@@ -382,7 +394,7 @@ def catch_up(
         outcome = plan_batch(ledger, spec, offsets_source, sink, actor, decode)
         if outcome.plan is None:
             break
-        run_batch(ledger, sink, outcome.plan, submit, ctx.kafka_properties, actor)
+        run_batch(ledger, sink, outcome.plan, submit, ctx.kafka_properties, actor, offsets_source=offsets_source)
         records += commit_batch(ledger, sink, pipeline, outcome.plan.batch_id, actor).records
         done += 1
         if after_commit:

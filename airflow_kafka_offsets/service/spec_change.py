@@ -88,6 +88,8 @@ def change_spec(
             "removed_topics": list(diff.removed_topics),
             "retired_cursors": {str(tp): off for tp, off in retired},
         }
+        if ctx.approval is not None:
+            ctx.approval.check("change_spec", pipeline, table)
         tx.replace_spec(new_spec, detail, ctx.actor)
     log.info("pipeline %s: spec changed\n%s", pipeline, table)
     return SpecChangeOutcome(pipeline, True, diff.changes, starts, retired, table)
