@@ -137,6 +137,10 @@ class DecodeErrorThresholdError(KafkaOffsetsError):
     """More records than the pipeline allows could not be decoded; the batch is not committed."""
 
 
+class UnroutableRecordsError(KafkaOffsetsError):
+    """Records name no allowed table and the route refuses them; the batch is not committed."""
+
+
 class SchemaRegistryUnavailableError(KafkaOffsetsError):
     """The schema registry did not answer, or failed to (a retry may find it back)."""
 

@@ -24,6 +24,10 @@ ERRORS_DIR = "_errors"  # records the JSON decode step could not parse, with the
 # The day (UTC) of the record timestamp, as a date column the output is partitioned by when a
 # table sink asks for it (job field "partition_by": "day").
 DAY_COLUMN = "timestamp_date"
+# The column (and directory name) of the table a record is routed to (job field "routing"), and what
+# the errors output says of a record without a route.
+TABLE_COLUMN = "_kafka_offsets_table"
+NO_ROUTE = "no route: the record's topic has no table and its header names no allowed table"
 # Spark's Kafka connector jar: group 1 its Scala binary version, group 2 its Spark version.
 CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_(2\.1[0-9])-([0-9][^/]*?)\.jar$")
 CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10"

@@ -69,12 +69,13 @@ class KafkaBatchCommitOperator(KafkaBatchStepOperator):
         outcome = commit_batch(ledger, sink, self.pipeline, batch_id, actor_from_context(context))
         if outcome.committed_now:
             committed = self.handled(lineage, outcome.plan, outcome.records)
-            context["outlet_events"][alias].add(output_asset(committed.location), extra=committed.batch_facts())
+            facts = committed.batch_facts() | ({"output_tables": dict(outcome.tables)} if outcome.tables else {})
+            context["outlet_events"][alias].add(output_asset(committed.location), extra=facts)
             batches = pipeline_batches_asset(self.pipeline)
             if batches not in self.outlets:
                 self.add_outlets([batches])
             event = context["outlet_events"][batches]
-            event.extra = committed.batch_facts()
+            event.extra = facts
             event.add_partitions(batch_partition_key(batch_id))
             self.mirror_consumer_group(ledger)
         return {

@@ -24,7 +24,6 @@ from airflow_kafka_offsets.core.report import check_report, parse_report
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
 from airflow_kafka_offsets.errors import (
     BatchStateError,
-    DecodeErrorThresholdError,
     OutputLocationError,
     PipelineBusyError,
     SparkJobError,
@@ -34,10 +33,10 @@ from airflow_kafka_offsets.ledger.decodings import record_batch_decode
 from airflow_kafka_offsets.service.context import Submit
 from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.faults import crash_point
+from airflow_kafka_offsets.service.jobs import build_job, check_decode_errors, check_routing
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S, LeaseKeeper
 from airflow_kafka_offsets.service.readable import OffsetsSource, refuse_deleted_plan
 from airflow_kafka_offsets.sinks import Publication, Sink
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import JOB_FORMAT
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +53,13 @@ class PlanOutcome:
 
 @dataclass(frozen=True)
 class CommitOutcome:
-    """``committed_now`` is False when another run had already committed the batch."""
+    """``committed_now`` is False when another run had already committed the batch; ``tables``: with a
+    sink of many tables, what the commit produced in each (snapshot id or version, records)."""
 
     plan: BatchPlan
     committed_now: bool
     records: int
+    tables: Mapping[str, Any] | None = None
 
 
 def plan_batch(
@@ -132,43 +133,6 @@ def load_batch(ledger: Ledger, pipeline: str, batch_id: int | None) -> BatchPlan
     return record.plan
 
 
-def build_job(
-    plan: BatchPlan,
-    attempt_id: str,
-    staging_uri: str,
-    kafka_properties: Mapping[str, str],
-    min_partitions: int | None = None,
-    decode: DecodeSpec | None = None,
-    partition_by: str | None = None,
-) -> dict[str, Any]:
-    """The job file handed to the Spark app (see spark_apps/kafka_range_batch.py for the format)."""
-    return {
-        "format": JOB_FORMAT,
-        "pipeline": plan.pipeline,
-        "batch_id": plan.batch_id,
-        "attempt_id": attempt_id,
-        "staging_uri": staging_uri,
-        "min_partitions": min_partitions,
-        "ranges": [r.to_json() for r in plan.readable_ranges],
-        "kafka": dict(kafka_properties),
-        "decode": decode.batch_json() if decode else None,
-        "partition_by": partition_by,
-    }
-
-
-def check_decode_errors(plan: BatchPlan, report: BatchReport, decode: DecodeSpec | None) -> None:
-    errors = sum(p.decode_errors for p in report.partitions)
-    if decode is None or decode.max_errors is None or errors <= decode.max_errors:
-        return
-    where = ", ".join(f"{p.topic_partition}: {p.decode_errors}" for p in report.partitions if p.decode_errors)
-    raise DecodeErrorThresholdError(
-        f"batch {plan.batch_id} of {plan.pipeline!r}: {errors} records could not be decoded as {decode.format_name} "
-        f"({where}), "
-        f"more than max_decode_errors={decode.max_errors}; nothing was committed. The records and their offsets "
-        "are in the attempt's _errors/ output; fix the producer, raise the limit, or abort the batch"
-    )
-
-
 @dataclass(frozen=True)
 class StagedAttempt:
     """A Spark attempt that succeeded; ``batch_state`` is the batch's state when it ended."""
@@ -209,17 +173,14 @@ def execute_attempt(
         decode = batch_decoding(tx, spec, plan.batch_id)
     try:
         with LeaseKeeper(ledger, attempt_id, lease_s):
-            submit(
-                build_job(
-                    plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode, spec.sink.partition_by
-                )
-            )
+            submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode, spec.sink))
         raw = sink.read_report(staging_uri)
         if raw is None:
             raise SparkJobError(f"Spark finished but wrote no report to {staging_uri}")
         report = parse_report(raw)
         check_report(plan, report)
         check_decode_errors(plan, report, decode)
+        check_routing(plan, report, spec.sink.routes)
     except BaseException as exc:
         with ledger.transaction() as tx:
             state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state
@@ -396,6 +357,7 @@ def commit_batch(
         if record.state is not BatchState.PLANNED:
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
         attempt = None
+        tables = None
         uid = tx.pipeline_uid(pipeline)
         decode = batch_decoding(tx, tx.pipeline_spec(pipeline), batch_id)
         if plan.readable_ranges:
@@ -410,7 +372,8 @@ def commit_batch(
         if attempt is not None:
             published = sink.published_attempt(uid, plan)
             if published is None:
-                sink.publish(tx, Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, records, decode))
+                publication = Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, records, decode)
+                tables = sink.publish(tx, publication)
             elif published in {a.attempt_id for a in tx.attempts(pipeline, [batch_id], reports=False)}:
                 log.info(
                     "pipeline %s: batch %s attempt %s was published by an earlier try",
@@ -429,7 +392,7 @@ def commit_batch(
         else:  # a directory sink gives every committed ingest batch a readable output, an empty one here
             sink.publish(tx, Publication(uid, plan, None, None, 0, decode))
         tx.advance_cursors(plan)
-        tx.record_commit(plan, attempt.attempt_id if attempt else None, records, output_bytes, actor)
+        tx.record_commit(plan, attempt.attempt_id if attempt else None, records, output_bytes, actor, tables)
         crash_point("in_commit_transaction")
     crash_point("after_commit")
     discard_ended_attempts(ledger, sink, pipeline, batch_id)
@@ -441,4 +404,4 @@ def commit_batch(
         plan.output_uri,
         LoggedPartitionTable(plan.ranges),
     )
-    return CommitOutcome(plan, committed_now=True, records=records)
+    return CommitOutcome(plan, committed_now=True, records=records, tables=tables)

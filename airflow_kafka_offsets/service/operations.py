@@ -38,6 +38,7 @@ from airflow_kafka_offsets.service.status import (
     attempt_counts,
     attempt_status,
     batch_status,
+    batch_tables_text,
     lagging_cursors,
     partition_statuses,
     shown_partitions,
@@ -145,7 +146,8 @@ def render_status(status: Mapping[str, Any]) -> str:
     sink_line = f"output: {sink['format']}{' table ' + sink['table'] if sink['table'] else ''} at {sink['location']}"
     return (
         f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
-        f"{sink_line}\n{flight_line}\n\n{parts}\n\n{batches}\n\nSpark attempts: {counts}\n{attempts}"
+        f"{sink_line}\n{flight_line}\n\n{parts}\n\n{batches}{batch_tables_text(status['batches'])}\n\n"
+        f"Spark attempts: {counts}\n{attempts}"
     )
 
 
@@ -252,7 +254,9 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
     destination = sink.output_uri(pipeline, batch_id)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
-        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, decode, replay=True))
+        tables = sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, decode, replay=True))
+        if tables:
+            tx.record_tables(pipeline, batch_id, tables)
         tx.audit(
             pipeline,
             batch_id,

@@ -62,7 +62,7 @@ def change_spec(
         tx.lock_existing_pipeline(pipeline)
         stored = tx.pipeline_spec(pipeline)
         diff = diff_specs(stored, new_spec)
-        refusals = change_refusals(diff, tx.planned_batch_id(pipeline))
+        refusals = change_refusals(diff, tx.planned_batch_id(pipeline), tx.committed_topics(pipeline))
         if refusals:
             raise SpecChangeRefusedError(
                 f"pipeline {pipeline!r}: the spec change is refused, nothing was changed:\n"

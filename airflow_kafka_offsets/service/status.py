@@ -20,6 +20,7 @@ from typing import Any
 from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
 from airflow_kafka_offsets.core.planner import partition_lag
 from airflow_kafka_offsets.core.retention import TopicRetention, seconds_until_deletable
+from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.ledger import Attempt, BatchSummary
 
 ATTEMPT_STATES = ("live", "dead", "succeeded", "failed")
@@ -87,12 +88,27 @@ def partition_statuses(
 
 
 def batch_status(batch: BatchSummary) -> dict[str, Any]:
-    """A batch as status shows it."""
+    """A batch as status shows it (``tables`` only for a sink of many tables)."""
+    shown = asdict(batch)
+    if shown["tables"] is None:
+        del shown["tables"]
     return {
-        **asdict(batch),
+        **shown,
         "planned_at": batch.planned_at.isoformat() if batch.planned_at else None,
         "committed_at": batch.committed_at.isoformat() if batch.committed_at else None,
     }
+
+
+def batch_tables_text(batches: Sequence[Mapping[str, Any]]) -> str:
+    """With a sink of many tables, what each shown batch gave each table (empty otherwise)."""
+    rows = [
+        [b["batch_id"], table, entry.get("snapshot_id", entry.get("version")), entry.get("records")]
+        for b in batches
+        for table, entry in sorted((b.get("tables") or {}).items())
+    ]
+    if not rows:
+        return ""
+    return "\n\n" + render_table(["batch", "table", "snapshot / version", "records"], rows)
 
 
 def attempt_status(attempt: Attempt) -> dict[str, Any]:

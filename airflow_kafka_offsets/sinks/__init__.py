@@ -50,6 +50,12 @@ def open_sink(
         from airflow_kafka_offsets.object_storage.storage import Storage
 
         storage = Storage(s3)
+        if spec.sink.routes is not None:
+            from airflow_kafka_offsets.sinks.multi import MultiTableSink
+
+            return MultiTableSink(
+                spec.output_root, spec.name, spec.sink.routes, spec.sink.format, catalog_uri, catalog_name, storage
+            )
         if spec.sink.format is SinkFormat.ICEBERG:
             from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 

@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         "--sink",
         choices=SINKS,
         default="directory",
-        help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial)",
+        help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial), "
+        "iceberg-multi or delta-multi (4 tables per trial, records routed by a header)",
     )
     parser.add_argument(
         "--avro",

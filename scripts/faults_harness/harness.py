@@ -46,7 +46,8 @@ WORKER_TIMEOUT_S = 600.0
 SPARK_START_TIMEOUT_S = 240.0
 MISSED = "MISSED: "  # how a monitor says the moment for its fault never came
 STORAGES = ("local", "s3")
-SINKS = ("directory", "iceberg", "delta")
+SINKS = ("directory", "iceberg", "delta", "iceberg-multi", "delta-multi")
+ROUTED_TABLES = 4  # the multi-table sinks: records go to one of 4 tables by their header "table"
 
 
 class TrialError(Exception):
@@ -93,13 +94,18 @@ class Context:
             return f"s3://{self.info.s3_bucket}/faults/{self.schema}"  # one root per run: pipelines are unique
         return str(local_dir / "out")
 
-    def sink_option(self, pipeline: str) -> dict[str, str] | None:
+    def sink_option(self, pipeline: str) -> dict[str, Any] | None:
         """The plan step's ``sink``: a table of the trial's own for the table formats."""
         table = pipeline.replace("-", "_")
         if self.sink == "iceberg":
             return {"format": "iceberg", "table": f"faults.{table}"}
         if self.sink == "delta":
             return {"format": "delta", "table": table}
+        if self.sink.endswith("-multi"):
+            sink_format = self.sink.removesuffix("-multi")
+            prefix = f"faults.{table}_" if sink_format == "iceberg" else f"{table}_"
+            allow = [f"{prefix}t{i}" for i in range(ROUTED_TABLES)]
+            return {"format": sink_format, "route": {"pattern": prefix + "{header:table}", "allow": allow}}
         return None
 
     def pg(self) -> Any:  # a psycopg2 connection
@@ -163,6 +169,10 @@ class TrialResult:
         return self.verdict.duplicated if self.verdict else 0
 
     @property
+    def torn(self) -> int | None:
+        return self.verdict.torn if self.verdict else None
+
+    @property
     def ok(self) -> bool:
         return self.error is None and self.verdict is not None and self.verdict.ok
 
@@ -219,7 +229,14 @@ class Pipeline:
             if self.avro is not None:
                 made = self.avro.good(rid, i) if i < count else self.avro.corrupted(rid)
                 value, expect[rid] = made.value, {"decoded": made.decoded, "error": made.error}
-            producer.produce(self.topic, key=rid.encode(), value=value, partition=i % PARTITIONS, on_delivery=delivered)
+            producer.produce(
+                self.topic,
+                key=rid.encode(),
+                value=value,
+                partition=i % PARTITIONS,
+                headers=[("table", f"t{i % ROUTED_TABLES}".encode())],
+                on_delivery=delivered,
+            )
             producer.poll(0)
         if producer.flush(120) or errors or len(acked) != total:
             raise TrialError(f"producing to {self.topic} failed: {len(acked)} of {total} acknowledged {errors[:3]}")
@@ -840,10 +857,12 @@ def summarize(results: list[TrialResult], kinds: list[str]) -> tuple[list[str], 
         dup = sum(r.duplicated for r in mine)
         failed = sum(1 for r in mine if not r.ok)
         fired = sum(1 for r in mine if r.fired)
-        ok = ok and not lost and not dup and not failed
+        torn = [r.torn for r in mine if r.torn is not None]
+        ok = ok and not lost and not dup and not failed and not sum(torn)
         lines.append(
             f"{kind}: trials {len(mine)}, lost {lost}, duplicated {dup}"
-            f" (failed {failed}, faults fired {fired}/{len(mine)})"
+            + (f", torn batches {sum(torn)}" if torn else "")
+            + f" (failed {failed}, faults fired {fired}/{len(mine)})"
         )
     return lines, ok
 

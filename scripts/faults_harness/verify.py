@@ -6,7 +6,8 @@ documented way (:mod:`faults_harness.lake_readers`):
 - a local directory sink: the ``output_uri`` of every committed batch (``readers.committed_outputs``:
   a planned batch's directory may exist after a crash, so its readers follow the ledger);
 - a directory sink on S3: every ``<root>/<pipeline>/batch=*/_manifest`` and the files each lists;
-- Iceberg: PyIceberg's catalog; Delta: delta-rs.
+- Iceberg: PyIceberg's catalog; Delta: delta-rs; many tables: each of them, also as of every
+  committed batch (:mod:`faults_harness.multi_tables`, which counts torn batches).
 
 Every produced id must be read exactly once, at the partition and offset Kafka acknowledged,
 inside the ranges of a committed batch whose ``records_committed`` counts it; the ledger must be
@@ -37,6 +38,7 @@ from airflow_kafka_offsets.service.sweep import sweep
 from airflow_kafka_offsets.sinks.manifest import manifest_uri
 from faults_harness import avro_values
 from faults_harness.lake_readers import COMMIT_KEYS, manifest_listing, read_table, table_commits
+from faults_harness.multi_tables import multi_table_rows
 
 COLUMNS = ["key", "topic", "partition", "offset"]
 DECODED = ["decoded", "decode_error"]  # what a decoding pipeline's rows add
@@ -58,15 +60,17 @@ class Verdict:
     batches: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    torn: int | None = None  # sinks of many tables: batches a reader sees in one table and not another
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.unexpected or self.problems)
+        return not (self.lost or self.duplicated or self.unexpected or self.problems or self.torn)
 
     def summary(self) -> str:
         return (
             f"{self.batches} committed batches, {self.read} records read for {self.produced} produced: "
             f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}"
+            + ("" if self.torn is None else f", torn {self.torn}")
         )
 
 
@@ -189,6 +193,8 @@ def verify(  # noqa: C901 - one check after another, each adding to the verdict
     columns = COLUMNS + (DECODED if avro else [])
     if spec.sink.format is SinkFormat.DIRECTORY:
         rows = _directory_rows(ledger, spec, output_root, planned_uri, verdict, columns)
+    elif spec.sink.routes is not None:
+        rows, verdict.torn = multi_table_rows(ledger, spec, committed, planned, verdict.problems)
     else:
         rows = _table_rows(ledger, spec, committed, planned, verdict, columns)
     verdict.read = len(rows)

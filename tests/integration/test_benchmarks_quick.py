@@ -1,7 +1,7 @@
 """The benchmarks still run, at tiny sizes (seconds each): the harness's scaling section on the real
 ledger; its Spark Connect section and the throughput contenders that start no Spark of their own
 (package_connect on the session's warm server, python_consumer, kafka_consumer_perf); and the
-stand-alone ones: pipelines_page, table_commits, profile_connect, and profile_read's write and
+stand-alone ones: pipelines_page, table_commits, multi_table_commits, profile_connect, and profile_read's write and
 read-back steps (one local Spark session: about 10 s).
 
 Not run here, as each needs spark-submit's JVMs (tens of seconds per batch on 2 cores): the
@@ -198,6 +198,13 @@ def test_quick_profile_read(stack) -> None:
     steps = json.loads(out[out.index("{") :])
     assert set(steps) == {"write_parquet_zstd", "read_back", "read_back_narrow"}, out
     assert all(step["seconds"] > 0 for step in steps.values())
+
+
+def test_quick_multi_table_commits(stack) -> None:
+    """The commit of one batch into two Iceberg tables (one PostgreSQL transaction) and two Delta tables."""
+    err = run_benchmark("multi_table_commits", "--tables", "2", "--batches", "2", "--records", "10", timeout=120).stderr
+    cases = [line.split()[1:3] for line in err.splitlines() if line.startswith("bench: ") and line[-1].isdigit()]
+    assert cases == [["iceberg", "2"], ["delta", "2"]]
 
 
 def test_plan_section_times_new_steady_and_retried_plans_in_new_processes(stack, tmp_path: Path) -> None:

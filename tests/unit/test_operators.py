@@ -363,7 +363,7 @@ def test_on_kill_stops_the_running_spark_submit() -> None:
 
 @pytest.mark.parametrize("committed_now", [True, False])
 def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch, committed_now: bool) -> None:
-    outcome = SimpleNamespace(committed_now=committed_now, records=9, plan=PLAN)
+    outcome = SimpleNamespace(committed_now=committed_now, records=9, plan=PLAN, tables=None)
     monkeypatch.setattr(commit_step, "commit_batch", lambda ledger, sink, pipeline, batch_id, actor: outcome)
     monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: SpecLedger())
     monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: SINK)

@@ -71,7 +71,7 @@ def test_the_sink_never_changes_and_spec_changes_keep_it():
     refusals = change_refusals(diff_specs(stored, other), planned_batch=None)
     assert refusals == (
         "the sink cannot change: committed batches are in the old one; start a new pipeline (another name) "
-        "to write to another format or table",
+        "to write to another format or table (a sink of many tables may only gain routes)",
     )
 
 
