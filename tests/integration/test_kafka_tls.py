@@ -9,7 +9,9 @@ Kafka consumer reads through it, with the CA's certificates handed over as PEM t
 spark-submit, two on the warm Spark Connect server, each with exact ledger ranges and every id once,
 and one read with the CA file deleted before Spark starts (no path needs to exist where Spark runs).
 A wrong password and a CA that did not sign the broker's certificate fail the plan step and the read
-step with the package's authentication errors, without retries, and change nothing in the ledger.
+step (at its check of the log start offsets, before Spark starts) with the package's authentication
+errors, without retries, and change nothing in the ledger. (Spark's own classification of these
+failures: test_security.py and tests/unit/test_spark_failures.py.)
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from airflow_kafka_offsets.clients.kafka_config import java_client_properties
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.errors import NOT_RETRYABLE, KafkaAuthenticationError, SparkAuthenticationError
+from airflow_kafka_offsets.errors import NOT_RETRYABLE, KafkaAuthenticationError
 from airflow_kafka_offsets.operators import KafkaBatchCommitOperator, KafkaBatchPlanOperator, KafkaBatchSparkOperator
 from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
@@ -232,16 +234,15 @@ def test_a_wrong_password_fails_plan_and_read_without_retries_and_changes_nothin
         KafkaBatchSparkOperator(
             task_id="read", batch_id=1, spark_conn_id=spark_connect, kafka_conn_id=bad, **common
         ).execute({})
-    cause = not_retried(failed.value, SparkAuthenticationError)
+    # the read step asks Kafka for the log start offsets before Spark starts: refused there, no attempt
+    cause = not_retried(failed.value, KafkaAuthenticationError)
     message = str(cause)
-    assert "Kafka rejected the credentials" in message and "SaslAuthenticationException" in message
-    assert "SCRAM-SHA-512" in message
+    assert "rejected the client's credentials" in message and "SCRAM-SHA-512" in message
     assert ledger.cursors(pipeline) == cursors
     assert ledger.committed_batches(pipeline) == []
     with ledger.transaction() as tx:
         assert tx.planned_batch_id(pipeline) == 1
-        attempts = tx.fetchall("SELECT state, error FROM {s}.attempts WHERE pipeline = %s", (pipeline,))
-    assert [a[0] for a in attempts] == ["failed"] and "authentication" in attempts[0][1]
+        assert tx.fetchall("SELECT state FROM {s}.attempts WHERE pipeline = %s", (pipeline,)) == []
 
     captured = capfd.readouterr()
     for secret in (wrong, stack.sasl_ssl_password):
@@ -280,7 +281,6 @@ def test_a_ca_that_did_not_sign_the_brokers_certificate_is_refused_at_once(
         KafkaBatchSparkOperator(
             task_id="read", batch_id=1, spark_conn_id=spark_connect, kafka_conn_id=bad, **common
         ).execute({})
-    cause = not_retried(failed.value, SparkAuthenticationError)
-    assert "the TLS handshake with Kafka failed" in str(cause) and "SslAuthenticationException" in str(cause)
-    assert "ssl.ca.location" in str(cause)
+    cause = not_retried(failed.value, KafkaAuthenticationError)  # before Spark, as the plan step
+    assert "certificate verify failed" in str(cause) and "ssl.ca.location" in str(cause)
     assert ledger.cursors(pipeline) == cursors and ledger.committed_batches(pipeline) == []
