@@ -14,7 +14,7 @@ from airflow_kafka_offsets.lineage import output_asset, pipeline_output_alias
 from airflow_kafka_offsets.operators.assets import KafkaBatchStepOperator
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, parse_batch_id
 from airflow_kafka_offsets.runtime import actor_from_context
-from airflow_kafka_offsets.service.batches import commit_batch
+from airflow_kafka_offsets.service.commit import commit_batch
 from airflow_kafka_offsets.service.operations import mirror_to_consumer_group
 
 

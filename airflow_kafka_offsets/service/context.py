@@ -17,7 +17,7 @@ from airflow_kafka_offsets.object_storage.access import S3Access, is_object_stor
 from airflow_kafka_offsets.service.decoding import RegistryClients
 from airflow_kafka_offsets.sinks import LocalDirectorySink, ManifestDirectorySink, Sink, directory_sink, open_sink
 
-# Runs one Spark job of the app (a job of :func:`airflow_kafka_offsets.service.batches.build_job`);
+# Runs one Spark job of the app (a job of :func:`airflow_kafka_offsets.service.attempts.build_job`);
 # ``airflow_kafka_offsets.spark.runner.BatchRunner`` is one.
 Submit = Callable[[dict[str, Any]], None]
 

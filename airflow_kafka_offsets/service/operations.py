@@ -21,18 +21,13 @@ from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_rese
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
-from airflow_kafka_offsets.service.batches import (
-    OffsetsSource,
-    commit_batch,
-    discard_ended_attempts,
-    execute_attempt,
-    plan_batch,
-    run_batch,
-    start_attempt,
-)
+from airflow_kafka_offsets.service.attempts import discard_ended_attempts, execute_attempt, start_attempt
+from airflow_kafka_offsets.service.commit import commit_batch
 from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.decoding import batch_decoding, next_decode
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
+from airflow_kafka_offsets.service.plan import OffsetsSource, plan_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.service.status import (
     attempt_counts,
     attempt_status,

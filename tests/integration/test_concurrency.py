@@ -25,7 +25,8 @@ from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import BatchStateError, PipelineBusyError
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.service.batches import commit_batch, load_batch
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.plan import load_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from faults_harness.harness import Context, Pipeline, wait_paused
 from faults_harness.procs import Worker
