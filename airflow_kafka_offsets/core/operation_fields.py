@@ -7,8 +7,8 @@ across them, its typed request); this module builds the registry from them: :dat
 operations that read it and the parser that turns user text into a value with a message a user
 understands (:mod:`airflow_kafka_offsets.core.operation_input`). Empty and blank text mean "not
 given" everywhere. Fields that the chosen operation does not read are ignored, so they never
-block a run. Adding an operation means adding its module here and its handler in
-:mod:`airflow_kafka_offsets.service.commands`.
+block a run. Adding an operation means adding its module here and its handler module in
+:mod:`airflow_kafka_offsets.service.operations`.
 """
 
 from __future__ import annotations

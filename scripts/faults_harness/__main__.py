@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     info = devstack.up(spark_connect_server=args.spark_connect)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    logging.getLogger("airflow_kafka_offsets.service.sweep").setLevel(logging.WARNING)  # verify's sweep: noise
+    # verify's sweep: noise
+    logging.getLogger("airflow_kafka_offsets.service.operations.sweep").setLevel(logging.WARNING)
     print(f"faults: stack {info!r}", flush=True)
     began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in the finally blocks
