@@ -64,9 +64,22 @@ def _record(i: int, filler: str) -> tuple[bytes, bytes]:
     return key.encode(), json.dumps(body, separators=(",", ":")).encode()
 
 
-def produce(bootstrap: str, records: int, partitions: int, record_bytes: int = 500) -> DataSet:
-    """Create a topic and fill it; values are JSON of about ``record_bytes`` bytes, partly random."""
-    topic = create_topic(bootstrap, partitions)
+def produce(
+    bootstrap: str, records: int, partitions: int, record_bytes: int = 500, topic: str | None = None
+) -> DataSet:
+    """Create a topic (or use ``topic``, which already has ``partitions``) and fill it; values are JSON
+    of about ``record_bytes`` bytes, partly random."""
+    from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+
+    def stored(topic: str) -> int:
+        offsets = KafkaOffsetsClient({"bootstrap.servers": bootstrap}).offsets([topic])
+        return sum(o.latest - o.earliest for o in offsets.values())
+
+    before = 0
+    if topic is None:
+        topic = create_topic(bootstrap, partitions)
+    else:
+        before = stored(topic)
     base_key, base_value = _record(0, "")
     filler_len = max(record_bytes - len(base_value) - len(base_key) - 4, 0)
     producer = Producer(
@@ -101,11 +114,8 @@ def produce(bootstrap: str, records: int, partitions: int, record_bytes: int = 5
     if left:
         raise RuntimeError(f"{left} records were not delivered to {topic}")
     elapsed = now() - started
-    from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
-
-    offsets = KafkaOffsetsClient({"bootstrap.servers": bootstrap}).offsets([topic])
-    stored = sum(o.latest - o.earliest for o in offsets.values())
-    if stored != records:
-        raise RuntimeError(f"{topic} holds {stored} records, {records} were produced")
+    added = stored(topic) - before
+    if added != records:
+        raise RuntimeError(f"{topic} gained {added} records, {records} were produced")
     say(f"produced {records:,} records ({payload / 1e6:,.0f} MB) in {elapsed:.1f}s")
     return DataSet(topic, partitions, records, payload, round(elapsed, 3))

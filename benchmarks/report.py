@@ -54,6 +54,17 @@ GOALS: list[tuple[str, str, tuple[float, str] | None]] = [
     ("batch_vs_trivial_submit", "small batch (spark-submit) ÷ a trivial spark-submit, wall seconds", (1.2, "max")),
     ("trivial_submit_s", "trivial spark-submit (`spark.range(10).count()`), seconds", None),
     ("connect_batch_s", "small batch on a warm Spark Connect server, plan to commit, seconds", (1.5, "max")),
+    (
+        "plan_task_new_ms",
+        "the plan task's own time (execute in a new process), a new pipeline of 8 partitions, slowest Spark "
+        "connection, milliseconds",
+        (200.0, "max"),
+    ),
+    (
+        "plan_task_steady_ms",
+        "the plan task's own time, a pipeline with committed batches, slowest Spark connection, milliseconds",
+        (200.0, "max"),
+    ),
     ("ledger_1000_ms", "ledger: plan + commit of a batch of 1,000 partitions, milliseconds", (100.0, "max")),
     ("ledger_10000_ms", "ledger: plan + commit of a batch of 10,000 partitions, milliseconds", (1000.0, "max")),
 ]
@@ -75,6 +86,11 @@ def goals(results: dict[str, Any]) -> dict[str, float | None]:
 
     trivial = (ov.get("trivial_submit") or {}).get("seconds", {}).get("median")
     ledger_ms = {r["partitions"]: r["plan_commit_ms"] for r in (results.get("scaling") or {}).get("partitions", [])}
+    plan_ms = (results.get("plan") or {}).get("median_ms") or {}
+
+    def slowest_plan(case: str) -> float | None:
+        return max((cases[case] for cases in plan_ms.values()), default=None)
+
     return {
         "package_vs_structured_streaming": rate_ratio("structured_streaming"),
         "package_vs_python_consumer": rate_ratio("python_consumer"),
@@ -86,6 +102,8 @@ def goals(results: dict[str, Any]) -> dict[str, float | None]:
         "batch_vs_trivial_submit": ov.get("vs_trivial_submit"),
         "trivial_submit_s": round(trivial, 3) if trivial is not None else None,
         "connect_batch_s": (cn.get("median") or {}).get("total_s"),
+        "plan_task_new_ms": slowest_plan("new"),
+        "plan_task_steady_ms": slowest_plan("steady"),
         "ledger_1000_ms": ledger_ms.get(1000),
         "ledger_10000_ms": ledger_ms.get(10000),
     }
@@ -311,6 +329,27 @@ def connect_lines(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def plan_lines(results: dict[str, Any]) -> list[str]:
+    plan = results.get("plan")
+    if not plan:
+        return []
+    rows = [
+        [conn, _f(cases["new"], 0), _f(cases["steady"], 0), _f(cases["replanned"], 0)]
+        for conn, cases in plan["median_ms"].items()
+    ]
+    return [
+        "## The plan task's own time",
+        "",
+        f"`KafkaBatchPlanOperator.execute` in a new Python process per plan (after the imports of a DAG's parse), "
+        f"{plan['partitions']} partitions, median of {plan['rounds']}, milliseconds (benchmarks/plan_task.py).",
+        "",
+        *_table(
+            ["Spark connection", "new pipeline", "steady pipeline", "retried (batch already planned)"], rows, "lrrr"
+        ),
+        "",
+    ]
+
+
 def _connect_floor(med: dict[str, Any]) -> list[str]:
     trivial = med.get("trivial_s")
     if not trivial:
@@ -470,6 +509,7 @@ def render(results: dict[str, Any], before: dict[str, Any] | None = None, before
     lines += throughput_lines(results)
     lines += overhead_lines(results)
     lines += connect_lines(results)
+    lines += plan_lines(results)
     lines += baseline_lines(results)
     lines += scaling_lines(results)
     if before:

@@ -56,7 +56,7 @@ CONTENDERS = (
     "python_consumer",
     "kafka_consumer_perf",
 )
-SECTIONS = ("throughput", "overhead", "connect", "scaling")
+SECTIONS = ("throughput", "overhead", "connect", "plan", "scaling")
 
 
 def _ints(text: str) -> list[int]:
@@ -80,6 +80,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--overhead-repeat", type=int, help="small batches timed (default 3; quick 2)")
     p.add_argument("--connect-records", type=int, help="records of a Spark Connect batch (default: --overhead-records)")
     p.add_argument("--connect-batches", type=int, help="Spark Connect batches timed (default 5; quick 2)")
+    p.add_argument("--plan-rounds", type=int, help="timed plan tasks of each case (default 5; quick 2)")
     p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
     p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
     p.add_argument(
@@ -148,6 +149,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.overhead_repeat = args.overhead_repeat or (2 if q else 3)
     args.connect_records = args.connect_records or args.overhead_records
     args.connect_batches = args.connect_batches or (2 if q else 5)
+    args.plan_rounds = args.plan_rounds or (2 if q else 5)
     args.scaling_partitions = args.scaling_partitions or ([10, 100, 1000] if q else [10, 100, 1000, 10_000])
     args.scaling_history = args.scaling_history or ([10, 10_000] if q else [10, 10_000, 1_000_000])
     args.scaling_batches = args.scaling_batches or (3 if q else 5)
@@ -217,7 +219,7 @@ def rate_figures(records: int, payload_bytes: int, seconds: float, cpu_s: float 
 
 def _needs_connect(args: argparse.Namespace) -> bool:
     on_connect = {"package_connect", "structured_streaming_connect"} & set(args.contender_list)
-    return "connect" in args.sections or ("throughput" in args.sections and bool(on_connect))
+    return bool({"connect", "plan"} & set(args.sections)) or ("throughput" in args.sections and bool(on_connect))
 
 
 def _connect_pid(args: argparse.Namespace) -> int | None:
@@ -359,6 +361,13 @@ def connect(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any
     }
 
 
+def plan(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The plan task's own time, each plan in a new process (benchmarks/plan_task.py)."""
+    from benchmarks.plan_task import measure
+
+    return measure(info.bootstrap_servers, workdir, args.partitions, args.plan_rounds, records=1000)
+
+
 def scaling(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from benchmarks.scaling import run_scaling
 
@@ -417,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
             "overhead_repeat": args.overhead_repeat,
             "connect_records": args.connect_records,
             "connect_batches": args.connect_batches,
+            "plan_rounds": args.plan_rounds,
             "scaling_partitions": args.scaling_partitions,
             "scaling_history": args.scaling_history,
             "history_partitions": args.history_partitions,
@@ -433,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="ako-bench-"))
     started = time.time()
     try:
-        runs = {"throughput": throughput, "overhead": overhead, "connect": connect, "scaling": scaling}
+        runs = {"throughput": throughput, "overhead": overhead, "connect": connect, "plan": plan, "scaling": scaling}
         for section in (s for s in SECTIONS if s in args.sections):
             say(f"--- {section}")
             results[section] = runs[section](info, args, workdir)

@@ -14,12 +14,17 @@ settings as session conf, both over the Connect channel.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
+import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,7 +33,7 @@ from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.spark.failures import FailureScanner, spark_job_error
 from airflow_kafka_offsets.spark.formats import with_registry_access
 from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF, SparkSettings
-from airflow_kafka_offsets.spark.versions import check_connect_client
+from airflow_kafka_offsets.spark.versions import check_connect_client, worker_pyspark
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX, PRIVATE_CONF, apply_private_conf
 
 log = logging.getLogger(__name__)
@@ -97,31 +102,81 @@ def connect_mode() -> Iterator[None]:
             os.environ[CONNECT_MODE_ENV] = before
 
 
+# A server's version, as this worker last saw it, is trusted for this long by the plan step's check
+# (asking costs a Connect client's import, about a second); the read step always asks its own session.
+SERVER_VERSION_TTL_S = 300.0
 _SERVER_VERSIONS: dict[str, str] = {}
 
 
-def server_version(url: str) -> str:
-    """The Spark version a Connect server runs (asked once per process and server)."""
-    if url not in _SERVER_VERSIONS:
-        from pyspark.errors import PySparkException
+def _versions_file() -> Path:
+    return Path(tempfile.gettempdir()) / f"airflow-kafka-offsets-{os.getuid()}" / "connect-server-versions.json"
 
-        try:
-            with connect_mode():
-                session = remote_session(url)
-                session.client.set_retry_policies([_retry_policy()])
-                try:
-                    _SERVER_VERSIONS[url] = str(session.version)
-                finally:
-                    _release(session)
-        except (PySparkException, RuntimeError, OSError) as exc:
-            where = endpoint(url)
-            if _unreachable(exc):
-                raise SparkJobError(
-                    f"the Spark Connect server at {where} did not answer; start it (scripts/stack up "
-                    "--spark-connect locally), then retry"
-                ) from exc
-            raise ConfigurationError(f"the Spark Connect server at {where} refused a session: {exc}") from exc
-    return _SERVER_VERSIONS[url]
+
+def _url_key(url: str) -> str:
+    """The cache's key for a server: a digest, since the URL holds the token."""
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+def _seen_versions() -> dict[str, Any]:
+    try:
+        seen = json.loads(_versions_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return seen if isinstance(seen, dict) else {}
+
+
+def remember_server_version(url: str, version: str) -> None:
+    """Record what a session saw, for the next tasks of this worker (written whole, then renamed)."""
+    _SERVER_VERSIONS[url] = version
+    path = _versions_file()
+    seen = _seen_versions()
+    seen[_url_key(url)] = {"version": version, "seen_at": time.time()}
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(seen), encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as exc:
+        log.debug("Spark Connect server version not cached (%s)", exc)
+
+
+def _recent_version(url: str) -> str | None:
+    entry = _seen_versions().get(_url_key(url))
+    if not isinstance(entry, dict) or not isinstance(entry.get("version"), str):
+        return None
+    age = time.time() - float(entry.get("seen_at", 0))
+    return entry["version"] if 0 <= age < SERVER_VERSION_TTL_S else None
+
+
+def server_version(url: str) -> str:
+    """The Spark version a Connect server runs: asked once per process and server, or what this worker
+    saw in the last :data:`SERVER_VERSION_TTL_S` seconds (the read step's session checks it again)."""
+    if url in _SERVER_VERSIONS:
+        return _SERVER_VERSIONS[url]
+    recent = _recent_version(url)
+    if recent is not None:
+        _SERVER_VERSIONS[url] = recent
+        return recent
+    from pyspark.errors import PySparkException
+
+    try:
+        with connect_mode():
+            session = remote_session(url)
+            session.client.set_retry_policies([_retry_policy()])
+            try:
+                version = str(session.version)
+            finally:
+                _release(session)
+    except (PySparkException, RuntimeError, OSError) as exc:
+        where = endpoint(url)
+        if _unreachable(exc):
+            raise SparkJobError(
+                f"the Spark Connect server at {where} did not answer; start it (scripts/stack up "
+                "--spark-connect locally), then retry"
+            ) from exc
+        raise ConfigurationError(f"the Spark Connect server at {where} refused a session: {exc}") from exc
+    remember_server_version(url, version)
+    return version
 
 
 def _retry_policy() -> Any:
@@ -133,14 +188,15 @@ def _retry_policy() -> Any:
 class ConnectRuntime:
     """The app's :class:`Runtime` on a Connect session: checks and files from this process."""
 
-    def __init__(self, spark: Any, storage: Storage) -> None:
+    def __init__(self, spark: Any, storage: Storage, url: str) -> None:
         self.spark = spark
         self.storage = storage
+        self.url = url
 
     def check_versions(self) -> None:
-        import pyspark
-
-        check_connect_client(pyspark.__version__, self.spark.version, "this session's server")
+        version = str(self.spark.version)
+        remember_server_version(self.url, version)
+        check_connect_client(worker_pyspark().version, version, "this session's server")
 
     def parallelism(self) -> int:
         """Spark's default parallelism on the server: the tasks its plan splits a range of rows into.
@@ -198,8 +254,6 @@ class SparkConnectRunner:
     def check(self) -> str:
         """Refuse a connection Spark Connect cannot use, or a server this worker's client cannot drive
         (before anything is planned); returns its URL."""
-        import pyspark
-
         url = connection_url(self.settings.conn_id)
         ignored = [name for name in SUBMIT_ONLY if getattr(self.settings, name) is not None]
         if ignored:
@@ -207,7 +261,7 @@ class SparkConnectRunner:
                 f"{', '.join(ignored)} cannot be set with the Spark Connect connection {self.settings.conn_id!r}: "
                 "the server's own start decides them; drop them, or use a spark connection (spark-submit)"
             )
-        check_connect_client(pyspark.__version__, server_version(url), endpoint(url))
+        check_connect_client(worker_pyspark().version, server_version(url), endpoint(url))
         return url
 
     def kill(self) -> None:
@@ -250,7 +304,9 @@ class SparkConnectRunner:
         try:
             _set_session_conf(spark, session_conf(self.settings))
             private_job = with_registry_access(job, self.settings)
-            report: dict[str, Any] = app.run(private_job, spark, ConnectRuntime(spark, Storage(self.settings.storage)))
+            report: dict[str, Any] = app.run(
+                private_job, spark, ConnectRuntime(spark, Storage(self.settings.storage), url)
+            )
             return report
         finally:
             with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import importlib.util
 import os
 import re
 import subprocess
@@ -36,6 +37,7 @@ SUPPORTED_LINES = ("3.5", "4.0", "4.1", "4.2")
 _SPARK_CORE_JAR = re.compile(r"^spark-core_(?P<scala>2\.1[0-9])-(?P<version>\d+\.\d+\.\d+[^/]*)\.jar$")
 _SUBMIT_VERSION = re.compile(r"version (\d+\.\d+\.\d+\S*)")
 _SUBMIT_SCALA = re.compile(r"Using Scala version (2\.1[0-9])")
+_PYSPARK_VERSION = re.compile(r"""^__version__(?::\s*str)?\s*=\s*["']([^"']+)["']""", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,34 @@ def distribution_version(name: str) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class WorkerPyspark:
+    """The worker's pyspark: its version and package directory."""
+
+    version: str
+    directory: Path
+
+
+def worker_pyspark() -> WorkerPyspark:
+    """The worker's pyspark, found without importing it: ``import pyspark`` loads ``pyspark.sql``
+    (about a third of a second), which a plan task's version checks do not need."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigurationError("pyspark is not installed")
+    directory = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        found = _PYSPARK_VERSION.search((directory / "version.py").read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(f"pyspark at {directory} has no readable version.py ({exc})") from exc
+    if found is None:
+        raise ConfigurationError(f"pyspark at {directory}: no __version__ in version.py")
+    return WorkerPyspark(found.group(1), directory)
+
+
 def local_pyspark_version() -> str:
     """The version of the worker's pyspark Python files, checked against its wheel and its jars."""
-    try:
-        import pyspark
-    except ImportError as exc:
-        raise ConfigurationError("pyspark is not installed") from exc
-    files_version = pyspark.__version__
+    pyspark = worker_pyspark()
+    files_version = pyspark.version
     wheel_version = distribution_version("pyspark")
     if wheel_version is not None and wheel_version != files_version:
         raise ConfigurationError(
@@ -75,8 +98,7 @@ def local_pyspark_version() -> str:
             f"(pyspark-client {distribution_version('pyspark-client')} was installed over it?): "
             f"reinstall with `pip install --force-reinstall --no-deps pyspark=={wheel_version}`"
         )
-    jars = Path(pyspark.__file__).parent / "jars"
-    core = sorted(jars.glob("spark-core_2.1*-*.jar"))
+    core = sorted((pyspark.directory / "jars").glob("spark-core_2.1*-*.jar"))
     if core and f"-{files_version}.jar" not in core[0].name:
         raise ConfigurationError(f"pyspark {files_version} ships {core[0].name}: the install is mixed")
     return files_version
@@ -121,9 +143,7 @@ def spark_homes_of(binary_path: str, env: Mapping[str, str]) -> list[Path]:
     homes.append(bin_dir.parent)
     if (bin_dir / "find_spark_home.py").is_file() and bin_dir == Path(sys.executable).parent:
         # pyspark's pip wrapper in this Python's bin/: its SPARK_HOME is this Python's pyspark
-        import pyspark
-
-        homes.append(Path(pyspark.__file__).parent)
+        homes.append(worker_pyspark().directory)
     return homes
 
 

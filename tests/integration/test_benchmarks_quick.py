@@ -198,3 +198,17 @@ def test_quick_profile_read(stack) -> None:
     steps = json.loads(out[out.index("{") :])
     assert set(steps) == {"write_parquet_zstd", "read_back", "read_back_narrow"}, out
     assert all(step["seconds"] > 0 for step in steps.values())
+
+
+def test_plan_section_times_new_steady_and_retried_plans_in_new_processes(stack, tmp_path: Path) -> None:
+    run_harness("--only", "plan", "--plan-rounds", "1", "--label", "plan-test", "--out-dir", str(tmp_path), timeout=300)
+
+    results = json.loads((tmp_path / "plan-test.json").read_text())
+    plan = results["plan"]
+    assert plan["partitions"] == 8 and plan["rounds"] == 1
+    assert set(plan["median_ms"]) == {"spark_default", "spark_connect_default"}
+    for cases in plan["median_ms"].values():
+        assert set(cases) == {"new", "steady", "replanned"}
+        assert all(ms > 0 for ms in cases.values())
+    assert results["goals"]["plan_task_steady_ms"] == max(c["steady"] for c in plan["median_ms"].values())
+    assert "## The plan task's own time" in (tmp_path / "plan-test.md").read_text()

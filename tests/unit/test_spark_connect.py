@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,37 @@ def test_the_connect_mark_lasts_only_while_a_batch_runs(monkeypatch: pytest.Monk
         assert os.environ[CONNECT_MODE_ENV] == "1"
         raise RuntimeError("the batch failed")
     assert CONNECT_MODE_ENV not in os.environ
+
+
+def test_a_servers_version_seen_by_a_session_is_trusted_for_a_while_without_the_token(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from airflow_kafka_offsets.spark import connect
+
+    monkeypatch.setattr(connect.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(connect, "_SERVER_VERSIONS", {})
+    url = "sc://spark.example:15002/;token=s3cret"
+    connect.remember_server_version(url, "4.1.2")
+    monkeypatch.setattr(connect, "_SERVER_VERSIONS", {})  # a new task process
+    assert connect.server_version(url) == "4.1.2"  # no session: the example host does not exist
+    (written,) = tmp_path.glob("airflow-kafka-offsets-*/connect-server-versions.json")
+    assert "s3cret" not in written.read_text() and "spark.example" not in written.read_text()
+    assert oct(written.parent.stat().st_mode & 0o777) == oct(0o700)
+
+    monkeypatch.setattr(connect.time, "time", lambda: 10**10)  # long after: asked again
+    assert connect._recent_version(url) is None
+    written.write_text("{not json")
+    assert connect._recent_version(url) is None
+
+
+def test_the_workers_pyspark_is_found_without_importing_it() -> None:
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from airflow_kafka_offsets.spark.versions import worker_pyspark; found = worker_pyspark(); "
+        "print(found.version, 'pyspark' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [importlib.metadata.version("pyspark"), "False"]
