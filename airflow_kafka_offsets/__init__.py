@@ -58,7 +58,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Kafka Offsets",
-                "python-modules": ["airflow_kafka_offsets.triggers.lag"],
+                "python-modules": ["airflow_kafka_offsets.triggers.lag", "airflow_kafka_offsets.triggers.retention"],
             }
         ],
         "cli": ["airflow_kafka_offsets.cli.definition.get_cli_commands"],

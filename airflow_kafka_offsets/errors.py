@@ -23,6 +23,11 @@ class DataLossError(KafkaOffsetsError):
     """Records between the cursor and the log start offset were deleted by retention."""
 
 
+class RecordsDeletedError(DataLossError):
+    """Records of a batch about to be read (a replay, or a planned batch) are no longer in Kafka; found
+    from the log start offsets before any Spark job started."""
+
+
 class OffsetOutOfRangeError(KafkaOffsetsError):
     """A cursor lies beyond a partition's latest offset (topic recreated or truncated)."""
 
@@ -132,6 +137,10 @@ class DecodeErrorThresholdError(KafkaOffsetsError):
     """More records than the pipeline allows could not be decoded; the batch is not committed."""
 
 
+class UnroutableRecordsError(KafkaOffsetsError):
+    """Records name no allowed table and the route refuses them; the batch is not committed."""
+
+
 class SchemaRegistryUnavailableError(KafkaOffsetsError):
     """The schema registry did not answer, or failed to (a retry may find it back)."""
 
@@ -154,3 +163,7 @@ NOT_RETRYABLE: tuple[type[KafkaOffsetsError], ...] = (
     BatchStateError,
     DecodeErrorThresholdError,
 )
+
+
+class ApprovalMismatchError(BatchStateError):
+    """What an operation would do now is not what was approved: nothing was changed."""

@@ -43,6 +43,18 @@ def pipeline_output_alias(pipeline: str) -> AssetAlias:
     return AssetAlias(name=f"{ALIAS_PREFIX}{pipeline}")
 
 
+def pipeline_batches_asset(pipeline: str) -> Asset:
+    """The pipeline's committed batches as one partitioned asset (Airflow 3.2+): each commit emits an
+    event on it whose partition key names the batch (:func:`batch_partition_key`)."""
+    return Asset(name=f"kafka_offsets_batches/{pipeline}", uri=f"kafka-offsets://{pipeline}/batches")
+
+
+def batch_partition_key(batch_id: int) -> str:
+    """The partition key of a batch's event: ``batch=000000000042``, as the batch's output directory
+    is named (so keys sort in batch order)."""
+    return f"batch={batch_id:012d}"
+
+
 def kafka_server(bootstrap_servers: str) -> str:
     """The first bootstrap server: the host part of Kafka asset URIs and OpenLineage namespaces."""
     return bootstrap_servers.split(",")[0].strip()

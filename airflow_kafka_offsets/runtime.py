@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
@@ -91,9 +91,10 @@ def spark_settings(options: SparkJobOptions, output_root: str | None = None) -> 
     )
 
 
-def spark_runner(options: SparkJobOptions, output_root: str | None = None) -> BatchRunner:
-    """spark-submit, or Spark Connect for a ``spark_connect`` connection, with :func:`spark_settings`."""
-    return batch_runner(spark_settings(options, output_root))
+def spark_runner(options: SparkJobOptions, output_root: str | None = None, log_file: str | None = None) -> BatchRunner:
+    """spark-submit, or Spark Connect for a ``spark_connect`` connection, with :func:`spark_settings`;
+    ``log_file``: where spark-submit's output goes instead of the log (the CLI without ``--verbose``)."""
+    return batch_runner(replace(spark_settings(options, output_root), log_file=log_file))
 
 
 def actor_from_context(context: Mapping[str, Any]) -> Actor:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,6 +49,41 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         say(f"could not delete topic {topic}: {exc}")
 
 
+def random_filler(random_bytes: int, length: int) -> str:
+    """``length`` hex digits of ``random_bytes`` random bytes: text that compresses like real event data."""
+    return os.urandom(random_bytes).hex()[:length]
+
+
+def send(bootstrap: str, topic: str, partitions: int, records: Iterable[tuple[bytes, bytes]]) -> int:
+    """Produce (key, value) records round-robin over the partitions, all delivered; their key + value bytes."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "compression.type": "none",
+            "enable.idempotence": True,
+        }
+    )
+    payload = 0
+    for i, (key, value) in enumerate(records):
+        payload += len(key) + len(value)
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    if left:
+        raise RuntimeError(f"{left} records were not delivered to {topic}")
+    return payload
+
+
 def _record(i: int, filler: str) -> tuple[bytes, bytes]:
     key = f"k{i:012d}"
     body = {
@@ -82,37 +118,14 @@ def produce(
         before = stored(topic)
     base_key, base_value = _record(0, "")
     filler_len = max(record_bytes - len(base_value) - len(base_key) - 4, 0)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "compression.type": "none",
-            "enable.idempotence": True,
-        }
-    )
     say(f"producing {records:,} records of ~{record_bytes} B into {topic} ({partitions} partitions)")
     started = now()
-    payload = 0
     half = filler_len // 2 + 1
-    for i in range(records):
-        # A random hex filler (half the entropy of its bytes), different in every record, so Parquet
-        # compresses values about as well as real event JSON, not 10:1.
-        key, value = _record(i, os.urandom(half).hex()[: filler_len - (i % 17)])
-        payload += len(key) + len(value)
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10_000 == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    if left:
-        raise RuntimeError(f"{left} records were not delivered to {topic}")
+    # A random hex filler (half the entropy of its bytes), different in every record, so Parquet
+    # compresses values about as well as real event JSON, not 10:1.
+    payload = send(
+        bootstrap, topic, partitions, (_record(i, random_filler(half, filler_len - (i % 17))) for i in range(records))
+    )
     elapsed = now() - started
     added = stored(topic) - before
     if added != records:

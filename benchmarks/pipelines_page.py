@@ -29,6 +29,7 @@ from benchmarks.scaling import STEP, TOPIC, FakeOffsets, LedgerBench
 
 if TYPE_CHECKING:  # imported where used, after the benchmark's environment is set
     from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
+    from airflow_kafka_offsets.core.retention import TopicRetention
     from airflow_kafka_offsets.service.overview import KafkaPositions
 
 T = TypeVar("T")
@@ -38,7 +39,7 @@ LAG = 25  # records per partition beyond the cursor
 
 
 class FakeKafka:
-    """The two calls the page makes, answered from memory."""
+    """The calls the page makes, answered from memory."""
 
     def __init__(self, partitions: int, latest: int) -> None:
         self.offsets_of = FakeOffsets(partitions, latest)
@@ -48,6 +49,11 @@ class FakeKafka:
 
     def timestamps_at(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, datetime | None]:
         return {tp: datetime.now(UTC) - timedelta(minutes=5) for tp in positions}
+
+    def retention(self, topics: Sequence[str]) -> dict[str, TopicRetention]:
+        from airflow_kafka_offsets.core.retention import TopicRetention
+
+        return {t: TopicRetention(retention_ms=7 * 86_400_000, retention_bytes=None) for t in topics}
 
 
 def load(bench: LedgerBench, name: str, partitions: int, batches: int) -> tuple[float, int]:

@@ -55,6 +55,23 @@ GOALS: list[tuple[str, str, tuple[float, str] | None]] = [
     ("trivial_submit_s", "trivial spark-submit (`spark.range(10).count()`), seconds", None),
     ("connect_batch_s", "small batch on a warm Spark Connect server, plan to commit, seconds", (1.5, "max")),
     (
+        "one_task_over_empty_s",
+        "under the real scheduler: a one-task batch of 10,000 records from run start to commit, minus an empty "
+        "one-task DAG's run, seconds",
+        (1.5, "max"),
+    ),
+    (
+        "pipelines_vs_one",
+        "under the real scheduler: many pipelines batched at once on one Connect server and ledger, aggregate "
+        "records/s ÷ one pipeline alone",
+        None,
+    ),
+    (
+        "pipelines_slowest_vs_alone",
+        "under the real scheduler: the slowest of the pipelines' batches ÷ one batch alone, run start to commit",
+        (2.0, "max"),
+    ),
+    (
         "plan_task_new_ms",
         "the plan task's own time (execute in a new process), a new pipeline of 8 partitions, slowest Spark "
         "connection, milliseconds",
@@ -87,6 +104,7 @@ def goals(results: dict[str, Any]) -> dict[str, float | None]:
     trivial = (ov.get("trivial_submit") or {}).get("seconds", {}).get("median")
     ledger_ms = {r["partitions"]: r["plan_commit_ms"] for r in (results.get("scaling") or {}).get("partitions", [])}
     plan_ms = (results.get("plan") or {}).get("median_ms") or {}
+    pl = results.get("pipelines") or {}
 
     def slowest_plan(case: str) -> float | None:
         return max((cases[case] for cases in plan_ms.values()), default=None)
@@ -102,6 +120,9 @@ def goals(results: dict[str, Any]) -> dict[str, float | None]:
         "batch_vs_trivial_submit": ov.get("vs_trivial_submit"),
         "trivial_submit_s": round(trivial, 3) if trivial is not None else None,
         "connect_batch_s": (cn.get("median") or {}).get("total_s"),
+        "one_task_over_empty_s": (results.get("scheduler") or {}).get("over_empty_s"),
+        "pipelines_vs_one": _ratio(pl.get("together_records_per_s"), pl.get("alone_records_per_s")),
+        "pipelines_slowest_vs_alone": pl.get("slowest_vs_alone"),
         "plan_task_new_ms": slowest_plan("new"),
         "plan_task_steady_ms": slowest_plan("steady"),
         "ledger_1000_ms": ledger_ms.get(1000),
@@ -329,6 +350,79 @@ def connect_lines(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a is not None and b else None
+
+
+def pipelines_lines(results: dict[str, Any]) -> list[str]:
+    pl = results.get("pipelines")
+    if not pl:
+        return []
+    sec = pl["batch_s"]
+    header = [
+        "one alone, s",
+        "one alone, records/s",
+        "all: first start to last commit, s",
+        "all, records/s",
+        "batches, s (median, min-max)",
+        "slowest ÷ alone",
+        "lock-wait samples",
+    ]
+    row = [
+        _f(pl["alone_s"], 2),
+        f"{pl['alone_records_per_s']:,}",
+        _f(pl["together_wall_s"], 2),
+        f"{pl['together_records_per_s']:,}",
+        f"{_f(sec['median'], 2)} ({_f(sec['min'], 2)}-{_f(sec['max'], 2)})",
+        _f(pl["slowest_vs_alone"], 2),
+        f"{pl['samples_with_lock_waits']} of {pl['lock_wait_samples']} (max {pl['max_lock_waiters']} waiting)",
+    ]
+    return [
+        f"## Under the real scheduler: {pl['pipelines']} pipelines at once",
+        "",
+        f"One `ako_bench_one_task` run per pipeline, triggered together, each its own topic of 8 partitions and "
+        f"{pl['records_per_pipeline']:,} new records, on `{pl['spark_conn_id']}` and one ledger, after one uncounted "
+        "batch of each; against one of them alone (benchmarks/scheduler_latency.py). Lock waits: PostgreSQL's "
+        "`pg_locks` sampled every 50 ms during the run.",
+        "",
+        *_table(header, [row], "rrrrrrr"),
+        "",
+    ]
+
+
+def scheduler_lines(results: dict[str, Any]) -> list[str]:
+    sc = results.get("scheduler")
+    if not sc:
+        return []
+    med = sc["median"]
+    return [
+        "## Under the real scheduler: one-task batches against an empty DAG",
+        "",
+        f"Runs triggered alternately on the stack's Airflow (scheduler + LocalExecutor), after one uncounted run "
+        f"of each; {sc['records']:,} new records ({sc['partitions']} partitions) a batch on `{sc['spark_conn_id']}`; "
+        f"median of {sc['rounds']}, seconds (benchmarks/scheduler_latency.py).",
+        "",
+        *_table(
+            [
+                "empty DAG: run start to end",
+                "one-task batch: run start to commit",
+                "one-task batch: run start to end",
+                "batch to commit minus empty run",
+            ],
+            [
+                [
+                    _f(med["empty_run_s"], 2),
+                    _f(med["one_task_to_commit_s"], 2),
+                    _f(med["one_task_run_s"], 2),
+                    _f(sc["over_empty_s"], 2),
+                ]
+            ],
+            "rrrr",
+        ),
+        "",
+    ]
+
+
 def plan_lines(results: dict[str, Any]) -> list[str]:
     plan = results.get("plan")
     if not plan:
@@ -491,6 +585,25 @@ def baseline_lines(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def avro_lines(results: dict[str, Any]) -> list[str]:
+    av = results.get("avro")
+    if not av:
+        return []
+    med = av["median_s"]
+    rows = [[kind, *(_f(med[kind][k], 2) for k in ("plan_s", "read_s", "commit_s", "total_s"))] for kind in med]
+    return [
+        "## Avro decoding: the same batch raw and decoded, on the warm Spark Connect server",
+        "",
+        f"{av['records']:,} Avro records of {av['record_bytes']} B ({av['partitions']} partitions, three writer "
+        f"versions in turn) as one batch, without a decoding and with `value_format` (median of {av['repeat']}, "
+        f"seconds): decoded / raw {av['ratio_total']:.2f} plan to commit, {av['ratio_read']:.2f} the read step "
+        f"(goal <= {av['goal']:.2f}).",
+        "",
+        *_table(["batch", "plan", "read", "commit", "plan to commit"], rows, "lrrrr"),
+        "",
+    ]
+
+
 def render(results: dict[str, Any], before: dict[str, Any] | None = None, before_name: str = "") -> str:
     p = results["params"]
     lines = [
@@ -510,8 +623,11 @@ def render(results: dict[str, Any], before: dict[str, Any] | None = None, before
     lines += overhead_lines(results)
     lines += connect_lines(results)
     lines += plan_lines(results)
+    lines += scheduler_lines(results)
+    lines += pipelines_lines(results)
     lines += baseline_lines(results)
     lines += scaling_lines(results)
+    lines += avro_lines(results)
     if before:
         lines += comparison_lines(before, results, before_name)
     return "\n".join(lines).rstrip() + "\n"

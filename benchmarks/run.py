@@ -1,6 +1,6 @@
 """The benchmark harness: throughput against the alternatives, per-batch overhead, Spark Connect, ledger scaling.
 
-    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.run [--quick] [--only throughput,overhead,connect,scaling]
+    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.run [--quick] [--only throughput,...,avro]
         [--records N] [--partitions P] [--repeat R] [--label latest] [--compare before.json] [--update-readme]
 
 (`scripts/bench` does the set-up and passes its arguments here.) Starts or reuses the local stack
@@ -56,7 +56,8 @@ CONTENDERS = (
     "python_consumer",
     "kafka_consumer_perf",
 )
-SECTIONS = ("throughput", "overhead", "connect", "plan", "scaling")
+SECTIONS = ("throughput", "overhead", "connect", "plan", "scheduler", "pipelines", "scaling", "avro")
+DEFAULT_SECTIONS = SECTIONS[:-1]  # avro (decoded against raw, benchmarks/avro_decode.py) when asked for
 
 
 def _ints(text: str) -> list[int]:
@@ -70,7 +71,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="small sizes (100,000 records, 1 run, scaling to 1,000 partitions / 10,000 batches)",
     )
-    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    p.add_argument(
+        "--only",
+        default=",".join(DEFAULT_SECTIONS),
+        help=f"comma list of {', '.join(SECTIONS)} (default: all but avro)",
+    )
     p.add_argument("--records", type=int, help="throughput data set size (default 2,000,000; quick 100,000)")
     p.add_argument("--partitions", type=int, default=8, help="partitions of the throughput topic (default 8)")
     p.add_argument("--record-bytes", type=int, default=500, help="approximate key + value size (default 500)")
@@ -81,6 +86,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--connect-records", type=int, help="records of a Spark Connect batch (default: --overhead-records)")
     p.add_argument("--connect-batches", type=int, help="Spark Connect batches timed (default 5; quick 2)")
     p.add_argument("--plan-rounds", type=int, help="timed plan tasks of each case (default 5; quick 2)")
+    p.add_argument("--scheduler-records", type=int, default=10_000, help="records a scheduler-section run reads")
+    p.add_argument("--scheduler-rounds", type=int, help="runs of each scheduler-section DAG (default 5; quick 2)")
+    p.add_argument(
+        "--scheduler-spark-conn",
+        default=CONNECT_CONN_ID,
+        help=f"the Spark connection of the scheduler section's batches (default {CONNECT_CONN_ID})",
+    )
+    p.add_argument("--pipelines", type=int, help="pipelines batched at once in the pipelines section (default 20)")
+    p.add_argument("--pipeline-records", type=int, default=10_000, help="records a pipeline reads (default 10,000)")
     p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
     p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
     p.add_argument(
@@ -150,6 +164,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.connect_records = args.connect_records or args.overhead_records
     args.connect_batches = args.connect_batches or (2 if q else 5)
     args.plan_rounds = args.plan_rounds or (2 if q else 5)
+    args.scheduler_rounds = args.scheduler_rounds or (2 if q else 5)
+    args.pipelines = args.pipelines or (3 if q else 20)
     args.scaling_partitions = args.scaling_partitions or ([10, 100, 1000] if q else [10, 100, 1000, 10_000])
     args.scaling_history = args.scaling_history or ([10, 10_000] if q else [10, 10_000, 1_000_000])
     args.scaling_batches = args.scaling_batches or (3 if q else 5)
@@ -219,7 +235,11 @@ def rate_figures(records: int, payload_bytes: int, seconds: float, cpu_s: float 
 
 def _needs_connect(args: argparse.Namespace) -> bool:
     on_connect = {"package_connect", "structured_streaming_connect"} & set(args.contender_list)
-    return bool({"connect", "plan"} & set(args.sections)) or ("throughput" in args.sections and bool(on_connect))
+    if {"scheduler", "pipelines"} & set(args.sections) and args.scheduler_spark_conn == CONNECT_CONN_ID:
+        return True
+    return bool({"connect", "plan", "avro"} & set(args.sections)) or (
+        "throughput" in args.sections and bool(on_connect)
+    )
 
 
 def _connect_pid(args: argparse.Namespace) -> int | None:
@@ -368,6 +388,24 @@ def plan(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return measure(info.bootstrap_servers, workdir, args.partitions, args.plan_rounds, records=1000)
 
 
+def scheduler(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """A one-task batch against an empty DAG, both run by the stack's real scheduler."""
+    import devstack
+    from benchmarks.scheduler_latency import measure
+
+    cfg = devstack.start_airflow()
+    return measure(info, cfg, args.scheduler_spark_conn, args.scheduler_records, args.scheduler_rounds, workdir)
+
+
+def pipelines(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Many pipelines' one-task batches at once on one server and one ledger, under the real scheduler."""
+    import devstack
+    from benchmarks.scheduler_latency import measure_many
+
+    cfg = devstack.start_airflow()
+    return measure_many(info, cfg, args.scheduler_spark_conn, args.pipelines, args.pipeline_records, workdir)
+
+
 def scaling(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from benchmarks.scaling import run_scaling
 
@@ -392,6 +430,15 @@ def _pg_version(info: Any) -> str | None:
             conn.close()
     except Exception:
         return None
+
+
+def avro(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The same batch raw and decoded from Avro on the warm Spark Connect server (``--records`` records)."""
+    from benchmarks import avro_decode
+
+    result = avro_decode.measure(info, args.records, args.partitions, args.record_bytes, args.repeat)
+    say(avro_decode.summary_line(result))
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -427,6 +474,11 @@ def main(argv: list[str] | None = None) -> int:
             "connect_records": args.connect_records,
             "connect_batches": args.connect_batches,
             "plan_rounds": args.plan_rounds,
+            "scheduler_records": args.scheduler_records,
+            "scheduler_rounds": args.scheduler_rounds,
+            "scheduler_spark_conn": args.scheduler_spark_conn,
+            "pipelines": args.pipelines,
+            "pipeline_records": args.pipeline_records,
             "scaling_partitions": args.scaling_partitions,
             "scaling_history": args.scaling_history,
             "history_partitions": args.history_partitions,
@@ -443,7 +495,16 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="ako-bench-"))
     started = time.time()
     try:
-        runs = {"throughput": throughput, "overhead": overhead, "connect": connect, "plan": plan, "scaling": scaling}
+        runs = {
+            "throughput": throughput,
+            "overhead": overhead,
+            "connect": connect,
+            "plan": plan,
+            "scheduler": scheduler,
+            "pipelines": pipelines,
+            "scaling": scaling,
+            "avro": avro,
+        }
         for section in (s for s in SECTIONS if s in args.sections):
             say(f"--- {section}")
             results[section] = runs[section](info, args, workdir)

@@ -11,6 +11,11 @@
 - **sweep**: remove the staging of dead attempts and the output of aborted batches (dry run by
   default); never touches a live attempt.
 
+**Approvals**: with *Require approval* on, a reset or change-spec with dry run off, and an
+abort, wait in Airflow's *Required actions* for a person to approve their dry run (the table of
+before and after); approved, the operation applies exactly that (a change in between refuses it);
+rejected, or not answered within an hour, nothing changes.
+
 Only the fields of the chosen operation are read; the others may stay empty. Empty means
 "every topic" / "every partition" / "in place" where the field says so.
 
@@ -19,12 +24,18 @@ Uses the connections ``kafka_default``, ``postgres_default`` and ``spark_default
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param
 
 from airflow_kafka_offsets.core.operation_fields import form_fields
-from airflow_kafka_offsets.operators import KafkaPipelineOperationOperator
+from airflow_kafka_offsets.operators import (
+    KafkaOperationApprovalOperator,
+    KafkaOperationPreviewOperator,
+    KafkaPipelineOperationOperator,
+)
+
+OPERATION = {"operation": "{{ params.operation }}", "pipeline": "{{ params.pipeline }}", "options": "{{ params }}"}
 
 with DAG(
     dag_id="kafka_offsets_manual_ops",
@@ -37,11 +48,20 @@ with DAG(
     doc_md=__doc__,
     # One definition per field (core/operation_fields.py), shared with the operator and the CLI:
     # optional fields accept null, so only the operation and the pipeline are required.
-    params={field.name: Param(**field.param_kwargs()) for field in form_fields()},
+    params={
+        **{field.name: Param(**field.param_kwargs()) for field in form_fields()},
+        "require_approval": Param(
+            False,
+            type=["boolean", "null"],  # a cleared field: no approval
+            title="Require approval",
+            description="Reset and change-spec (dry run off) and abort wait for an approval of their dry run.",
+        ),
+    },
 ):
-    KafkaPipelineOperationOperator(
-        task_id="operation",
-        operation="{{ params.operation }}",
-        pipeline="{{ params.pipeline }}",
-        options="{{ params }}",
+    (
+        KafkaOperationPreviewOperator(task_id="preview", require_approval="{{ params.require_approval }}", **OPERATION)
+        >> KafkaOperationApprovalOperator(task_id="approval", response_timeout=timedelta(hours=1))
+        >> KafkaPipelineOperationOperator(
+            task_id="operation", approved_digest="{{ ti.xcom_pull(task_ids='preview')['digest'] }}", **OPERATION
+        )
     )

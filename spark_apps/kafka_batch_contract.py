@@ -12,6 +12,7 @@ import json
 import re
 import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -23,6 +24,10 @@ ERRORS_DIR = "_errors"  # records the JSON decode step could not parse, with the
 # The day (UTC) of the record timestamp, as a date column the output is partitioned by when a
 # table sink asks for it (job field "partition_by": "day").
 DAY_COLUMN = "timestamp_date"
+# The column (and directory name) of the table a record is routed to (job field "routing"), and what
+# the errors output says of a record without a route.
+TABLE_COLUMN = "_kafka_offsets_table"
+NO_ROUTE = "no route: the record's topic has no table and its header names no allowed table"
 # Spark's Kafka connector jar: group 1 its Scala binary version, group 2 its Spark version.
 CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_(2\.1[0-9])-([0-9][^/]*?)\.jar$")
 CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10"
@@ -169,6 +174,18 @@ UNKNOWN_MAGIC = ("unknown magic byte 0x", " (the Confluent wire format starts wi
 SHORT_HEADER = "value is shorter than the 5-byte header of the Confluent wire format"
 UNKNOWN_SCHEMA_ID = ("unknown schema id ", " (the schema registry does not have it)")
 UNDECODABLE = ("payload does not decode with writer schema id ", " into the reader schema")
+# Confluent's newer header form: the writer schema named by a GUID (magic byte 0x01, then 16 bytes) in the
+# record header __value_schema_id, the value the bare Avro binary (confluent-kafka's
+# header_schema_id_serializer). Writer schemas are fetched by id (GET /schemas/ids/<id>) only: Apicurio
+# Registry 3.3's Confluent API serves no GUIDs (none in its answers, 404 for GET /schemas/guids/<guid>), so
+# GUID support could not be tested against a real registry, and such records are kept as errors.
+GUID_HEADER = "__value_schema_id"
+GUID_FORM = (
+    "writer schema named by GUID in record header __value_schema_id (Confluent's header form): not supported, "
+    "writer schemas are resolved by the 4-byte id after magic byte 0x00 only (schema registries of the Confluent "
+    "API do not all serve GUIDs); produce with the serializer's default schema.id.serializer "
+    "(prefix_schema_id_serializer)"
+)
 # The field the app adds to the reader schema (a boolean with default true): from_avro's PERMISSIVE mode
 # gives a struct of nulls both for a record it could not decode and one whose fields are all null; the
 # marker is true only for a record that decoded.
@@ -176,12 +193,15 @@ DECODED_MARKER = "__kafka_offsets_decoded"
 REGISTRY_TIMEOUT_S = 30.0
 
 
-def wire_header(value: bytes | None) -> tuple[int | None, str | None]:
-    """The writer schema id of a value in the Confluent wire format, or why it is not in it.
+def wire_header(value: bytes | None, header_keys: Iterable[str] = ()) -> tuple[int | None, str | None]:
+    """The writer schema id of a value in the Confluent wire format, or why it is not in it
+    (``header_keys``: the record's header keys; a GUID header is the header form, not read).
 
     ``(None, None)`` for a tombstone (no value: nothing to decode, not an error)."""
     if value is None:
         return None, None
+    if GUID_HEADER in header_keys:
+        return None, GUID_FORM
     if not value:
         return None, EMPTY_VALUE
     if value[0] != MAGIC_BYTE:
@@ -207,13 +227,96 @@ def marked_reader_schema(schema: str) -> tuple[str, str]:
     return json.dumps({**parsed, "fields": [*parsed["fields"], field]}), marker
 
 
-def parse_schema_answer(body: bytes) -> tuple[str, str]:
-    """(schema type, schema text) of the registry's answer to ``GET /schemas/ids/<id>``; the type is
-    ``AVRO`` when the registry leaves it out (Confluent's and Apicurio's answers for Avro do)."""
+def parse_schema_answer(body: bytes) -> tuple[str, str, list[tuple[str, int]]]:
+    """(schema type, schema text, references as (subject, version)) of the registry's answer to
+    ``GET /schemas/ids/<id>`` or ``GET /subjects/<subject>/versions/<version>``; the type is ``AVRO`` when
+    the registry leaves it out (Confluent's and Apicurio's answers for Avro do)."""
     data = json.loads(body.decode("utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("schema"), str):
         raise ValueError("the schema registry's answer has no schema")
-    return str(data.get("schemaType") or "AVRO").upper(), data["schema"]
+    references = [(str(r["subject"]), int(r["version"])) for r in data.get("references") or []]
+    return str(data.get("schemaType") or "AVRO").upper(), data["schema"], references
+
+
+# Schema references: an Avro schema may use named types (records, enums, fixed) another subject's version
+# defines. Spark's from_avro takes one self-contained schema, so each referenced definition is written in
+# place of the first use of its name (later uses refer back to it, as Avro's parser reads in order).
+NAMED_TYPES = ("record", "enum", "fixed")
+
+
+def _full_name(name: str, namespace: str | None) -> str:
+    return name if "." in name or not namespace else f"{namespace}.{name}"
+
+
+def schema_full_name(schema: str) -> str:
+    """The full name of a named type's schema (JSON text): what a schema referring to it calls it."""
+    parsed = json.loads(schema)
+    if not isinstance(parsed, dict) or parsed.get("type") not in NAMED_TYPES or not parsed.get("name"):
+        raise ValueError(f"a referenced schema must be a named type (record, enum, fixed), got {schema[:80]!r}")
+    return _full_name(str(parsed["name"]), parsed.get("namespace"))
+
+
+def collect_references(
+    references: Iterable[tuple[str, int]], fetch_version: Callable[[str, int], tuple[str, list[tuple[str, int]]]]
+) -> dict[str, str]:
+    """Every named type the references define, transitively: full name -> its schema (JSON text).
+    ``fetch_version(subject, version)`` gives a subject version's schema and its own references."""
+    found: dict[str, str] = {}
+    seen: set[tuple[str, int]] = set()
+    pending = list(references)
+    while pending:
+        reference = pending.pop()
+        if reference in seen:
+            continue
+        seen.add(reference)
+        schema, more = fetch_version(*reference)
+        found[schema_full_name(schema)] = schema
+        pending += more
+    return found
+
+
+def inline_references(schema: str, definitions: Mapping[str, str]) -> str:
+    """``schema`` (JSON text) made self-contained: each named type of ``definitions`` (full name -> its
+    schema) written in place of its first use."""
+    if not definitions:
+        return schema
+    parsed_definitions = {name: json.loads(text) for name, text in definitions.items()}
+    placed: set[str] = set()
+
+    def walk(node: Any, namespace: str | None) -> Any:
+        if isinstance(node, list):
+            return [walk(branch, namespace) for branch in node]
+        if isinstance(node, str):
+            name = node if node in parsed_definitions else _full_name(node, namespace)
+            if name not in parsed_definitions or name in placed:
+                return node
+            placed.add(name)
+            definition = dict(parsed_definitions[name])
+            # its own full name and namespace: inside another schema a bare name would take the referrer's
+            definition["name"], definition["namespace"] = (
+                name.rsplit(".", 1)[-1],
+                name.rsplit(".", 1)[0] if "." in name else "",
+            )
+            return walk(definition, None)
+        if not isinstance(node, dict):
+            return node
+        out = dict(node)
+        kind = node.get("type")
+        if kind in NAMED_TYPES and isinstance(node.get("name"), str):
+            own = _full_name(node["name"], node.get("namespace", namespace))
+            placed.add(own)
+            namespace = own.rsplit(".", 1)[0] if "." in own else None
+            if kind == "record":
+                out["fields"] = [{**f, "type": walk(f.get("type"), namespace)} for f in node.get("fields") or []]
+        elif kind == "array":
+            out["items"] = walk(node.get("items"), namespace)
+        elif kind == "map":
+            out["values"] = walk(node.get("values"), namespace)
+        elif isinstance(kind, (str, list, dict)):
+            out["type"] = walk(kind, namespace)
+        return out
+
+    return json.dumps(walk(json.loads(schema), None))
 
 
 Fetch = Callable[[urllib.request.Request, float, "ssl.SSLContext | None"], bytes]
@@ -239,50 +342,65 @@ def registry_headers(access: Mapping[str, Any]) -> dict[str, str]:
     return headers
 
 
-def fetch_writer_schemas(
-    access: Mapping[str, Any], schema_ids: Iterable[int], fetch: Fetch = _urlopen
-) -> tuple[dict[int, str], dict[int, str], set[int]]:
-    """Each schema id from the registry once: (Avro schemas by id, other schema types by id, unknown ids).
-
-    An id the registry does not have is the records' problem (their decode_error says so); a registry
-    that does not answer, refuses the credentials or fails is the batch's (raised: a retry may succeed).
-    The registry's URLs are tried in order until one answers.
-    """
+def _get(access: Mapping[str, Any], path: str, what: str, fetch: Fetch) -> bytes | None:
+    """``GET <url><path>`` from the first of the registry's URLs that answers; None for a 404. Refused
+    credentials or no answer at all raise (the batch's problem: a retry may succeed)."""
     urls = [str(u).rstrip("/") for u in access.get("urls") or []]
     if not urls:
         raise ValueError("the job's schema registry access names no URL")
     cafile = access.get("ssl_ca_location")
     context = ssl.create_default_context(cafile=cafile) if cafile else None
-    headers = registry_headers(access)
+    failures = []
+    for url in urls:
+        request = urllib.request.Request(f"{url}{path}", headers=registry_headers(access))
+        try:
+            return fetch(request, REGISTRY_TIMEOUT_S, context if url.startswith("https:") else None)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            if exc.code in (401, 403):
+                raise PermissionError(
+                    f"the schema registry at {url} refused the credentials (HTTP {exc.code}) asking for {what}: "
+                    "check the schema registry connection"
+                ) from None
+            failures.append(f"{url}: HTTP {exc.code}")
+        except (urllib.error.URLError, OSError) as exc:
+            failures.append(f"{url}: {getattr(exc, 'reason', exc)}")
+    raise ConnectionError(f"the schema registry did not answer for {what} ({'; '.join(failures)})")
+
+
+def fetch_writer_schemas(
+    access: Mapping[str, Any], schema_ids: Iterable[int], fetch: Fetch = _urlopen
+) -> tuple[dict[int, str], dict[int, str], set[int]]:
+    """Each schema id from the registry once: (Avro schemas by id, self-contained, other schema types by
+    id, unknown ids).
+
+    An id the registry does not have is the records' problem (their decode_error says so); a registry
+    that does not answer, refuses the credentials or fails is the batch's (raised: a retry may succeed).
+    The registry's URLs are tried in order until one answers. A schema's references (named types of
+    other subjects' versions) are fetched too and written into it (:func:`inline_references`).
+    """
+
+    def version(subject: str, number: int) -> tuple[str, list[tuple[str, int]]]:
+        what = f"subject {subject!r} version {number} (a writer schema refers to it)"
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{number}"
+        body = _get(access, path, what, fetch)
+        if body is None:
+            raise LookupError(f"the schema registry does not have {what}")
+        _, schema, references = parse_schema_answer(body)
+        return schema, references
+
     avro: dict[int, str] = {}
     other: dict[int, str] = {}
     unknown: set[int] = set()
     for schema_id in sorted(set(int(i) for i in schema_ids)):
-        body = None
-        failures = []
-        for url in urls:
-            request = urllib.request.Request(f"{url}/schemas/ids/{schema_id}", headers=headers)
-            try:
-                body = fetch(request, REGISTRY_TIMEOUT_S, context if url.startswith("https:") else None)
-                break
-            except urllib.error.HTTPError as exc:
-                if exc.code == 404:
-                    unknown.add(schema_id)
-                    break
-                if exc.code in (401, 403):
-                    raise PermissionError(
-                        f"the schema registry at {url} refused the credentials (HTTP {exc.code}) asking for writer "
-                        f"schema id {schema_id}: check the schema registry connection"
-                    ) from None
-                failures.append(f"{url}: HTTP {exc.code}")
-            except (urllib.error.URLError, OSError) as exc:
-                failures.append(f"{url}: {getattr(exc, 'reason', exc)}")
+        body = _get(access, f"/schemas/ids/{schema_id}", f"writer schema id {schema_id}", fetch)
         if body is None:
-            if schema_id in unknown:
-                continue
-            raise ConnectionError(
-                f"the schema registry did not answer for writer schema id {schema_id} ({'; '.join(failures)})"
-            )
-        kind, schema = parse_schema_answer(body)
-        (avro if kind == "AVRO" else other)[schema_id] = schema if kind == "AVRO" else kind
+            unknown.add(schema_id)
+            continue
+        kind, schema, references = parse_schema_answer(body)
+        if kind != "AVRO":
+            other[schema_id] = kind
+            continue
+        avro[schema_id] = inline_references(schema, collect_references(references, version)) if references else schema
     return avro, other, unknown

@@ -18,6 +18,8 @@ the Kafka client settings, so secrets never reach the command line)::
                 "reader": {"subject", "version", "schema_id", "schema": "<Avro JSON>"}, ...}
              | null,
      "partition_by": "day" | null,   # optional: one directory per UTC day of the timestamp
+     "routing": {"topics": {topic: table}, "header": str | null, "prefix": str, "suffix": str,
+                 "allow": [table], "fallback": table | null} | null,   # optional: many tables
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
      "kafka": {"bootstrap.servers": ..., ...},       # Java client properties
      "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...},   # set on the Hadoop configuration
@@ -29,7 +31,13 @@ report (``<staging_uri>/_kafka_batch_report.json``, written last)::
      "application_id", "master", "output_bytes",
      "partitions": [{"topic", "partition", "records", "min_offset",
                      "max_offset", "distinct_offsets", "payload_bytes",
-                     "decode_errors" (only with decode)}]}
+                     "decode_errors" (only with decode)}],
+     "routing": {"tables": {table: records}, "unrouted": int, "unrouted_values": [str | null]}}
+                                                  # only with routing
+
+With routing, the output has one directory per table, ``_kafka_offsets_table=<table>/``
+(records without a route: Spark's default partition directory), and the records without a route
+are also written to ``<staging_uri>/_errors/`` with their offsets.
 
 ``min_partitions`` null lets the app choose: enough Spark tasks for every core of the
 application and about one task per million records (a Kafka range is split when that is
@@ -44,6 +52,8 @@ decoded by their writer schema into the reader schema's shape: the batch's disti
 from one aggregate over the values' headers, each writer schema is fetched from the registry once
 (plain HTTP, the job's private access), and Spark's ``from_avro`` (``spark-avro``) decodes each
 record with its writer schema and the batch's reader schema (older writers get the reader's defaults).
+Records in Confluent's header form (the writer schema's GUID in header ``__value_schema_id``) are kept
+as errors: writer schemas are fetched by id only.
 """
 
 from __future__ import annotations
@@ -279,11 +289,18 @@ def with_decoded(df: DataFrame, schema: str, spark_version: str) -> DataFrame:
 WIRE_FORMAT = f"length(value) >= {contract.WIRE_HEADER_BYTES} AND substring(value, 1, 1) = X'00'"
 SCHEMA_ID = "CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS BIGINT)"
 PAYLOAD = f"substring(value, {contract.WIRE_HEADER_BYTES + 1})"
+# A record whose writer schema is named by GUID in a header (Confluent's header form: not read, kept as an error).
+# (array_contains, not exists with a lambda: Spark generates code for it, not for higher-order functions)
+GUID_HEADER = f"coalesce(array_contains(headers.key, '{contract.GUID_HEADER}'), false)"
 
 
 def writer_schema_ids(df: DataFrame) -> list[int]:
     """The distinct writer schema ids of the batch's values: one aggregate over their 4 header bytes."""
-    row = df.where(F.expr(f"value IS NOT NULL AND {WIRE_FORMAT}")).agg(F.collect_set(F.expr(SCHEMA_ID))).first()
+    row = (
+        df.where(F.expr(f"value IS NOT NULL AND NOT {GUID_HEADER} AND {WIRE_FORMAT}"))
+        .agg(F.collect_set(F.expr(SCHEMA_ID)))
+        .first()
+    )
     return sorted(int(i) for i in (row[0] if row is not None else None) or [])
 
 
@@ -314,6 +331,7 @@ def with_avro_decoded(
     known = F.lit(False) if not writers else schema_id.isin(sorted(writers))
     error = (
         F.when(F.col("value").isNull(), F.lit(None))
+        .when(F.expr(GUID_HEADER), F.lit(contract.GUID_FORM))
         .when(F.length("value") == 0, F.lit(contract.EMPTY_VALUE))
         .when(
             F.expr("substring(value, 1, 1) <> X'00'"),
@@ -325,7 +343,7 @@ def with_avro_decoded(
         error = error.when(schema_id == other_id, F.lit(contract.not_avro(other_id, kind)))
     error = error.when(~known, _text(contract.UNKNOWN_SCHEMA_ID, schema_id.cast("string")))
     if parsed is not None:
-        error = error.when(parsed[marker].isNull(), _text(contract.UNDECODABLE, schema_id.cast("string")))
+        error = error.when(F.col("_parsed")[marker].isNull(), _text(contract.UNDECODABLE, schema_id.cast("string")))
         decoded = F.when(
             F.col("decode_error").isNull(), F.col("_parsed").dropFields(marker).cast(f"STRUCT<{decode['schema']}>")
         )
@@ -410,15 +428,68 @@ def hadoop_path(spark: SparkSession, uri: str):
     return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
 
 
+def route_column(routing: dict) -> Column:
+    """The table each record lands in (null: no route), as ``TableRoutes.table_for`` in the package says.
+
+    A mapped topic goes to its table; the others to ``prefix + <header value> + suffix`` when that
+    table is allowed, else to the fallback table (null without one).
+    """
+    routed: Column = F.lit(None).cast("string")
+    if routing.get("header"):
+        named = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(routing["header"]))
+        value = F.try_element_at(named, F.lit(1))["value"].cast("string")
+        table = F.concat(F.lit(routing["prefix"]), value, F.lit(routing["suffix"]))
+        allowed = table.isin(list(routing["allow"]))
+        routed = F.when(allowed, table).otherwise(F.lit(routing.get("fallback")).cast("string"))
+    for topic, name in sorted(routing["topics"].items(), reverse=True):
+        routed = F.when(F.col("topic") == F.lit(topic), F.lit(name)).otherwise(routed)
+    return routed
+
+
+def route_report(written: DataFrame, routing: dict) -> dict:
+    """Records per table, and how many had no route (with up to 10 of their header values)."""
+    counts = {row[0]: int(row[1]) for row in written.groupBy(contract.TABLE_COLUMN).count().collect()}
+    unrouted = counts.pop(None, 0)
+    values: list[str | None] = []
+    if unrouted and routing.get("header"):
+        named = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(routing["header"]))
+        rows = written.where(F.col(contract.TABLE_COLUMN).isNull()).select(
+            F.try_element_at(named, F.lit(1))["value"].cast("string")
+        )
+        values = sorted((row[0] for row in rows.distinct().limit(10).collect()), key=lambda v: (v is None, v or ""))
+    return {"tables": dict(sorted(counts.items())), "unrouted": unrouted, "unrouted_values": values}
+
+
+def write_errors(written: DataFrame, staging: str, decode: dict | None, routing: dict | None) -> None:
+    """Records that did not decode, or have no table, with their offsets, to ``<staging>/_errors/``."""
+    columns = [F.col(c) for c in ("topic", "partition", "offset", "timestamp", "key", "value")]
+    failed = F.lit(False)
+    if decode:
+        columns.append(F.col("decode_error"))
+        failed = F.col("decode_error").isNotNull()
+    if routing:
+        no_route = F.col(contract.TABLE_COLUMN).isNull()
+        columns.append(F.when(no_route, F.lit(contract.NO_ROUTE)).alias("route_error"))
+        failed = failed | no_route
+    written.where(failed).select(*columns).write.mode("overwrite").parquet(
+        staging.rstrip("/") + "/" + contract.ERRORS_DIR
+    )
+
+
 def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     runtime.check_versions()
     staging = job["staging_uri"]
     decode = job.get("decode")
+    routing = job.get("routing")
     records = read_ranges(spark, job, runtime)
     if decode:
         records = decode_records(records, job, spark.version)
     writer = records.write.mode("overwrite")
-    if job.get("partition_by") == "day":
+    if routing:
+        # One write for every table: a directory per table (no route: Spark's default partition).
+        records = records.withColumn(contract.TABLE_COLUMN, route_column(routing))
+        writer = records.write.mode("overwrite").partitionBy(contract.TABLE_COLUMN)
+    elif job.get("partition_by") == "day":
         # The UTC day whatever the session time zone: Iceberg's day() transform and Delta's
         # partition values are computed the same way.
         records = records.withColumn(
@@ -430,11 +501,8 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     written = spark.read.schema(records.schema).parquet(staging)
     partitions = read_back_check(job)(written, decoding=bool(decode))
     check_against_ranges(job, partitions)
-    if decode:
-        errors = written.where(F.col("decode_error").isNotNull())
-        errors.select("topic", "partition", "offset", "timestamp", "key", "value", "decode_error").write.mode(
-            "overwrite"
-        ).parquet(staging.rstrip("/") + "/" + contract.ERRORS_DIR)
+    if decode or routing:
+        write_errors(written, staging, decode, routing)
     report = {
         "format": contract.REPORT_FORMAT,
         "pipeline": job["pipeline"],
@@ -445,6 +513,7 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
         "master": spark.conf.get("spark.master"),
         "output_bytes": runtime.output_bytes(staging),
         "partitions": partitions,
+        **({"routing": route_report(written, routing)} if routing else {}),
     }
     runtime.write_report(staging, json.dumps(report, sort_keys=True))
     return report

@@ -57,6 +57,16 @@ def operation_options(op: Operation) -> tuple[Option, ...]:
     ]
     if op.uses_spark:  # the same Spark options as the operators'
         options += [Option(flags, kwargs) for flags, kwargs in spark_cli_options()]
+        options.append(
+            Option(
+                ("--verbose",),
+                {
+                    "action": "store_true",
+                    "help": "print Spark's log (spark-submit's output) on stderr; default: a progress line per "
+                    "batch, the log in a file named at the end",
+                },
+            )
+        )
     options += [
         Option(
             (f.cli,), {"dest": f.name, "metavar": f.cli.lstrip("-").upper().replace("-", "_"), "help": f.description}

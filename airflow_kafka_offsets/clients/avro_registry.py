@@ -16,6 +16,7 @@ from airflow_kafka_offsets.clients.schema_registry import RegistryAccess
 from airflow_kafka_offsets.core.avro import AvroSchemaError, reader_columns
 from airflow_kafka_offsets.core.model import AvroFormat, AvroReader
 from airflow_kafka_offsets.errors import ConfigurationError, InvalidPipelineSpecError, SchemaRegistryUnavailableError
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import collect_references, inline_references
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -28,8 +29,10 @@ VERSION_NOT_FOUND = 40402
 def resolve_reader(client: SchemaRegistryClient, avro: AvroFormat, pipeline: str) -> tuple[AvroReader, str]:
     """The reader schema ``avro`` names as the registry has it now, and its Spark columns (DDL).
 
-    Refused (:class:`InvalidPipelineSpecError`, nothing planned): a subject or version the registry does not
-    have, a schema that is not Avro, has references, or is not a record the package can decode. A refused
+    A schema with references (named types of other subjects' versions) gets them written into it: the
+    reader recorded is self-contained. Refused (:class:`InvalidPipelineSpecError`, nothing planned): a
+    subject or version the registry does not have, a schema that is not Avro, a reference the registry
+    cannot give, a schema that is not a record the package can decode. A refused
     key is a :class:`ConfigurationError`; a registry that does not answer, a retryable
     :class:`SchemaRegistryUnavailableError`.
     """
@@ -73,14 +76,10 @@ def resolve_reader(client: SchemaRegistryClient, avro: AvroFormat, pipeline: str
     found = f"{wanted} (version {registered.version}, schema id {registered.schema_id})"
     if kind != "AVRO":
         raise InvalidPipelineSpecError(f"{where}: {found} is a {kind} schema, not Avro. Nothing was planned")
+    text = schema.schema_str or ""
     if schema.references:
-        raise InvalidPipelineSpecError(
-            f"{where}: {found} refers to other subjects' schemas ({len(schema.references)} schema references), "
-            "which this package does not resolve; register the reader schema self-contained. Nothing was planned"
-        )
-    reader = AvroReader(
-        avro.subject, int(registered.version or 0), int(registered.schema_id or 0), schema.schema_str or ""
-    )
+        text = _self_contained(client, text, _pairs(schema.references), where, found)
+    reader = AvroReader(avro.subject, int(registered.version or 0), int(registered.schema_id or 0), text)
     try:
         columns = reader_columns(reader.schema)
     except AvroSchemaError as exc:
@@ -88,6 +87,34 @@ def resolve_reader(client: SchemaRegistryClient, avro: AvroFormat, pipeline: str
             f"{where}: {found} cannot be decoded into columns: {exc}. Nothing was planned"
         ) from None
     return reader, columns
+
+
+def _pairs(references: list[Any]) -> list[tuple[str, int]]:
+    """(subject, version) of confluent-kafka's ``SchemaReference`` objects."""
+    return [(str(r.subject), int(r.version or 0)) for r in references]
+
+
+def _self_contained(
+    client: SchemaRegistryClient, schema: str, references: list[tuple[str, int]], where: str, found: str
+) -> str:
+    """The reader schema with the named types it refers to (other subjects' versions, transitively) written
+    into it: what from_avro takes and what the ledger records, so a replay needs no reference again."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    def version(subject: str, number: int) -> tuple[str, list[tuple[str, int]]]:
+        try:
+            registered = client.get_version(subject, number)
+        except SchemaRegistryError as exc:
+            raise InvalidPipelineSpecError(
+                f"{where}: {found} refers to subject {subject!r} version {number}, which the schema registry "
+                f"cannot give ({exc.error_message}, HTTP {exc.http_status_code}). Nothing was planned"
+            ) from None
+        return registered.schema.schema_str or "", _pairs(registered.schema.references or [])
+
+    try:
+        return str(inline_references(schema, collect_references(references, version)))
+    except ValueError as exc:
+        raise InvalidPipelineSpecError(f"{where}: {found} has a reference the package cannot use: {exc}") from None
 
 
 def spark_registry_config(access: RegistryAccess) -> dict[str, Any]:

@@ -12,10 +12,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
+from airflow_kafka_offsets.core.retention import TopicRetention
 from airflow_kafka_offsets.errors import KafkaAuthenticationError, KafkaUnavailableError, UnknownTopicError
 
 ADMIN_ONLY_DROPPED = frozenset({"group.id", "enable.auto.commit", "auto.offset.reset", "isolation.level"})
@@ -166,6 +167,22 @@ class KafkaOffsetsClient:
         earliest = self._list_offsets(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
         latest = self._list_offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
         return {tp: PartitionOffsets(earliest=earliest[tp], latest=latest[tp]) for tp in tps}
+
+    def retention(self, topics: Sequence[str]) -> dict[str, TopicRetention]:
+        """Each topic's retention.ms, retention.bytes and cleanup.policy (the broker's defaults included)."""
+        futures = self._admin.describe_configs(
+            [ConfigResource(ResourceType.TOPIC, t) for t in topics], request_timeout=self._timeout_s
+        )
+        found: dict[str, TopicRetention] = {}
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=self._timeout_s)
+            except KafkaException as exc:
+                raise KafkaUnavailableError(
+                    f"describing the config of topic {resource.name} at {self._bootstrap} failed: {exc.args[0]}"
+                ) from exc
+            found[resource.name] = TopicRetention.from_configs({k: e.value for k, e in entries.items()})
+        return found
 
     def _consumer(self) -> Consumer:
         """A throw-away consumer that never joins or commits to a group."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from airflow_kafka_offsets.core.routing import TableRoutes
+
 
 class StartPolicy(str, Enum):
     """Where a partition without a cursor starts (like Kafka's ``auto.offset.reset``)."""
@@ -158,15 +160,18 @@ class SinkSpec:
     ``partition_by="day"`` partitions a table by the UTC day of the record timestamp.
     ``catalog_conn_id``: an Iceberg SQL catalog in another PostgreSQL database (an Airflow
     connection) instead of the ledger's; commits are then idempotent rather than transactional.
+    ``routes``: many tables instead of ``table``, each record routed by its topic or a header.
     """
 
     format: SinkFormat = SinkFormat.DIRECTORY
     table: str | None = None
     partition_by: str | None = None
     catalog_conn_id: str | None = None
+    routes: TableRoutes | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {"format": self.format.value, "table": self.table, "partition_by": self.partition_by}
+        data |= self.routes.to_json() if self.routes else {}
         return data | ({"catalog_conn_id": self.catalog_conn_id} if self.catalog_conn_id else {})
 
     @classmethod
@@ -178,6 +183,7 @@ class SinkSpec:
             data.get("table"),
             data.get("partition_by"),
             data.get("catalog_conn_id"),
+            TableRoutes.from_json(data) if data.get("tables") or data.get("route") else None,
         )
 
 

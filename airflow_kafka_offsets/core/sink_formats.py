@@ -15,17 +15,23 @@ from airflow_kafka_offsets.core.model import SinkFormat
 class SinkFormatRules:
     """``table``: output is a table named by the spec's ``table`` (and may be partitioned); else a
     directory per batch. ``namespace``: that name needs one ('analytics.events'). ``catalog_conn``:
-    takes ``catalog_conn_id``. ``extra``: the pip extra installing the libraries its commits use."""
+    takes ``catalog_conn_id``. ``many_tables``: takes ``tables``/``route`` instead of ``table``, many
+    tables fed by one pipeline (:mod:`airflow_kafka_offsets.sinks.multi`, opened by
+    :data:`airflow_kafka_offsets.sinks.MULTI_TABLE_OPENER`). ``extra``: the pip extra installing the
+    libraries its commits use."""
 
     title: str
     table: bool = False
     namespace: bool = False
     catalog_conn: bool = False
+    many_tables: bool = False
     extra: str | None = None
 
 
 SINK_FORMATS: Mapping[SinkFormat, SinkFormatRules] = {
     SinkFormat.DIRECTORY: SinkFormatRules("directory"),
-    SinkFormat.ICEBERG: SinkFormatRules("Iceberg", table=True, namespace=True, catalog_conn=True, extra="iceberg"),
-    SinkFormat.DELTA: SinkFormatRules("Delta", table=True, extra="delta"),
+    SinkFormat.ICEBERG: SinkFormatRules(
+        "Iceberg", table=True, namespace=True, catalog_conn=True, many_tables=True, extra="iceberg"
+    ),
+    SinkFormat.DELTA: SinkFormatRules("Delta", table=True, many_tables=True, extra="delta"),
 }

@@ -19,6 +19,7 @@ from airflow_kafka_offsets.core.model import (
     SinkSpec,
     StartPolicy,
 )
+from airflow_kafka_offsets.core.routing import TABLE_NAME, build_routes
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
 from airflow_kafka_offsets.core.values import enum_value, optional_int
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
@@ -26,8 +27,6 @@ from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 PIPELINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # Kafka's own rule for topic names.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-# One namespace level and a table name, each a safe identifier (they end up in paths and catalog rows).
-TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}(\.[A-Za-z_][A-Za-z0-9_]{0,127})?")
 
 
 def validate_pipeline_name(name: str) -> str:
@@ -43,18 +42,19 @@ def validate_pipeline_name(name: str) -> str:
 PARTITIONINGS = (None, "day")  # none, or the UTC day of the record timestamp
 
 
-def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -> SinkSpec:
-    """``sink`` as a format name, ``{"format": ..., "table": ...}``, or None for Parquet directories."""
+def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str, topics: Sequence[str] = ()) -> SinkSpec:
+    """``sink`` as a format name, ``{"format": ..., "table": ...}``, ``{"format": ..., "tables": {topic:
+    table}, "route": {...}}`` (many tables: ``core/routing.py``), or None for Parquet directories."""
     if isinstance(sink, SinkSpec):
         sink = sink.to_json()
     if sink is None or (isinstance(sink, str) and not sink.strip()):
         return SinkSpec()
     options: dict[str, Any] = {"format": sink.strip()} if isinstance(sink, str) else dict(sink)
-    unknown = set(options) - {"format", "table", "partition_by", "catalog_conn_id"}
+    unknown = set(options) - {"format", "table", "partition_by", "catalog_conn_id", "tables", "route"}
     if unknown:
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: unknown sink option(s) {', '.join(sorted(unknown))}; "
-            "a sink takes format, table, partition_by and (Iceberg) catalog_conn_id"
+            "a sink takes format, table (or tables and route), partition_by and (Iceberg) catalog_conn_id"
         )
     sink_format = enum_value(SinkFormat, options.get("format") or SinkFormat.DIRECTORY, "sink format")
     table = (options.get("table") or "").strip() or None
@@ -70,7 +70,12 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -
                 f"pipeline {pipeline!r}: the {sink_format.value} sink takes no table and no partition_by (batches "
                 "are its partitions)"
             )
+        if options.get("tables") or options.get("route"):
+            takers = " or ".join(f.value for f, r in SINK_FORMATS.items() if r.many_tables)
+            raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: tables and route need the {takers} sink")
         return SinkSpec(sink_format)
+    if options.get("tables") or options.get("route"):
+        return _multi_table_sink(pipeline, options, sink_format, table, partition_by, catalog_conn_id, topics)
     if partition_by not in PARTITIONINGS:
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: partition_by must be one of {', '.join(map(str, PARTITIONINGS))}, "
@@ -86,6 +91,29 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str) -
             f"pipeline {pipeline!r}: an {rules.title} table needs a namespace, as in 'analytics.{table}'"
         )
     return SinkSpec(sink_format, table, partition_by, catalog_conn_id)
+
+
+def _multi_table_sink(
+    pipeline: str,
+    options: Mapping[str, Any],
+    sink_format: SinkFormat,
+    table: str | None,
+    partition_by: str | None,
+    catalog_conn_id: str | None,
+    topics: Sequence[str],
+) -> SinkSpec:
+    """A sink of many tables: no single table, no partitioning, the ledger's own Iceberg catalog (so
+    that every table's pointer moves in the ledger's transaction)."""
+    refused = {"table": table, "partition_by": partition_by, "catalog_conn_id": catalog_conn_id}
+    given = [name for name, value in refused.items() if value is not None]
+    if given:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: a sink of many tables (tables or route) takes no {', '.join(given)}"
+        )
+    routes = build_routes(
+        pipeline, options.get("tables"), options.get("route"), topics, namespace=SINK_FORMATS[sink_format].namespace
+    )
+    return SinkSpec(sink_format, routes=routes)
 
 
 def validate_topics(pipeline: str, topics: Sequence[str] | str) -> tuple[str, ...]:
@@ -152,7 +180,7 @@ def build_spec(
         max_records_per_partition=optional_int(max_records_per_partition, "max_records_per_partition", minimum=1),
         consumer_group=(consumer_group or "").strip() or None,
         decode=decode,
-        sink=build_sink(sink, name),
+        sink=build_sink(sink, name, topic_list),
     )
 
 
@@ -169,10 +197,14 @@ def updated_spec(stored: PipelineSpec, changes: Mapping[str, Any]) -> PipelineSp
         "max_decode_errors": stored.decode.max_errors if stored.decode else None,
         "value_format": stored.decode.avro.to_json() if stored.decode and stored.decode.avro else None,
     }
-    unknown = set(changes) - set(current) - {"topics"}
+    unknown = set(changes) - set(current) - {"topics", "sink"}
     if unknown:
         raise InvalidPipelineSpecError(f"unknown spec field(s): {', '.join(sorted(unknown))}")
-    current.update({k: v for k, v in changes.items() if k != "topics"})
+    current.update({k: v for k, v in changes.items() if k not in ("topics", "sink")})
     return build_spec(
-        stored.name, changes.get("topics", stored.topics), stored.output_root, sink=stored.sink, **current
+        stored.name,
+        changes.get("topics", stored.topics),
+        stored.output_root,
+        sink=changes.get("sink", stored.sink),
+        **current,
     )

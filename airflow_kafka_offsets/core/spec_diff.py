@@ -6,10 +6,12 @@ these differences), and the spec-change operation applies them on purpose.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from airflow_kafka_offsets.core.model import PipelineSpec
+from airflow_kafka_offsets.core.model import PipelineSpec, SinkSpec
+from airflow_kafka_offsets.core.routing import rerouting_problems
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
 CHANGE_OPERATION = "change-spec"
@@ -80,14 +82,26 @@ def diff_specs(before: PipelineSpec, after: PipelineSpec) -> SpecDiff:
     )
 
 
-def change_refusals(diff: SpecDiff, planned_batch: int | None) -> tuple[str, ...]:
+def _sink_refusals(before: Any, after: Any, committed_topics: Sequence[str]) -> list[str]:
+    """A sink of many tables may gain routes (a new topic, a new table); nothing else of a sink changes."""
+    old, new = SinkSpec.from_json(before), SinkSpec.from_json(after)
+    if old.routes is not None and new.routes is not None and replace(old, routes=None) == replace(new, routes=None):
+        return [f"the sink's routes: {p}" for p in rerouting_problems(old.routes, new.routes, committed_topics)]
+    return [
+        "the sink cannot change: committed batches are in the old one; start a new pipeline (another name) "
+        "to write to another format or table (a sink of many tables may only gain routes)"
+    ]
+
+
+def change_refusals(diff: SpecDiff, planned_batch: int | None, committed_topics: Sequence[str] = ()) -> tuple[str, ...]:
     """Why ``diff`` cannot be applied now; empty when it can.
 
     The output root never changes: batch locations are a function of pipeline and batch
     number under one root, and replays rebuild them in place. While a batch is planned, its
     ranges are fixed and it is read with the stored decoding, so removing a topic and changing
     the decoding wait until it is committed or aborted; every other change applies from the
-    next batch.
+    next batch. ``committed_topics``: the topics committed batches read records of (a sink of many
+    tables keeps their routes).
     """
     refusals = []
     if "output_root" in diff.fields:
@@ -95,11 +109,9 @@ def change_refusals(diff: SpecDiff, planned_batch: int | None) -> tuple[str, ...
             "output_root cannot change: committed batches live under the old root and replays rebuild them "
             "there; start a new pipeline (another name) to write elsewhere"
         )
-    if "sink" in diff.fields:
-        refusals.append(
-            "the sink cannot change: committed batches are in the old one; start a new pipeline (another name) "
-            "to write to another format or table"
-        )
+    for change in diff.changes:
+        if change.field == "sink":
+            refusals += _sink_refusals(change.before, change.after, committed_topics)
     if planned_batch is not None:
         if diff.removed_topics:
             refusals.append(

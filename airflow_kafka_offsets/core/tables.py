@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_kafka_offsets.core.model import BatchReport, PartitionOffsets, PartitionRange, TopicPartition
+from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionOffsets, PartitionRange, TopicPartition
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -15,6 +15,17 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     lines = [line.format(*row) for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def abort_table(plan: BatchPlan) -> str:
+    """An abort's before and after: the planned batch's ranges, which stay in the ledger as aborted."""
+    return render_table(
+        ["batch", "partition", "range", "before", "after"],
+        [
+            [plan.batch_id, f"{r.topic}-{r.partition}", f"[{r.start}, {r.end})", "planned", "aborted"]
+            for r in plan.ranges
+        ],
+    )
 
 
 def partition_table(

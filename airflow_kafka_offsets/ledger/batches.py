@@ -33,7 +33,8 @@ class BatchRecord:
 
 @dataclass(frozen=True)
 class BatchSummary:
-    """A batch without its ranges, as a list of recent batches shows it."""
+    """A batch without its ranges, as a list of recent batches shows it. ``tables``: with a sink of
+    many tables, the snapshot id or version and the records the batch gave each table."""
 
     batch_id: int
     kind: str
@@ -43,6 +44,7 @@ class BatchSummary:
     output_bytes: int | None
     planned_at: datetime | None
     committed_at: datetime | None
+    tables: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -157,11 +159,14 @@ class BatchStatements(AuditStatements):
     def recent_batches(self, pipeline: str, last: int) -> list[BatchSummary]:
         """The ``last`` batches, newest first (the primary key's index)."""
         rows = self.fetchall(
-            "SELECT batch_id, kind, state, records_planned, records_committed, output_bytes, planned_at, committed_at"
-            " FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id DESC LIMIT %s",
+            "SELECT batch_id, kind, state, records_planned, records_committed, output_bytes, planned_at, committed_at,"
+            " tables FROM {s}.batches WHERE pipeline = %s ORDER BY batch_id DESC LIMIT %s",
             (pipeline, last),
         )
-        return [BatchSummary(*row) for row in rows]
+        return [
+            BatchSummary(batch_id, kind, state, planned, committed, size, planned_at, committed_at, from_json(tables))
+            for batch_id, kind, state, planned, committed, size, planned_at, committed_at, tables in rows
+        ]
 
     def batch_ranges(self, pipeline: str, batch_ids: Sequence[int], first: int) -> dict[int, RangesShown]:
         """The ``first`` ranges of each given batch in partition order, and how many it has."""

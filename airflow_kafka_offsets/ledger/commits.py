@@ -6,15 +6,17 @@ committed (I3).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlparse
 
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchPlan, TopicPartition
 from airflow_kafka_offsets.errors import CursorMovedError
 from airflow_kafka_offsets.ledger.audit import AuditStatements
-from airflow_kafka_offsets.ledger.sql import jsonb
+from airflow_kafka_offsets.ledger.sql import from_json, jsonb
 
 
 @dataclass(frozen=True)
@@ -28,12 +30,17 @@ class CommittedCount:
 
 @dataclass(frozen=True)
 class CommittedOutput:
-    """One committed batch's output: ``uri`` as stored in the ledger, ``path`` for local readers."""
+    """One committed batch's output: ``uri`` as stored in the ledger, ``path`` for local readers.
+
+    ``tables``: with a sink of many tables, what the batch's commit produced in each table it touched
+    (``{"ns.t": {"snapshot_id": ..., "records": ...}}`` for Iceberg, ``"version"`` for Delta).
+    """
 
     batch_id: int
     uri: str
     records: int
     committed_at: datetime
+    tables: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -99,19 +106,44 @@ class CommitStatements(AuditStatements):
         return int(records), int(output_bytes)
 
     def record_commit(
-        self, plan: BatchPlan, attempt_id: str | None, records: int, output_bytes: int, actor: Actor
+        self,
+        plan: BatchPlan,
+        attempt_id: str | None,
+        records: int,
+        output_bytes: int,
+        actor: Actor,
+        tables: Mapping[str, Any] | None = None,
     ) -> None:
-        """Mark the batch committed with its counts (from :meth:`store_counts`) and the attempt's report.
+        """Mark the batch committed with its counts (from :meth:`store_counts`) and the attempt's report,
+        and with ``tables`` what a sink of many tables produced in each.
 
         The attempt's report document is copied inside PostgreSQL, not sent again.
         """
+        with_tables = "" if tables is None else ", tables = %s::jsonb"  # only sinks of many tables set it
         self.execute(
             "UPDATE {s}.batches SET state = 'committed', committed_at = now(), records_committed = %s,"
             " output_bytes = %s, report = (SELECT report FROM {s}.attempts WHERE attempt_id = %s),"
-            " committed_by = %s::jsonb WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
-            (records, output_bytes, attempt_id, jsonb(actor.to_json()), plan.pipeline, plan.batch_id),
+            f" committed_by = %s::jsonb{with_tables} WHERE pipeline = %s AND batch_id = %s AND state = 'planned'",
+            (
+                records,
+                output_bytes,
+                attempt_id,
+                jsonb(actor.to_json()),
+                *(() if tables is None else (jsonb(dict(tables)),)),
+                plan.pipeline,
+                plan.batch_id,
+            ),
         )
-        self.audit(plan.pipeline, plan.batch_id, "committed", {"records": records}, actor)
+        detail: dict[str, Any] = {"records": records} | ({"tables": dict(tables)} if tables else {})
+        self.audit(plan.pipeline, plan.batch_id, "committed", detail, actor)
+
+    def record_tables(self, pipeline: str, batch_id: int, tables: Mapping[str, Any]) -> None:
+        """A replay's new snapshots or versions of the tables it rewrote."""
+        self.execute(
+            "UPDATE {s}.batches SET tables = coalesce(tables, '{{}}'::jsonb) || %s::jsonb"
+            " WHERE pipeline = %s AND batch_id = %s",
+            (jsonb(dict(tables)), pipeline, batch_id),
+        )
 
     def committed_batch_ids(self, pipeline: str) -> list[int]:
         """Every committed batch, ingest and reset, in batch order."""
@@ -148,14 +180,23 @@ class CommitStatements(AuditStatements):
         )
         return {TopicPartition(t, int(p)): CommittedCount(int(n or 0), lo, hi) for t, p, n, lo, hi in rows}
 
+    def committed_topics(self, pipeline: str) -> list[str]:
+        """The topics that committed batches read records of."""
+        rows = self.fetchall(
+            "SELECT DISTINCT r.topic FROM {s}.batch_ranges r JOIN {s}.batches b USING (pipeline, batch_id)"
+            " WHERE r.pipeline = %s AND b.state = 'committed' AND r.records > 0 ORDER BY r.topic",
+            (pipeline,),
+        )
+        return [str(r[0]) for r in rows]
+
     def committed_outputs(self, pipeline: str, after_batch: int = 0) -> list[CommittedOutput]:
         """The outputs of committed ingest batches after ``after_batch``, in batch order (resets have none)."""
         rows = self.fetchall(
-            "SELECT batch_id, output_uri, records_committed, committed_at FROM {s}.batches"
+            "SELECT batch_id, output_uri, records_committed, committed_at, tables FROM {s}.batches"
             " WHERE pipeline = %s AND state = 'committed' AND kind = 'ingest' AND batch_id > %s ORDER BY batch_id",
             (pipeline, after_batch),
         )
-        return [CommittedOutput(int(b), uri, int(n or 0), at) for b, uri, n, at in rows]
+        return [CommittedOutput(int(b), uri, int(n or 0), at, from_json(t) or {}) for b, uri, n, at, t in rows]
 
     def contiguity_problems(self, pipeline: str) -> list[str]:
         """Gaps or overlaps between consecutive committed ranges of each partition (I1); empty when sound."""

@@ -293,6 +293,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # replay too, uses it. Null: the pipeline spec's decoding (JSON, or none).
         "ALTER TABLE {s}.batches ADD COLUMN decode jsonb",
     ),
+    (
+        # A sink of many tables: what each table's commit of the batch produced, by table name
+        # ({"snapshot_id": ...} for Iceberg, {"version": ...} for Delta, with "records"), so that a
+        # reader can read every table as of one batch. Null for single-output sinks.
+        "ALTER TABLE {s}.batches ADD COLUMN tables jsonb",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

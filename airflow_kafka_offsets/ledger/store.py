@@ -26,6 +26,7 @@ from airflow_kafka_offsets.errors import LedgerSchemaTooNewError, PipelineBusyEr
 from airflow_kafka_offsets.ledger.attempts import AttemptStatements
 from airflow_kafka_offsets.ledger.batches import BatchRecord, BatchStatements
 from airflow_kafka_offsets.ledger.commits import CommitStatements
+from airflow_kafka_offsets.ledger.history import HistoryStatements
 from airflow_kafka_offsets.ledger.resets import ResetStatements
 from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
 
@@ -43,7 +44,7 @@ def _close_quietly(conn: Any) -> None:
         pass
 
 
-class LedgerTransaction(ResetStatements, BatchStatements, CommitStatements, AttemptStatements):
+class LedgerTransaction(ResetStatements, BatchStatements, CommitStatements, AttemptStatements, HistoryStatements):
     """Statements inside one open transaction; use :meth:`Ledger.transaction`."""
 
 

@@ -181,6 +181,22 @@ class Storage:
                 found.setdefault(int(parts[0].removeprefix("batch=")), set()).add(join(root, parts[0], parts[1]))
         return {batch: sorted(attempts) for batch, attempts in sorted(found.items())}
 
+    def copy_tree(self, source: str, target: str) -> None:
+        """Copy the files under ``source`` to ``target`` (same relative paths); a file already there
+        with the same size is kept, so a copy that crashed is finished, not redone."""
+        fs, base = self.filesystem(source)
+        target_fs, target_base = self.filesystem(target)
+        for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
+            if info.type != pafs.FileType.File:
+                continue
+            destination = posixpath.join(target_base, posixpath.relpath(info.path, base))
+            if target_fs.get_file_info(destination).size == info.size:
+                continue
+            target_fs.create_dir(posixpath.dirname(destination), recursive=True)
+            with fs.open_input_stream(info.path) as reader, target_fs.open_output_stream(destination) as writer:
+                while chunk := reader.read(8 << 20):
+                    writer.write(chunk)
+
     def exists(self, uri: str) -> bool:
         """A file, or a directory holding files (on S3 a prefix exists only through its objects)."""
         fs, path = self.filesystem(uri)

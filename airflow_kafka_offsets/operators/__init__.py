@@ -1,5 +1,6 @@
 """Airflow operators: plan, read (Spark) and commit a Kafka batch, as a TaskGroup of three or in one task."""
 
+from airflow_kafka_offsets.operators.approval import KafkaOperationApprovalOperator, KafkaOperationPreviewOperator
 from airflow_kafka_offsets.operators.batch import KafkaBatchOperator
 from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
 from airflow_kafka_offsets.operators.manual import KafkaPipelineOperationOperator
@@ -12,6 +13,8 @@ __all__ = [
     "KafkaBatchOperator",
     "KafkaBatchPlanOperator",
     "KafkaBatchSparkOperator",
+    "KafkaOperationApprovalOperator",
+    "KafkaOperationPreviewOperator",
     "KafkaPipelineOperationOperator",
     "kafka_ingest_task_group",
 ]

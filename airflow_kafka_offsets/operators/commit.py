@@ -10,7 +10,12 @@ from airflow.sdk import Context, XComArg
 
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.lineage import output_asset, pipeline_output_alias
+from airflow_kafka_offsets.lineage import (
+    batch_partition_key,
+    output_asset,
+    pipeline_batches_asset,
+    pipeline_output_alias,
+)
 from airflow_kafka_offsets.operators.assets import KafkaBatchStepOperator
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, parse_batch_id
 from airflow_kafka_offsets.runtime import actor_from_context
@@ -23,8 +28,12 @@ class KafkaBatchCommitOperator(KafkaBatchStepOperator):
 
     Its outlet is the alias ``kafka_offsets/<pipeline>`` (:func:`pipeline_output_alias`); each
     commit this run makes emits one asset event on the output (the sink's location) through it,
-    with the batch in ``extra``. A run that finds the batch already committed, or nothing to
-    commit, emits none.
+    with the batch in ``extra``. Each commit also emits an event on the partitioned asset
+    ``kafka-offsets://<pipeline>/batches`` (:func:`pipeline_batches_asset`) whose partition key names
+    the batch (``batch=000000000042``), so a downstream DAG scheduled with
+    ``PartitionedAssetTimetable`` runs once per batch, with that key. A run that finds the batch
+    already committed, or nothing to commit, emits neither (the partitioned asset becomes an outlet
+    only when a commit happens).
 
     :param batch_id: the batch to commit (the plan task's ``output``, an int, or a template);
         default: the pipeline's planned batch.
@@ -60,7 +69,14 @@ class KafkaBatchCommitOperator(KafkaBatchStepOperator):
         outcome = commit_batch(ledger, sink, self.pipeline, batch_id, actor_from_context(context))
         if outcome.committed_now:
             committed = self.handled(lineage, outcome.plan, outcome.records)
-            context["outlet_events"][alias].add(output_asset(committed.location), extra=committed.batch_facts())
+            facts = committed.batch_facts() | ({"output_tables": dict(outcome.tables)} if outcome.tables else {})
+            context["outlet_events"][alias].add(output_asset(committed.location), extra=facts)
+            batches = pipeline_batches_asset(self.pipeline)
+            if batches not in self.outlets:
+                self.add_outlets([batches])
+            event = context["outlet_events"][batches]
+            event.extra = facts
+            event.add_partitions(batch_partition_key(batch_id))
             self.mirror_consumer_group(ledger)
         return {
             "pipeline": self.pipeline,

@@ -14,9 +14,11 @@ from typing import Any, ClassVar
 
 from airflow.sdk import Context
 
-from airflow_kafka_offsets.core.operation_fields import parse_request
+from airflow_kafka_offsets.core.operation_fields import OperationRequest, parse_request
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkJobOperator
 from airflow_kafka_offsets.runtime import actor_from_context
+from airflow_kafka_offsets.service.approval import ApprovalCheck
+from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.operations import run_operation
 from airflow_kafka_offsets.spark.options import SPARK_TEMPLATE_FIELDS
 
@@ -30,12 +32,16 @@ class KafkaPipelineOperationOperator(SparkJobOperator):
 
     :param operation: one of the operations in :mod:`airflow_kafka_offsets.core.operation_fields` (templated).
     :param options: the trigger form's fields (or the same keys from any DAG; templated).
+    :param approved_digest: the digest of an approved dry run (templated; see
+        :class:`~airflow_kafka_offsets.operators.approval.KafkaOperationApprovalOperator`): the
+        operation then applies only what that dry run showed, else it is refused with nothing changed.
     """
 
     template_fields: Sequence[str] = (
         *KafkaOffsetsBaseOperator.template_fields,
         "operation",
         "options",
+        "approved_digest",
         *SPARK_TEMPLATE_FIELDS,
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
@@ -44,15 +50,32 @@ class KafkaPipelineOperationOperator(SparkJobOperator):
     }
     ui_color = "#f3e8fd"
 
-    def __init__(self, *, operation: str, options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        operation: str,
+        options: Mapping[str, Any] | None = None,
+        approved_digest: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.operation = operation
         self.options = options
+        self.approved_digest = approved_digest
+
+    def request(self) -> OperationRequest:
+        """The rendered options, validated for the operation."""
+        return parse_request({**(self.options or {}), "operation": self.operation, "pipeline": self.pipeline})
+
+    def operation_context(self, request: OperationRequest, context: Context) -> OperationContext:
+        actor = replace(actor_from_context(context), operation=request.operation)
+        return self.runtime().operation_context(request, actor, self.spark_runner)
 
     def run(self, context: Context) -> dict[str, Any]:
-        request = parse_request({**(self.options or {}), "operation": self.operation, "pipeline": self.pipeline})
-        actor = replace(actor_from_context(context), operation=request.operation)
-        ctx = self.runtime().operation_context(request, actor, self.spark_runner)
+        request = self.request()
+        ctx = self.operation_context(request, context)
+        if self.approved_digest:
+            ctx = replace(ctx, approval=ApprovalCheck(self.approved_digest))
         result = run_operation(request, ctx)
         self.log.info("%s of %s:\n%s", request.operation, request.pipeline, result.text)
         return result.data

@@ -86,6 +86,7 @@ class KafkaBatchSparkOperator(KafkaBatchStepOperator, SparkJobOperator):
             min_partitions=optional_int(self.min_partitions, "min_partitions", minimum=1),
             lease_s=float(config_value("attempt_lease_seconds", str(DEFAULT_LEASE_S))),
             wait_s=float(config_value("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
+            offsets_source=self.runtime().kafka().offsets,  # records already deleted: refused before Spark
         )
         records = report.records if report else 0
         if report is not None:

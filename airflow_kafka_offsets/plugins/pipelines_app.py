@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.config import config_value
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
+from airflow_kafka_offsets.core.history import DEFAULT_RANGE, RANGES
 from airflow_kafka_offsets.errors import PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.plugins.pipelines_page import not_found_page, overview_page, pipeline_page
@@ -65,6 +66,7 @@ def _overview_href(request: Request) -> str:
 
 
 Page = Annotated[int, Query(ge=1, le=1_000_000)]
+Range = Annotated[str, Query(pattern="^(" + "|".join(RANGES) + ")$")]
 
 
 def create_app() -> FastAPI:
@@ -79,7 +81,8 @@ def create_app() -> FastAPI:
         return overview_page(overview(_ledger(), _kafka(), page), "pipelines/", _trigger_url())
 
     @app.get("/pipelines/{pipeline}", response_class=HTMLResponse)
-    def pipeline(pipeline: str, page: Page = 1) -> str:
-        return pipeline_page(pipeline_detail(_ledger(), _kafka(), pipeline, page), "../", _trigger_url())
+    def pipeline(pipeline: str, page: Page = 1, range: Range = DEFAULT_RANGE) -> str:
+        detail = pipeline_detail(_ledger(), _kafka(), pipeline, page, range)
+        return pipeline_page(detail, "../", _trigger_url())
 
     return app

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from airflow_kafka_offsets.core.history import RANGES, PipelineState
+from airflow_kafka_offsets.plugins import charts as draw
 from airflow_kafka_offsets.service.overview import (
+    LAGGING_AFTER_S,
     PARTITIONS_PER_PAGE,
     RECENT_BATCHES,
+    TREND_S,
+    History,
     Overview,
     PipelineDetail,
     PipelineSummary,
@@ -23,6 +29,13 @@ th, td { border-bottom: 1px solid #e2e8f0; padding: .3rem .7rem; text-align: lef
 th { background: #f7fafc; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .lag { font-weight: 600; color: #c05621; } .ok { color: #2f855a; } .dead { color: #c53030; font-weight: 600; }
 .note { color: #4a5568; font-size: .85rem; } nav a { margin-right: 1rem; }
+.risk { color: #c53030; font-weight: 600; }
+.state { border-radius: 9px; padding: .05rem .5rem; font-size: .8rem; font-weight: 600; white-space: nowrap; }
+.healthy { background: #c6f6d5; color: #22543d; } .lagging { background: #feebc8; color: #7b341e; }
+.failing, .data-at-risk { background: #fed7d7; color: #822727; }
+.charts { display: flex; flex-wrap: wrap; gap: .5rem 1.5rem; } figure.chart { margin: 0; }
+figcaption { font-size: .85rem; font-weight: 600; margin-bottom: .2rem; }
+.ranges a, .ranges strong { margin-right: .8rem; }
 """
 
 
@@ -86,6 +99,17 @@ def _lag(summary: PipelineSummary) -> tuple[str, str]:
     return str(summary.lag_records), "num lag" if summary.lag_records else "num ok"
 
 
+def _state(state: PipelineState) -> str:
+    cls = state.value.replace(" ", "-")
+    return f'<span class="state {cls}" data-state="{cls}">{escape(state.value)}</span>'
+
+
+def _trend(summary: PipelineSummary) -> str:
+    # From the first point of the day on: a pipeline younger than a day still shows a trend.
+    start = summary.lag_trend[0].at if summary.lag_trend else summary.now - timedelta(seconds=TREND_S)
+    return draw.sparkline(f"trend-{quote(summary.name, safe='')}", summary.lag_trend, start, summary.now)
+
+
 def overview_page(view: Overview, pipeline_href: str, trigger_url: str) -> str:
     """Every pipeline (a page of them) with its lag, batch in flight, last batch and dead attempts."""
     rows = []
@@ -95,9 +119,11 @@ def overview_page(view: Overview, pipeline_href: str, trigger_url: str) -> str:
         rows.append(
             f'<tr data-pipeline="{escape(s.name)}">'
             f'<td><a href="{pipeline_href}{quote(s.name, safe="")}">{escape(s.name)}</a></td>'
+            + f"<td>{_state(s.state)}</td>"
             + _cell(", ".join(s.topics))
             + _cell(s.partitions, "num")
             + _cell(lag, lag_cls)
+            + f"<td>{_trend(s)}</td>"
             + _cell(_in_flight(s))
             + _cell(f"{last['batch_id']} at {last['committed_at']}" if last else None)
             + _cell(s.dead_attempts, "num dead" if s.dead_attempts else "num")
@@ -106,14 +132,19 @@ def overview_page(view: Overview, pipeline_href: str, trigger_url: str) -> str:
     body = (
         f'<h1>Kafka pipelines</h1><p class="note">{view.total} pipeline(s) in the ledger. Lag in records is '
         "Kafka's end offset (last stable offset) minus the ledger's cursor, summed over partitions; lag in "
-        "time is on each pipeline's page. Dead attempts: among the last "
+        "time is on each pipeline's page. Trend: lag in records when each batch of the last day was planned, "
+        "and now. State: <em>data at risk</em> when unread records are already deleted, <em>failing</em> "
+        "when the batch in flight has a failed or dead attempt, <em>lagging</em> when the oldest unread "
+        f"record may be older than {LAGGING_AFTER_S / 60:g} minutes. Dead attempts: among the last "
         f"{RECENT_BATCHES} batches.</p>"
         + _table(
             [
                 "pipeline",
+                "state",
                 "topics",
                 "partitions",
                 "lag (records)",
+                "lag, last day",
                 "batch in flight",
                 "last committed batch",
                 "dead attempts",
@@ -125,6 +156,31 @@ def overview_page(view: Overview, pipeline_href: str, trigger_url: str) -> str:
         + _pager(view.page, view.pages, "?")
     )
     return _page("Kafka pipelines", body)
+
+
+def _range_links(shown: str) -> str:
+    links = [f"<strong>{name}</strong>" if name == shown else f'<a href="?range={name}">{name}</a>' for name in RANGES]
+    return f'<p class="ranges">last {" ".join(links)}</p>'
+
+
+def charts(h: History) -> str:
+    """Lag (records, age) over the range and each batch's records, bytes and seconds."""
+    return (
+        f'<h2>Lag and batches</h2>{_range_links(h.range)}<p class="note">From the ledger\'s committed batches '
+        "(the newest 1,000 of the range). Lag in records: when each batch was planned, the offsets it was "
+        "planned over (at least the lag, when the pipeline caps a batch), and now. Age of the oldest unread "
+        "record, at most: a batch reads every record produced before it was planned, so the age drops at "
+        "each commit. Seconds: from plan to commit.</p>"
+        '<div class="charts">'
+        + draw.line_chart("chart-lag-records", "Lag (records)", h.lag_records, h.start, h.now, draw.count)
+        + draw.line_chart(
+            "chart-lag-age", "Age of the oldest unread record (at most)", h.lag_age, h.start, h.now, draw.seconds
+        )
+        + draw.bar_chart("chart-records", "Records per batch", h.records, h.start, h.now, draw.count)
+        + draw.bar_chart("chart-bytes", "Bytes per batch (Kafka payload)", h.bytes, h.start, h.now, draw.size)
+        + draw.bar_chart("chart-seconds", "Seconds per batch (plan to commit)", h.seconds, h.start, h.now, draw.seconds)
+        + "</div>"
+    )
 
 
 def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) -> str:
@@ -139,6 +195,9 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
         + _cell(p.log_end_offset, "num")
         + _cell(p.lag_records, "num lag" if p.lag_records else "num ok")
         + _cell(age(p.lag_seconds), "num")
+        + _cell(
+            age(p.deletable_in_s), "num risk" if p.deletable_in_s is not None and p.deletable_in_s < 3600 else "num"
+        )
         + "</tr>"
         for p in detail.partitions
     ]
@@ -175,13 +234,18 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
     ]
     body = (
         f'<nav><a href="{overview_href}">all pipelines</a> {_trigger_link(trigger_url, s.name)}</nav>'
-        f"<h1>Pipeline {escape(s.name)}</h1>"
+        f"<h1>Pipeline {escape(s.name)} {_state(s.state)}</h1>"
         f'<p id="summary">topics {escape(", ".join(s.topics))}; {s.partitions} partition(s); '
         f'lag <span id="total-lag">{escape(lag)}</span> records; batch in flight: '
         f'<span id="in-flight">{escape(_in_flight(s))}</span>; dead attempts: {s.dead_attempts}</p>'
-        f'<h2>Partitions</h2><p class="note">Cursor: the next offset to ingest. Lag in time: age of the oldest '
+        + charts(detail.history)
+        + f'<h2>Partitions</h2><p class="note">Cursor: the next offset to ingest. Lag in time: age of the oldest '
         f"unread record, looked up for the {PARTITIONS_PER_PAGE} partitions of this page only.</p>"
-        + _table(["topic", "partition", "cursor", "log end", "lag (records)", "lag (time)"], partitions, "partitions")
+        + _table(
+            ["topic", "partition", "cursor", "log end", "lag (records)", "lag (time)", "retention may delete in"],
+            partitions,
+            "partitions",
+        )
         + _pager(detail.page, detail.pages, "?")
         + f'<h2>Recent batches</h2><p class="note">The last {RECENT_BATCHES}; ranges are [start, end). A reset '
         "records the cursor it set as an empty range, after the span it skipped.</p>"

@@ -1,6 +1,7 @@
-"""A Spark attempt at a planned batch: the job handed to the Spark app, the attempt's start with its
-lease, its run and how it ended (recorded against the batch's row lock), and the removal of ended
-attempts' staging once the batch is committed or aborted.
+"""A Spark attempt at a planned batch: the start of one running the batch's job
+(:mod:`~airflow_kafka_offsets.service.jobs`) with its lease, its run and how it ended (recorded
+against the batch's row lock), and the removal of ended attempts' staging once the batch is
+committed or aborted.
 """
 
 from __future__ import annotations
@@ -9,59 +10,21 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from airflow_kafka_offsets.core.actor import Actor
-from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, BatchState, DecodeSpec
+from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, BatchState
 from airflow_kafka_offsets.core.report import check_report, parse_report
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
-from airflow_kafka_offsets.errors import DecodeErrorThresholdError, SparkJobError
+from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.context import Submit
 from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.faults import crash_point
+from airflow_kafka_offsets.service.jobs import build_job, check_decode_errors, check_routing
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, LeaseKeeper
 from airflow_kafka_offsets.sinks import Sink
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import JOB_FORMAT
 
 log = logging.getLogger(__name__)
-
-
-def build_job(
-    plan: BatchPlan,
-    attempt_id: str,
-    staging_uri: str,
-    kafka_properties: Mapping[str, str],
-    min_partitions: int | None = None,
-    decode: DecodeSpec | None = None,
-    partition_by: str | None = None,
-) -> dict[str, Any]:
-    """The job file handed to the Spark app (see spark_apps/kafka_range_batch.py for the format)."""
-    return {
-        "format": JOB_FORMAT,
-        "pipeline": plan.pipeline,
-        "batch_id": plan.batch_id,
-        "attempt_id": attempt_id,
-        "staging_uri": staging_uri,
-        "min_partitions": min_partitions,
-        "ranges": [r.to_json() for r in plan.readable_ranges],
-        "kafka": dict(kafka_properties),
-        "decode": decode.batch_json() if decode else None,
-        "partition_by": partition_by,
-    }
-
-
-def check_decode_errors(plan: BatchPlan, report: BatchReport, decode: DecodeSpec | None) -> None:
-    errors = sum(p.decode_errors for p in report.partitions)
-    if decode is None or decode.max_errors is None or errors <= decode.max_errors:
-        return
-    where = ", ".join(f"{p.topic_partition}: {p.decode_errors}" for p in report.partitions if p.decode_errors)
-    raise DecodeErrorThresholdError(
-        f"batch {plan.batch_id} of {plan.pipeline!r}: {errors} records could not be decoded as {decode.format_name} "
-        f"({where}), "
-        f"more than max_decode_errors={decode.max_errors}; nothing was committed. The records and their offsets "
-        "are in the attempt's _errors/ output; fix the producer, raise the limit, or abort the batch"
-    )
 
 
 @dataclass(frozen=True)
@@ -104,17 +67,14 @@ def execute_attempt(
         decode = batch_decoding(tx, spec, plan.batch_id)
     try:
         with LeaseKeeper(ledger, attempt_id, lease_s):
-            submit(
-                build_job(
-                    plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode, spec.sink.partition_by
-                )
-            )
+            submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode, spec.sink))
         raw = sink.read_report(staging_uri)
         if raw is None:
             raise SparkJobError(f"Spark finished but wrote no report to {staging_uri}")
         report = parse_report(raw)
         check_report(plan, report)
         check_decode_errors(plan, report, decode)
+        check_routing(plan, report, spec.sink.routes)
     except BaseException as exc:
         with ledger.transaction() as tx:
             state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state

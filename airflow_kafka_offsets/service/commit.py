@@ -5,7 +5,9 @@ of a batch's three steps.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchPlan, BatchState
@@ -22,11 +24,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CommitOutcome:
-    """``committed_now`` is False when another run had already committed the batch."""
+    """``committed_now`` is False when another run had already committed the batch; ``tables``: with a
+    sink of many tables, what the commit produced in each (snapshot id or version, records)."""
 
     plan: BatchPlan
     committed_now: bool
     records: int
+    tables: Mapping[str, Any] | None = None
 
 
 def commit_batch(
@@ -57,6 +61,7 @@ def commit_batch(
         if record.state is not BatchState.PLANNED:
             raise BatchStateError(f"batch {batch_id} of pipeline {pipeline!r} is {record.state.value}; cannot commit")
         attempt = None
+        tables = None
         uid = tx.pipeline_uid(pipeline)
         decode = batch_decoding(tx, tx.pipeline_spec(pipeline), batch_id)
         if plan.readable_ranges:
@@ -71,7 +76,8 @@ def commit_batch(
         if attempt is not None:
             published = sink.published_attempt(uid, plan)
             if published is None:
-                sink.publish(tx, Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, records, decode))
+                publication = Publication(uid, plan, attempt.attempt_id, attempt.staging_uri, records, decode)
+                tables = sink.publish(tx, publication)
             elif published in {a.attempt_id for a in tx.attempts(pipeline, [batch_id], reports=False)}:
                 log.info(
                     "pipeline %s: batch %s attempt %s was published by an earlier try",
@@ -90,7 +96,7 @@ def commit_batch(
         else:  # a directory sink gives every committed ingest batch a readable output, an empty one here
             sink.publish(tx, Publication(uid, plan, None, None, 0, decode))
         tx.advance_cursors(plan)
-        tx.record_commit(plan, attempt.attempt_id if attempt else None, records, output_bytes, actor)
+        tx.record_commit(plan, attempt.attempt_id if attempt else None, records, output_bytes, actor, tables)
         crash_point("in_commit_transaction")
     crash_point("after_commit")
     discard_ended_attempts(ledger, sink, pipeline, batch_id)
@@ -102,4 +108,4 @@ def commit_batch(
         plan.output_uri,
         LoggedPartitionTable(plan.ranges),
     )
-    return CommitOutcome(plan, committed_now=True, records=records)
+    return CommitOutcome(plan, committed_now=True, records=records, tables=tables)

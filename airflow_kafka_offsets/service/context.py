@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.actor import Actor
@@ -17,7 +17,12 @@ from airflow_kafka_offsets.object_storage.access import S3Access, is_object_stor
 from airflow_kafka_offsets.service.decoding import RegistryClients
 from airflow_kafka_offsets.sinks import LocalDirectorySink, ManifestDirectorySink, Sink, directory_sink, open_sink
 
-# Runs one Spark job of the app (a job of :func:`airflow_kafka_offsets.service.attempts.build_job`);
+
+class Approval(Protocol):
+    def check(self, operation: str, pipeline: str, table: str) -> None: ...
+
+
+# Runs one Spark job of the app (a job of :func:`airflow_kafka_offsets.service.jobs.build_job`);
 # ``airflow_kafka_offsets.spark.runner.BatchRunner`` is one.
 Submit = Callable[[dict[str, Any]], None]
 
@@ -69,6 +74,8 @@ class OperationContext:
     submit: Submit | None = None
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     registry: RegistryClients | None = None
+    # An approved dry run (service/approval.py): the operation checks it before it changes anything.
+    approval: Approval | None = None
 
     def spark(self, operation: str) -> Submit:
         """The Spark runner of an operation that uses Spark."""

@@ -6,7 +6,6 @@ and :mod:`~airflow_kafka_offsets.service.commit`); operators and the CLI are thi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_kafka_offsets.core.actor import Actor
@@ -14,9 +13,7 @@ from airflow_kafka_offsets.core.model import (
     BatchPlan,
     BatchState,
     DecodeSpec,
-    PartitionOffsets,
     PipelineSpec,
-    TopicPartition,
 )
 from airflow_kafka_offsets.core.planner import has_work, new_partitions, plan_ranges
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
@@ -24,11 +21,13 @@ from airflow_kafka_offsets.errors import BatchStateError
 from airflow_kafka_offsets.ledger import Ledger, describe_actor
 from airflow_kafka_offsets.ledger.decodings import record_batch_decode
 from airflow_kafka_offsets.service.faults import crash_point
+from airflow_kafka_offsets.service.readable import OffsetsSource
 from airflow_kafka_offsets.sinks import Sink
 
 log = logging.getLogger(__name__)
 
-OffsetsSource = Callable[[Sequence[str]], Mapping[TopicPartition, PartitionOffsets]]
+# OffsetsSource (service/readable.py): re-exported, where callers of plan_batch have found it
+__all__ = ["OffsetsSource", "PlanOutcome", "load_batch", "plan_batch"]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from airflow_kafka_offsets.ledger import Attempt, Ledger, describe_actor, raise_
 from airflow_kafka_offsets.service.attempts import execute_attempt, start_attempt
 from airflow_kafka_offsets.service.context import Submit
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
+from airflow_kafka_offsets.service.readable import OffsetsSource, refuse_deleted_plan
 from airflow_kafka_offsets.sinks import Sink
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ def run_batch(
     lease_s: float = DEFAULT_LEASE_S,
     wait_s: float = DEFAULT_WAIT_S,
     poll_s: float = 2.0,
+    offsets_source: OffsetsSource | None = None,
 ) -> BatchReport | None:
     """Read a planned batch into staging once; returns the report of the attempt that read it.
 
@@ -46,7 +48,8 @@ def run_batch(
     another run's attempt is live (its lease has not run out), this run waits for it, at most
     ``wait_s`` seconds, instead of starting a second Spark job; if that attempt dies or fails, this
     run starts its own. Returns None when the batch reads no records (Spark is skipped) or was
-    committed meanwhile.
+    committed meanwhile. With ``offsets_source``, a batch whose records Kafka no longer holds is refused
+    (:class:`~airflow_kafka_offsets.errors.RecordsDeletedError`) before an attempt starts.
     """
     if not plan.readable_ranges:
         log.info("pipeline %s: batch %s reads no records; Spark is skipped", plan.pipeline, plan.batch_id)
@@ -85,6 +88,8 @@ def run_batch(
                 return done.report
             live = next((a for a in tx.attempts(plan.pipeline, [plan.batch_id], reports=False) if a.live), None)
             if live is None:
+                if offsets_source is not None:
+                    refuse_deleted_plan(plan, offsets_source)
                 attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, lease_s)
                 break
         if time.monotonic() >= deadline:

@@ -1,12 +1,13 @@
 """One status model for every view of a pipeline: ``status`` (the CLI's text and ``--json``, the
-manual-operations operator's result; service/operations.py) and the Kafka pipelines page
+manual-operations operator's result; service/operations/status.py) and the Kafka pipelines page
 (service/overview.py).
 
 Per partition (:class:`PartitionStatus`): ``committed_offset`` is the ledger's cursor (the next
 offset to ingest), ``log_start_offset`` and ``log_end_offset`` Kafka's log start offset and last
 stable offset, ``lag_records`` the offsets between the cursor and the log end, ``lag_seconds`` the
-age of the oldest unread record (0 when nothing is unread, None when unknown). Pure: values in,
-values out.
+age of the oldest unread record (0 when nothing is unread, None when unknown), ``deletable_in_s`` the
+seconds until the topic's retention may delete that record (core/retention.py; 0: it may now, None:
+nothing unread or no time limit). Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
 from airflow_kafka_offsets.core.planner import partition_lag
+from airflow_kafka_offsets.core.retention import TopicRetention, seconds_until_deletable
+from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.ledger import Attempt, BatchSummary
 
 ATTEMPT_STATES = ("live", "dead", "succeeded", "failed")
@@ -34,11 +37,13 @@ class PartitionStatus:
     log_end_offset: int | None
     lag_records: int | None
     lag_seconds: float | None
+    deletable_in_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """As ``status`` gives it (lag in time to the millisecond)."""
+        """As ``status`` gives it (times to the millisecond)."""
         lag_seconds = None if self.lag_seconds is None else round(self.lag_seconds, 3)
-        return {**asdict(self), "lag_seconds": lag_seconds}
+        deletable = None if self.deletable_in_s is None else round(self.deletable_in_s, 3)
+        return {**asdict(self), "lag_seconds": lag_seconds, "deletable_in_s": deletable}
 
 
 def shown_partitions(
@@ -65,25 +70,45 @@ def partition_statuses(
     offsets: Mapping[TopicPartition, PartitionOffsets],
     oldest_unread: Mapping[TopicPartition, datetime | None],
     now: datetime,
+    retention: Mapping[str, TopicRetention] | None = None,
 ) -> tuple[PartitionStatus, ...]:
-    """Each partition's status; ``oldest_unread``: the timestamps at :func:`lagging_cursors`."""
+    """Each partition's status; ``oldest_unread``: the timestamps at :func:`lagging_cursors`;
+    ``retention``: each topic's settings (without them, ``deletable_in_s`` stays unknown)."""
     statuses = []
     for tp in partitions:
         cursor, bounds, seen = cursors.get(tp), offsets.get(tp), oldest_unread.get(tp)
         lag = partition_lag(cursor, bounds) if bounds is not None and cursor is not None else None
         age = (now - seen).total_seconds() if seen else (0.0 if lag == 0 else None)
         start, end = (bounds.earliest, bounds.latest) if bounds is not None else (None, None)
-        statuses.append(PartitionStatus(tp.topic, tp.partition, cursor, start, end, lag, age))
+        deletable = None
+        if bounds is not None and cursor is not None and retention is not None:
+            deletable = seconds_until_deletable(cursor, bounds, seen, retention.get(tp.topic), now)
+        statuses.append(PartitionStatus(tp.topic, tp.partition, cursor, start, end, lag, age, deletable))
     return tuple(statuses)
 
 
 def batch_status(batch: BatchSummary) -> dict[str, Any]:
-    """A batch as status shows it."""
+    """A batch as status shows it (``tables`` only for a sink of many tables)."""
+    shown = asdict(batch)
+    if shown["tables"] is None:
+        del shown["tables"]
     return {
-        **asdict(batch),
+        **shown,
         "planned_at": batch.planned_at.isoformat() if batch.planned_at else None,
         "committed_at": batch.committed_at.isoformat() if batch.committed_at else None,
     }
+
+
+def batch_tables_text(batches: Sequence[Mapping[str, Any]]) -> str:
+    """With a sink of many tables, what each shown batch gave each table (empty otherwise)."""
+    rows = [
+        [b["batch_id"], table, entry.get("snapshot_id", entry.get("version")), entry.get("records")]
+        for b in batches
+        for table, entry in sorted((b.get("tables") or {}).items())
+    ]
+    if not rows:
+        return ""
+    return "\n\n" + render_table(["batch", "table", "snapshot / version", "records"], rows)
 
 
 def attempt_status(attempt: Attempt) -> dict[str, Any]:

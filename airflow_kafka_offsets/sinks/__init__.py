@@ -15,6 +15,7 @@ from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
 __all__ = [
+    "MULTI_TABLE_OPENER",
     "OPENERS",
     "REPORT_NAME",
     "LocalDirectorySink",
@@ -71,12 +72,33 @@ def _open_delta(o: SinkOpening) -> Sink:
     return DeltaSink(o.spec.output_root, o.spec.sink.table or "", o.spec.sink.partition_by, Storage(o.s3))
 
 
+def _open_many_tables(o: SinkOpening) -> Sink:
+    from airflow_kafka_offsets.object_storage.storage import Storage
+    from airflow_kafka_offsets.sinks.multi import MultiTableSink
+
+    assert o.spec.sink.routes is not None
+    return MultiTableSink(
+        o.spec.output_root,
+        o.spec.name,
+        o.spec.sink.routes,
+        o.spec.sink.format,
+        o.catalog_uri,
+        o.catalog_name,
+        Storage(o.s3),
+    )
+
+
+Opener = Callable[[SinkOpening], Sink]
+
 # One opener per format; what a format takes and its install extra: core.sink_formats.SINK_FORMATS.
-OPENERS: Mapping[SinkFormat, Callable[[SinkOpening], Sink]] = {
+OPENERS: Mapping[SinkFormat, Opener] = {
     SinkFormat.DIRECTORY: _open_directory,
     SinkFormat.ICEBERG: _open_iceberg,
     SinkFormat.DELTA: _open_delta,
 }
+# A spec with ``tables``/``route`` (a format whose SINK_FORMATS row has ``many_tables``): many tables
+# of that format, in the ledger's catalog (sinks/multi.py).
+MULTI_TABLE_OPENER: Opener = _open_many_tables
 
 
 def open_sink(
@@ -98,7 +120,8 @@ def open_sink(
     """
     fmt = spec.sink.format
     try:
-        return OPENERS[fmt](SinkOpening(spec, catalog_uri, catalog_name, s3, external_catalog_uri))
+        opener = MULTI_TABLE_OPENER if spec.sink.routes is not None else OPENERS[fmt]
+        return opener(SinkOpening(spec, catalog_uri, catalog_name, s3, external_catalog_uri))
     except ImportError as exc:
         extra = SINK_FORMATS[fmt].extra
         if extra is None:

@@ -85,8 +85,11 @@ class Sink(Protocol):
         """The attempt whose records the output holds for this batch now, if any."""
         ...
 
-    def publish(self, tx: Any, publication: Publication) -> None:
-        """Make the attempt the batch's records; ``tx`` is the open ledger transaction."""
+    def publish(self, tx: Any, publication: Publication) -> dict[str, Any] | None:
+        """Make the attempt the batch's records; ``tx`` is the open ledger transaction.
+
+        A sink of many tables returns what each table's commit produced (snapshot id or version, and
+        records, by table name) for the ledger's batch row; the other sinks return None."""
         ...
 
     def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:

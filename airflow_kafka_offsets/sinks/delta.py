@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +28,7 @@ from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
-from airflow_kafka_offsets.errors import SchemaEvolutionError
+from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
@@ -167,6 +168,35 @@ class DeltaSink:
             commit_properties=CommitProperties(
                 custom_metadata=publication.commit_properties(), app_transactions=transactions
             ),
+        )
+
+    def commit_once(self, publication: Publication, files_uri: str) -> int:
+        """A sink of many tables: this table's part of a batch (the Parquet files under ``files_uri``)
+        committed once, the table created if it is new; returns the version holding the batch.
+
+        The files are copied under the table's root first (delta-rs reads only paths there). A batch
+        whose app transaction the table already holds (a commit that crashed before the ledger's) is
+        not committed again.
+        """
+        plan = publication.plan
+        assert publication.attempt_id is not None  # only attempts with records reach a table
+        try:
+            table = self.table()
+        except TableNotFoundError:
+            self.check_writable(publication.decode)
+            table = self.table()
+        landed = table.transaction_version(app_id(publication.pipeline_uid))
+        if publication.replay or landed is None or landed < plan.batch_id:
+            target = self.staging_uri(plan.pipeline, plan.batch_id, publication.attempt_id)
+            self.storage.copy_tree(files_uri, target)
+            self.publish(None, replace(publication, staging_uri=target))
+            table = self.table()
+        for commit in self._commits(table, publication.pipeline_uid)[::-1]:
+            if commit.get(BATCH) == str(plan.batch_id) and commit.get(ATTEMPT) == publication.attempt_id:
+                return int(commit["version"])
+        raise OutputLocationError(
+            f"Delta table {self.location}: batch {plan.batch_id} of attempt {publication.attempt_id} is not in its "
+            "log after its commit (another writer removed it?); nothing was committed in the ledger"
         )
 
     def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:

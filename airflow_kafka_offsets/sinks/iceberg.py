@@ -29,8 +29,13 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError
+from pyiceberg.io import load_file_io
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table, _parquet_files_to_data_files
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.transforms import DayTransform
 
@@ -74,6 +79,38 @@ class LedgerCatalog(SqlCatalog):
         io = self._load_file_io(location=metadata_location)
         metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
         return Table(identifier, metadata, metadata_location, self._load_file_io(metadata.properties), self)
+
+    def exists_locked(self, identifier: tuple[str, ...]) -> bool:
+        """The table has a catalog row (seen by the ledger's transaction, which may have created it)."""
+        namespace, name = Catalog.namespace_to_string(identifier[:-1]), identifier[-1]
+        return (
+            self._bound.fetchone(
+                "SELECT 1 FROM iceberg_tables WHERE catalog_name = %s AND table_namespace = %s AND table_name = %s",
+                (self.name, namespace, name),
+            )
+            is not None
+        )
+
+    def create_locked(self, identifier: tuple[str, ...], schema: pa.Schema) -> None:
+        """Create a table whose catalog row appears with the ledger's commit (as SqlCatalog.create_table
+        does, but inserting the row in the bound transaction): a reader sees the table and the batch's
+        first snapshot together, or neither."""
+        namespace, name = Catalog.namespace_to_string(identifier[:-1]), identifier[-1]
+        iceberg_schema = self._convert_schema_if_needed(schema, 2)
+        location = self._resolve_table_location(None, namespace, name)
+        metadata_location = load_location_provider(location, {}).new_table_metadata_file_location()
+        metadata = new_table_metadata(
+            location=location,
+            schema=iceberg_schema,
+            partition_spec=UNPARTITIONED_PARTITION_SPEC,
+            sort_order=UNSORTED_SORT_ORDER,
+        )
+        self._write_metadata(metadata, load_file_io(self.properties, metadata_location), metadata_location)
+        self._bound.execute(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location)"
+            " VALUES (%s, %s, %s, %s)",
+            (self.name, namespace, name, metadata_location),
+        )
 
     def commit_table(
         self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
@@ -147,6 +184,8 @@ class IcebergSink:
         partition_by: str | None = None,
         storage: files.Storage | None = None,
         transactional: bool = True,
+        catalog: LedgerCatalog | None = None,
+        staging_root: str | None = None,
     ) -> None:
         if not catalog_uri:
             raise OutputLocationError(
@@ -161,8 +200,9 @@ class IcebergSink:
         self.partition_by = partition_by
         self.storage = storage or files.Storage()
         self.transactional = transactional  # the catalog is in the ledger's database
-        self._catalog: LedgerCatalog | None = None
+        self._catalog: LedgerCatalog | None = catalog  # one catalog (and its engine) for a sink of many tables
         self._location: str | None = None
+        self._staging_root = staging_root  # where attempts write, when not the table's data/ directory
 
     def catalog(self) -> LedgerCatalog:
         if self._catalog is None:
@@ -186,14 +226,17 @@ class IcebergSink:
     def describe(self) -> dict[str, Any]:
         return {"format": "iceberg", "location": self.location, "table": f"{self.catalog_name}.{self.table_name}"}
 
+    def ensure_namespace(self) -> None:
+        try:
+            self.catalog().create_namespace(self.identifier[:-1])
+        except NamespaceAlreadyExistsError:
+            pass
+
     def check_writable(self, decode: DecodeSpec | None) -> None:
         """Create the table, or evolve it by the fields ``decode`` adds; refuse any other difference."""
         catalog = self.catalog()
         wanted = output_schema(decode)
-        try:
-            catalog.create_namespace(self.identifier[:-1])
-        except NamespaceAlreadyExistsError:
-            pass
+        self.ensure_namespace()
         if not catalog.table_exists(self.identifier):
             table = catalog.create_table_if_not_exists(self.identifier, schema=wanted)
             if self.partition_by == "day" and table.spec().is_unpartitioned():
@@ -226,7 +269,7 @@ class IcebergSink:
 
     def _batch_root(self, batch_id: int) -> str:
         """Where every attempt of a batch writes: its data files' common prefix."""
-        return files.join(self.location, "data", f"batch={batch_id:012d}")
+        return files.join(self._staging_root or files.join(self.location, "data"), f"batch={batch_id:012d}")
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)
@@ -256,10 +299,8 @@ class IcebergSink:
         if publication.staging_uri is None:
             return  # a batch without records changes nothing a reader could see
         data = [f.uri for f in self.storage.parquet_files(publication.staging_uri)]
-        catalog = self.catalog()
         if self.transactional:
-            with catalog.bound(tx):
-                self._commit(catalog.load_locked(self.identifier), publication, data)
+            self.commit_locked(tx, publication, data)
             return
         for _ in range(COMMIT_TRIES):
             table = self.table()
@@ -276,11 +317,20 @@ class IcebergSink:
             "concurrent writers; nothing of it was added, the batch stays planned: run the commit again"
         )
 
+    def commit_locked(self, tx: Any, publication: Publication, data: list[str]) -> int:
+        """Commit ``data`` (a replay: instead of the batch's files) with the table's pointer moving in
+        ``tx``, creating the table there if it has no catalog row yet; returns the new snapshot id."""
+        catalog = self.catalog()
+        with catalog.bound(tx):
+            if not catalog.exists_locked(self.identifier):
+                catalog.create_locked(self.identifier, output_schema(publication.decode))
+            return self._commit(catalog.load_locked(self.identifier), publication, data)
+
     def _batch_files(self, table: Table, batch_id: int) -> list[Any]:
         prefix = self._batch_root(batch_id) + "/"
         return [task.file for task in table.scan().plan_files() if task.file.file_path.startswith(prefix)]
 
-    def _commit(self, table: Table, publication: Publication, data: list[str]) -> None:
+    def _commit(self, table: Table, publication: Publication, data: list[str]) -> int:
         properties = publication.commit_properties()
         transaction = table.transaction()
         if publication.replay:
@@ -293,7 +343,9 @@ class IcebergSink:
                     overwrite.append_data_file(data_file)
         else:
             transaction.add_files(data, snapshot_properties=properties, check_duplicate_files=False)
-        transaction.commit_transaction()
+        snapshot = transaction.commit_transaction().current_snapshot()
+        assert snapshot is not None  # the commit just added one
+        return snapshot.snapshot_id
 
     def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Remove a batch that a crash left in another catalog's table (the ledger's catalog never has one)."""

@@ -84,6 +84,9 @@ class SparkSettings:
     spark_version: str | None = None
     # Where the driver JVM's class-data-sharing archive lives (spark/class_archive.py); None: none.
     class_archive_dir: str | None = None
+    # spark-submit's output (Spark's driver log) goes to this file instead of the log of the task or
+    # command (the CLI without --verbose); None: into that log, line by line, as the Spark provider does.
+    log_file: str | None = None
     # The app and the conf every batch starts from; benchmarks and tests substitute their own.
     application: str | None = None
     default_conf: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SPARK_CONF))

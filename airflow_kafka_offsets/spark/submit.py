@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -186,6 +187,7 @@ class SparkBatchSubmitter:
                 num_executors=settings.num_executors,
                 total_executor_cores=settings.total_executor_cores,
                 spark_binary=submit.binary,
+                log_file=settings.log_file,
             )
             self._running = hook
             succeeded = False
@@ -196,6 +198,7 @@ class SparkBatchSubmitter:
                 # a known cause says it all; otherwise keep the hook's error chained for the traceback
                 raise spark_job_error(job, hook.scanner, str(exc)) from (None if hook.scanner.found else exc)
             finally:
+                hook.close_log()
                 if archive is not None:
                     class_archive.settle(archive, succeeded)
 
@@ -210,9 +213,20 @@ def _diagnosing_hook_class() -> type:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     class DiagnosingSparkSubmitHook(SparkSubmitHook):
-        def __init__(self, **kwargs: Any) -> None:
+        def __init__(self, log_file: str | None = None, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.scanner = FailureScanner()
+            self._file_handler: logging.Handler | None = None
+            if log_file is not None:  # every line the hook logs (spark-submit's output) goes to the file
+                self._file_handler = logging.FileHandler(log_file, encoding="utf-8")
+                self._file_handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+                to_file = logging.Logger("spark-submit")  # not registered: no propagation to the root's handlers
+                to_file.addHandler(self._file_handler)
+                self._log = to_file  # type: ignore[assignment]  # a stdlib Logger has the same methods
+
+        def close_log(self) -> None:
+            if self._file_handler is not None:
+                self._file_handler.close()
 
         def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
             super()._process_spark_submit_log(self.scanner.scan(itr))

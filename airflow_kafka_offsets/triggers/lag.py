@@ -2,23 +2,21 @@
 DAG runs when there is enough to ingest rather than on a clock.
 
 It only looks: end offsets from Kafka's admin API, the cursors from the ledger in read-only
-transactions, and (for the age threshold) the timestamp of the record at each lagging cursor,
-read by a consumer that is assigned partitions, never joins a group and never commits.
+transactions, and (for the age threshold) the timestamp of the record at each lagging cursor
+(triggers/watch.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg2
 from airflow.sdk import Asset, AssetWatcher
-from airflow.triggers.base import BaseEventTrigger, TriggerEvent
-from asgiref.sync import sync_to_async
+from airflow.triggers.base import TriggerEvent
 
-from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.core.lag import (
     Fired,
@@ -27,21 +25,15 @@ from airflow_kafka_offsets.core.lag import (
     decide,
     holding,
     read_positions,
-    seconds,
     timestamps_needed,
 )
-from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
-from airflow_kafka_offsets.core.spec import validate_pipeline_name, validate_topics
 from airflow_kafka_offsets.errors import KafkaOffsetsError
-from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.runtime import AirflowRuntime
+from airflow_kafka_offsets.triggers.watch import PipelineWatchTrigger, in_thread
 
-T = TypeVar("T")
 CLASSPATH = "airflow_kafka_offsets.triggers.lag.KafkaLagTrigger"
-KAFKA_TIMEOUT_S = 10.0  # one poll's Kafka round trips; a slower answer is retried at the next poll
 
 
-class KafkaLagTrigger(BaseEventTrigger):
+class KafkaLagTrigger(PipelineWatchTrigger):
     """Fires when ``pipeline`` has ``max_lag_records`` unread records or more over ``topics``, or its
     oldest unread record (by Kafka timestamp) is ``max_lag_age`` old; checks every ``poll_interval``.
 
@@ -64,33 +56,13 @@ class KafkaLagTrigger(BaseEventTrigger):
         postgres_conn_id: str = DEFAULT_POSTGRES_CONN_ID,
         ledger_schema: str | None = None,
     ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.pipeline = validate_pipeline_name(pipeline)
-        self.topics = validate_topics(pipeline, topics)
+        super().__init__(pipeline, topics, poll_interval, rearm_after, kafka_config_id, postgres_conn_id, ledger_schema)
         self.thresholds = LagThresholds.of(max_lag_records, max_lag_age)
-        self.poll_interval_s = seconds(poll_interval, "poll_interval") or 0.0
-        self.rearm_after_s = seconds(rearm_after, "rearm_after") or 0.0
-        self.kafka_config_id = kafka_config_id
-        self.postgres_conn_id = postgres_conn_id
-        self.ledger_schema = ledger_schema
-        self._ledger: Ledger | None = None
-        self._kafka: KafkaOffsetsClient | None = None
-        self._timestamps: dict[tuple[TopicPartition, int], datetime] = {}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             CLASSPATH,
-            {
-                "pipeline": self.pipeline,
-                "topics": list(self.topics),
-                "max_lag_records": self.thresholds.records,
-                "max_lag_age": self.thresholds.age_s,
-                "poll_interval": self.poll_interval_s,
-                "rearm_after": self.rearm_after_s,
-                "kafka_config_id": self.kafka_config_id,
-                "postgres_conn_id": self.postgres_conn_id,
-                "ledger_schema": self.ledger_schema,
-            },
+            {**self.watched(), "max_lag_records": self.thresholds.records, "max_lag_age": self.thresholds.age_s},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -119,48 +91,14 @@ class KafkaLagTrigger(BaseEventTrigger):
     async def _look(self, fired: Fired | None) -> tuple[Fired, LagDecision | str]:
         """One poll: the read positions seen (recorded if the trigger fires) and the decision, or why
         it holds after the last firing."""
-        cursors, offsets = await _in_thread(self._read_state)
+        cursors, offsets = await in_thread(self.read_state)
         seen = Fired(read_positions(cursors, offsets), datetime.now(UTC))
         held = holding(fired, seen.positions, seen.at, self.rearm_after_s)
         if held is not None:
             return seen, held
         positions = timestamps_needed(cursors, offsets, self.thresholds)
-        oldest = await _in_thread(self._timestamps_at, positions) if positions else {}
+        oldest = await in_thread(self.timestamps_at, positions) if positions else {}
         return seen, decide(cursors, offsets, oldest, self.thresholds, datetime.now(UTC))
-
-    async def cleanup(self) -> None:
-        if self._ledger is not None:
-            await _in_thread(self._ledger.close)
-
-    def _read_state(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, PartitionOffsets]]:
-        """The cursors (read first: a commit in between only makes the lag look larger) and end offsets."""
-        runtime = AirflowRuntime(self.kafka_config_id, self.postgres_conn_id, self.ledger_schema)
-        if self._ledger is None:
-            self._ledger = runtime.ledger(migrate=False)
-        if self._kafka is None:
-            self._kafka = runtime.kafka(timeout_s=KAFKA_TIMEOUT_S)
-        cursors: dict[TopicPartition, int] = {}
-        if self._ledger.schema_version() is not None:  # no ledger yet: no cursors
-            with self._ledger.transaction(read_only=True) as tx:
-                cursors = {tp: o for tp, o in tx.cursors(self.pipeline).items() if tp.topic in self.topics}
-        return cursors, self._kafka.offsets(list(self.topics))
-
-    def _timestamps_at(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, datetime | None]:
-        """Record timestamps at ``positions``, remembered while a cursor stays where it is."""
-        assert self._kafka is not None  # _read_state made it
-        self._timestamps = {key: ts for key, ts in self._timestamps.items() if positions.get(key[0]) == key[1]}
-        missing = {tp: pos for tp, pos in positions.items() if (tp, pos) not in self._timestamps}
-        if missing:
-            for tp, ts in self._kafka.timestamps_at(missing).items():
-                if ts is not None:
-                    self._timestamps[(tp, missing[tp])] = ts
-        return {tp: self._timestamps.get((tp, pos)) for tp, pos in positions.items()}
-
-
-async def _in_thread(function: Callable[..., T], *args: Any) -> T:
-    """Blocking client calls (confluent-kafka, psycopg2, connection lookups) off the triggerer's event loop."""
-    result: T = await sync_to_async(function, thread_sensitive=False)(*args)
-    return result
 
 
 def lag_asset(trigger: KafkaLagTrigger) -> Asset:

@@ -34,6 +34,15 @@ ARGUMENTS = {"scheduler": ["--skip-serve-logs"], "triggerer": ["--skip-serve-log
 REPO = Path(__file__).resolve().parents[2]
 # each file in dags/ declares one DAG named after it; tests use them all as soon as Airflow is up
 PROJECT_DAGS = frozenset(path.stem for path in (REPO / "dags").glob("*.py"))
+# dags/ (the dags_folder) and the benchmarks' DAGs (benchmarks/dags/, for the scheduler section)
+DAG_BUNDLES = [
+    {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle", "kwargs": {}},
+    {
+        "name": "benchmarks",
+        "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+        "kwargs": {"path": str(REPO / "benchmarks" / "dags")},
+    },
+]
 
 
 def airflow_bin() -> str:
@@ -81,6 +90,7 @@ dag_dir_list_interval = 5
 
 [dag_processor]
 refresh_interval = 5
+dag_bundle_config_list = {json.dumps(DAG_BUNDLES)}
 
 [logging]
 base_log_folder = {home / "logs"}
@@ -137,6 +147,9 @@ def start(
     """Migrate the metadata DB, start the components, wait until the UI serves the DAGs."""
     postgres.ensure_database(dict(pg), DATABASE)
     env = command_env(cfg, connections)
+    cfg["connections"] = sorted(
+        k.removeprefix("AIRFLOW_CONN_").lower() for k in connections if k.startswith("AIRFLOW_CONN_")
+    )
     airflow = airflow_bin()
     procs.run([airflow, "db", "migrate"], "airflow db migrate", env=env, timeout=timeout)
     home = Path(cfg["home"])

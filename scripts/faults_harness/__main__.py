@@ -77,11 +77,14 @@ def run(
     spark_connect: dict[str, Any] | None = None,
     storage: str = "local",
     sink: str = "directory",
+    avro: bool = False,
 ) -> tuple[list[TrialResult], list[str], bool]:
     """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok.
 
     ``spark_connect``: a ``spark_connect`` connection the read steps use as ``spark_default``.
     ``storage``: the output on local disk or on the stack's S3 bucket; ``sink``: its format.
+    ``avro``: the topics carry Avro values of three writer versions and corrupted records, decoded through
+    the stack's schema registry (:mod:`faults_harness.avro_values`).
     """
     left_out = (SPARK_PROCESS_KINDS if spark_connect else ()) + (S3_KINDS if storage != "s3" else ())
     kinds = kinds or [k for k in KINDS if k not in left_out]
@@ -97,6 +100,7 @@ def run(
         recovery=recovery,
         storage=storage,
         sink=sink,
+        avro=avro,
     )
     for name, value in info.airflow_env().items():  # the harness reads the output as the workers write it
         os.environ.setdefault(name, value)
@@ -110,7 +114,8 @@ def run(
         random.Random(seed).shuffle(order)
     out(
         f"faults: {len(order)} trials ({trials} of each of {', '.join(kinds)}), seed {seed}, {batches} batches "
-        f"per trial, {sink} sink on {storage} storage, ledger schema {ctx.schema}, work dir {workdir}",
+        f"per trial, {sink} sink on {storage} storage{', Avro values' if avro else ''}, ledger schema {ctx.schema}, "
+        f"work dir {workdir}",
         flush=True,
     )
     results: list[TrialResult] = []
@@ -160,7 +165,14 @@ def main(argv: list[str] | None = None) -> int:
         "--sink",
         choices=SINKS,
         default="directory",
-        help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial)",
+        help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial), "
+        "iceberg-multi or delta-multi (4 tables per trial, records routed by a header)",
+    )
+    parser.add_argument(
+        "--avro",
+        action="store_true",
+        help="Avro values (3 writer versions through the stack's schema registry, plus corrupted records): "
+        "every id must land once with its fields typed, every corrupted record as a decode error at its offset",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (timings, variants, order)")
     parser.add_argument(
@@ -203,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     # verify's sweep: noise
     logging.getLogger("airflow_kafka_offsets.service.operations.sweep").setLevel(logging.WARNING)
+    for name in ("httpx", "httpx2"):  # the registry client's every request (--avro): noise
+        logging.getLogger(name).setLevel(logging.WARNING)
     print(f"faults: stack {info!r}", flush=True)
     began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in the finally blocks
@@ -219,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             spark_connect=connect,
             storage=args.storage,
             sink=args.sink,
+            avro=args.avro,
         )
     finally:
         if started_here and not args.keep_stack:

@@ -32,6 +32,7 @@ from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.service.faults import CRASH_ENV
 from airflow_kafka_offsets.sinks import REPORT_NAME, Sink
+from faults_harness.avro_values import AvroValues
 from faults_harness.procs import Worker, kill_everything_started, worker_argv, worker_env
 from faults_harness.verify import Verdict, verify
 from faults_harness.worker import PAUSE_ENV, SPARK_CONF_ENV
@@ -45,7 +46,8 @@ WORKER_TIMEOUT_S = 600.0
 SPARK_START_TIMEOUT_S = 240.0
 MISSED = "MISSED: "  # how a monitor says the moment for its fault never came
 STORAGES = ("local", "s3")
-SINKS = ("directory", "iceberg", "delta")
+SINKS = ("directory", "iceberg", "delta", "iceberg-multi", "delta-multi")
+ROUTED_TABLES = 4  # the multi-table sinks: records go to one of 4 tables by their header "table"
 
 
 class TrialError(Exception):
@@ -64,6 +66,7 @@ class Context:
     recovery: str = "mixed"
     storage: str = "local"  # local: a directory of the work dir; s3: the stack's bucket
     sink: str = "directory"  # directory, iceberg or delta
+    avro: bool = False  # Avro values of three writer versions and corrupted ones (faults_harness.avro_values)
     # small batches: no Spark UI, few shuffle partitions (the report's groupBy)
     spark_conf: dict[str, str] = field(
         default_factory=lambda: {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "3"}
@@ -91,13 +94,18 @@ class Context:
             return f"s3://{self.info.s3_bucket}/faults/{self.schema}"  # one root per run: pipelines are unique
         return str(local_dir / "out")
 
-    def sink_option(self, pipeline: str) -> dict[str, str] | None:
+    def sink_option(self, pipeline: str) -> dict[str, Any] | None:
         """The plan step's ``sink``: a table of the trial's own for the table formats."""
         table = pipeline.replace("-", "_")
         if self.sink == "iceberg":
             return {"format": "iceberg", "table": f"faults.{table}"}
         if self.sink == "delta":
             return {"format": "delta", "table": table}
+        if self.sink.endswith("-multi"):
+            sink_format = self.sink.removesuffix("-multi")
+            prefix = f"faults.{table}_" if sink_format == "iceberg" else f"{table}_"
+            allow = [f"{prefix}t{i}" for i in range(ROUTED_TABLES)]
+            return {"format": sink_format, "route": {"pattern": prefix + "{header:table}", "allow": allow}}
         return None
 
     def pg(self) -> Any:  # a psycopg2 connection
@@ -161,6 +169,10 @@ class TrialResult:
         return self.verdict.duplicated if self.verdict else 0
 
     @property
+    def torn(self) -> int | None:
+        return self.verdict.torn if self.verdict else None
+
+    @property
     def ok(self) -> bool:
         return self.error is None and self.verdict is not None and self.verdict.ok
 
@@ -188,6 +200,7 @@ class Pipeline:
         admin = AdminClient({"bootstrap.servers": ctx.info.bootstrap_servers})
         futures = admin.create_topics([NewTopic(self.topic, num_partitions=PARTITIONS, replication_factor=1)])
         futures[self.topic].result(timeout=60)
+        self.avro = AvroValues(ctx.info.schema_registry_client_config(), self.topic) if ctx.avro else None
 
     # records ---------------------------------------------------------------------
 
@@ -207,18 +220,28 @@ class Pipeline:
             else:
                 acked.append({"id": key.decode(), "partition": msg.partition(), "offset": msg.offset()})
 
-        for i in range(count):
+        expect: dict[str, dict[str, Any]] = {}  # Avro: each id's decoded fields or decode_error
+        # Avro: one corrupted record per partition after the wave's good ones
+        total = count + (PARTITIONS if self.avro else 0)
+        for i in range(total):
             rid = f"{tag}{uuid.uuid4().hex}"
+            value = json.dumps({"id": rid, "n": i}).encode()
+            if self.avro is not None:
+                made = self.avro.good(rid, i) if i < count else self.avro.corrupted(rid)
+                value, expect[rid] = made.value, {"decoded": made.decoded, "error": made.error}
             producer.produce(
                 self.topic,
                 key=rid.encode(),
-                value=json.dumps({"id": rid, "n": i}).encode(),
+                value=value,
                 partition=i % PARTITIONS,
+                headers=[("table", f"t{i % ROUTED_TABLES}".encode())],
                 on_delivery=delivered,
             )
             producer.poll(0)
-        if producer.flush(120) or errors or len(acked) != count:
-            raise TrialError(f"producing to {self.topic} failed: {len(acked)} of {count} acknowledged {errors[:3]}")
+        if producer.flush(120) or errors or len(acked) != total:
+            raise TrialError(f"producing to {self.topic} failed: {len(acked)} of {total} acknowledged {errors[:3]}")
+        for record in acked:
+            record.update(expect.get(record["id"], {}))
         with self._lock:
             self.produced += acked
         return acked
@@ -246,6 +269,7 @@ class Pipeline:
             run_id=run_id,
             try_number=try_number,
             sink=self.ctx.sink_option(self.name),
+            value_format=self.avro.value_format if self.avro else None,
         )
         env = worker_env(
             self.ctx.info.airflow_env(),
@@ -833,10 +857,12 @@ def summarize(results: list[TrialResult], kinds: list[str]) -> tuple[list[str], 
         dup = sum(r.duplicated for r in mine)
         failed = sum(1 for r in mine if not r.ok)
         fired = sum(1 for r in mine if r.fired)
-        ok = ok and not lost and not dup and not failed
+        torn = [r.torn for r in mine if r.torn is not None]
+        ok = ok and not lost and not dup and not failed and not sum(torn)
         lines.append(
             f"{kind}: trials {len(mine)}, lost {lost}, duplicated {dup}"
-            f" (failed {failed}, faults fired {fired}/{len(mine)})"
+            + (f", torn batches {sum(torn)}" if torn else "")
+            + f" (failed {failed}, faults fired {fired}/{len(mine)})"
         )
     return lines, ok
 

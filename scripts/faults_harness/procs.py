@@ -226,6 +226,7 @@ def worker_argv(
     try_number: int = 1,
     max_records: int | None = None,
     sink: dict[str, str] | None = None,
+    value_format: dict[str, str] | None = None,
 ) -> list[str]:
     argv = [
         sys.executable,
@@ -251,6 +252,8 @@ def worker_argv(
         argv += ["--max-records", str(max_records)]
     if sink is not None:
         argv += ["--sink", json.dumps(sink)]
+    if value_format is not None:
+        argv += ["--value-format", json.dumps(value_format)]
     return argv
 
 

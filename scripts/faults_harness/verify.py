@@ -6,7 +6,8 @@ documented way (:mod:`faults_harness.lake_readers`):
 - a local directory sink: the ``output_uri`` of every committed batch (``readers.committed_outputs``:
   a planned batch's directory may exist after a crash, so its readers follow the ledger);
 - a directory sink on S3: every ``<root>/<pipeline>/batch=*/_manifest`` and the files each lists;
-- Iceberg: PyIceberg's catalog; Delta: delta-rs.
+- Iceberg: PyIceberg's catalog; Delta: delta-rs; many tables: each of them, also as of every
+  committed batch (:mod:`faults_harness.multi_tables`, which counts torn batches).
 
 Every produced id must be read exactly once, at the partition and offset Kafka acknowledged,
 inside the ranges of a committed batch whose ``records_committed`` counts it; the ledger must be
@@ -35,9 +36,12 @@ from airflow_kafka_offsets.readers import committed_outputs, read_output
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.service.operations.sweep import sweep
 from airflow_kafka_offsets.sinks.manifest import manifest_uri
+from faults_harness import avro_values
 from faults_harness.lake_readers import COMMIT_KEYS, manifest_listing, read_table, table_commits
+from faults_harness.multi_tables import multi_table_rows
 
 COLUMNS = ["key", "topic", "partition", "offset"]
+DECODED = ["decoded", "decode_error"]  # what a decoding pipeline's rows add
 ACTOR = Actor(dag_id="faults_harness", run_id="verify")
 OPERATION, BATCH, ATTEMPT = COMMIT_KEYS
 
@@ -56,20 +60,27 @@ class Verdict:
     batches: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    torn: int | None = None  # sinks of many tables: batches a reader sees in one table and not another
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.unexpected or self.problems)
+        return not (self.lost or self.duplicated or self.unexpected or self.problems or self.torn)
 
     def summary(self) -> str:
         return (
             f"{self.batches} committed batches, {self.read} records read for {self.produced} produced: "
             f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}"
+            + ("" if self.torn is None else f", torn {self.torn}")
         )
 
 
 def _directory_rows(
-    ledger: Ledger, spec: PipelineSpec, output_root: str, planned_uri: str | None, verdict: Verdict
+    ledger: Ledger,
+    spec: PipelineSpec,
+    output_root: str,
+    planned_uri: str | None,
+    verdict: Verdict,
+    columns: list[str] = COLUMNS,
 ) -> list[dict[str, Any]]:
     """Rows of a directory sink; problems for anything visible outside the committed batches."""
     outputs = committed_outputs(ledger, spec.name)
@@ -81,7 +92,7 @@ def _directory_rows(
             if not Path(output.path).is_dir():
                 verdict.problems.append(f"batch {output.batch_id} is committed but its output {output.path} is missing")
                 continue
-            rows += read_output(output).select(COLUMNS).to_pylist()
+            rows += read_output(output).select(columns).to_pylist()
         pipeline_dir = Path(output_root) / spec.name
         if pipeline_dir.is_dir():
             ok_paths = {local_path(u) for u in visible_ok}
@@ -98,15 +109,20 @@ def _directory_rows(
     missing = sorted(manifest_uri(o.uri) for o in outputs if manifest_uri(o.uri).removeprefix("s3://") not in manifests)
     if missing:
         verdict.problems.append(f"committed batches without a manifest: {', '.join(missing)}")
-    return [{k: r[k] for k in COLUMNS} for r in rows]
+    return [{k: r[k] for k in columns} for r in rows]
 
 
 def _table_rows(
-    ledger: Ledger, spec: PipelineSpec, committed: list[BatchRecord], planned: int | None, verdict: Verdict
+    ledger: Ledger,
+    spec: PipelineSpec,
+    committed: list[BatchRecord],
+    planned: int | None,
+    verdict: Verdict,
+    columns: list[str] = COLUMNS,
 ) -> list[dict[str, Any]]:
     """Rows of an Iceberg or Delta table; problems for commits the ledger does not account for."""
     assert ledger.catalog_uri is not None, "the ledger needs its catalog URI to read Iceberg tables"
-    rows: list[dict[str, Any]] = read_table(ledger.catalog_uri, ledger.schema, spec).select(COLUMNS).to_pylist()
+    rows: list[dict[str, Any]] = read_table(ledger.catalog_uri, ledger.schema, spec).select(columns).to_pylist()
     commits = [c for c in table_commits(ledger.catalog_uri, ledger.schema, spec) if c[OPERATION] == "commit"]
     times = Counter(int(c[BATCH]) for c in commits)
     with ledger.transaction() as tx:
@@ -153,7 +169,8 @@ def _check_staging(ledger: Ledger, spec: PipelineSpec, planned: int | None, verd
 def verify(  # noqa: C901 - one check after another, each adding to the verdict
     ledger: Ledger, pipeline: str, output_root: str, produced: list[dict[str, Any]], *, expect_drained: bool = True
 ) -> Verdict:
-    """``produced``: {"id", "partition", "offset"} of every acknowledged record of the pipeline's topic."""
+    """``produced``: {"id", "partition", "offset"} of every acknowledged record of the pipeline's topic (Avro
+    values: with the "decoded" fields or the "error" a reader must find for it)."""
     verdict = Verdict(produced=len(produced))
     try:
         with ledger.transaction() as tx:
@@ -172,11 +189,19 @@ def verify(  # noqa: C901 - one check after another, each adding to the verdict
         )
         cursors = tx.cursors(pipeline)
 
+    avro = any("error" in p for p in produced)
+    columns = COLUMNS + (DECODED if avro else [])
     if spec.sink.format is SinkFormat.DIRECTORY:
-        rows = _directory_rows(ledger, spec, output_root, planned_uri, verdict)
+        rows = _directory_rows(ledger, spec, output_root, planned_uri, verdict, columns)
+    elif spec.sink.routes is not None:
+        rows, verdict.torn = multi_table_rows(ledger, spec, committed, planned, verdict.problems)
     else:
-        rows = _table_rows(ledger, spec, committed, planned, verdict)
+        rows = _table_rows(ledger, spec, committed, planned, verdict, columns)
     verdict.read = len(rows)
+    if avro:
+        directory = spec.sink.format is SinkFormat.DIRECTORY  # tables keep bad records as rows with decode_error
+        errors_rows = avro_values.errors_output(ledger, spec) if directory else []
+        verdict.problems += avro_values.problems(rows, produced, spec.sink.format, errors_rows)
 
     # every row inside a committed batch's ranges; each batch holds as many rows as the ledger counted
     owner: dict[TopicPartition, list[tuple[int, int, int]]] = {}

@@ -2,6 +2,7 @@
 
     python -m faults_harness.worker plan|read|commit --pipeline P --topic T --output-root DIR
         [--batch-id N] [--ledger-schema S] [--run-id R] [--try-number K] [--max-records N] [--sink JSON]
+        [--value-format JSON]
 
 It instantiates the package's operator for the step (``KafkaBatchPlanOperator``,
 ``KafkaBatchSparkOperator``, ``KafkaBatchCommitOperator``) and calls ``execute``
@@ -96,6 +97,7 @@ def operator(
             output_root=args.output_root,
             sink=json.loads(args.sink) if args.sink else None,
             max_records_per_batch=args.max_records,
+            value_format=json.loads(args.value_format) if args.value_format else None,
             **common,
         )
     if args.step == "read":
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", default="manual")
     parser.add_argument("--try-number", type=int, default=1)
     parser.add_argument("--sink", default=None, help="the plan step's sink option as JSON (default: directories)")
+    parser.add_argument("--value-format", default=None, help="the plan step's value_format as JSON (Avro values)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"

@@ -126,8 +126,9 @@ BROWSER_LEDGER_SCHEMA = "browser_tests"
 
 
 @pytest.fixture(scope="session")
-def airflow_ui(stack: devstack.StackInfo) -> Iterator[dict]:
-    """A real Airflow (api-server, scheduler, dag-processor, triggerer) on the stack, its ledger in its own schema.
+def airflow_ui(stack: devstack.StackInfo, spark_connect: str) -> Iterator[dict]:
+    """A real Airflow (api-server, scheduler, dag-processor, triggerer) on the stack, its ledger in its own schema,
+    started after the Spark Connect server so that its connection is among the deployment's.
 
     Reused when already running (it then must use that schema); stopped afterwards if started here.
     """

@@ -4,7 +4,8 @@
 must hold exactly one asset event (through the pipeline's alias) whose extra names that batch,
 and the OpenLineage file transport COMPLETE events naming the Kafka topic, the output and the
 batch. A real scheduler: the commit's event triggers ``kafka_batch_consumer_example``, which
-reads exactly that batch. The real dag-processor: parsing alone puts each ingest DAG's topic in
+reads exactly that batch, and its partitioned event one run of ``kafka_batch_partition_example``
+whose partition key names the batch. The real dag-processor: parsing alone puts each ingest DAG's topic in
 Airflow's asset graph as ``kafka://<server>/<topic>``, consumed by the DAG's plan task.
 """
 
@@ -35,6 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "kafka_ingest_example"
 CONSUMER_DAG_ID = "kafka_batch_consumer_example"
 CONSUMER_PIPELINE = "demo_events"  # the pipeline the consumer example is scheduled on
+PARTITION_DAG_ID = "kafka_batch_partition_example"  # one run per batch, by partition key
 LAG_DAG_ID, LAG_TOPIC = "kafka_lag_ingest_example", "lag-events"  # dags/kafka_lag_ingest_example.py
 
 
@@ -208,23 +210,31 @@ def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_u
     }
     with airflow_variables(airflow_ui, variables):
         consumer_before = set(runs_of(airflow_ui, CONSUMER_DAG_ID))
+        partitioned_before = set(runs_of(airflow_ui, PARTITION_DAG_ID))
         ingest_before = set(runs_of(airflow_ui, DAG_ID))
         try:
             api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": False})
+            api(airflow_ui, f"dags/{PARTITION_DAG_ID}", "PATCH", {"is_paused": False})
             api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": False})
             api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # commits batch 1
             ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, 1)
             api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": None})  # nothing new: no event
             ingest = wait_until_finished(airflow_ui, DAG_ID, ingest_before, len(ingest) + 1)
             runs = wait_until_finished(airflow_ui, CONSUMER_DAG_ID, consumer_before, 1)
+            per_batch = wait_until_finished(airflow_ui, PARTITION_DAG_ID, partitioned_before, 1)
         finally:
+            api(airflow_ui, f"dags/{PARTITION_DAG_ID}", "PATCH", {"is_paused": True})
             api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": True})
             api(airflow_ui, f"dags/{CONSUMER_DAG_ID}", "PATCH", {"is_paused": True})
     # the ingest runs made one event between them: the ones triggered, and the one the scheduler may
     # have created when the DAG was parsed (so before `ingest_before`), which runs with this test's
     # variables too; events are this test's by the output location in their extra
     events = api(airflow_ui, f"assets/events?source_dag_id={DAG_ID}&limit=100")["asset_events"]
-    ours = [e for e in events if str(tmp_path / "out") in e["extra"].get("output_uri", "")]
+    ours = [
+        e
+        for e in events
+        if str(tmp_path / "out") in e["extra"].get("output_uri", "") and not e["uri"].startswith("kafka-offsets://")
+    ]
     assert [(e["source_task_id"], e["extra"]["batch_id"], e["extra"]["records"]) for e in ours] == [
         ("ingest.commit", 1, 40)
     ]
@@ -243,6 +253,27 @@ def test_commit_event_triggers_the_consumer_dag_which_reads_that_batch(airflow_u
             "partitions": {f"{topic}/0": [0, 19, 20], f"{topic}/1": [0, 19, 20]},
         }
     ]
+    # the partitioned event: one run (the run that committed nothing emitted none), keyed by the batch
+    (keyed,) = per_batch.values()
+    assert (keyed["run_type"], keyed["partition_key"]) == ("asset_triggered", "batch=000000000001")
+    keyed_xcom = api(
+        airflow_ui,
+        f"dags/{PARTITION_DAG_ID}/dagRuns/{keyed['dag_run_id']}/taskInstances/read_batch"
+        "/xcomEntries/return_value?deserialize=true",
+    )
+    assert keyed_xcom["value"] == {
+        "partition_key": "batch=000000000001",
+        "batch_id": 1,
+        "records": 40,
+        "offsets": {f"{topic}/0": [0, 19], f"{topic}/1": [0, 19]},
+    }
+    keyed_events = api(airflow_ui, f"assets/events?source_dag_id={DAG_ID}&limit=100")["asset_events"]
+    assert [
+        (e["uri"], e["partition_key"], e["extra"]["batch_id"])
+        for e in keyed_events
+        if e["uri"] == f"kafka-offsets://{CONSUMER_PIPELINE}/batches"
+        and str(tmp_path / "out") in e["extra"]["output_uri"]
+    ] == [(f"kafka-offsets://{CONSUMER_PIPELINE}/batches", "batch=000000000001", 1)]
 
 
 def request_parse(airflow: dict, dag_id: str, timeout: float = 120) -> None:
@@ -280,4 +311,8 @@ def test_parsing_puts_each_ingest_dags_topic_in_the_asset_graph(airflow_ui, stac
             lambda: consumers_of(airflow_ui, f"kafka://{server}/{topic}"), f"kafka://{server}/{topic} as an inlet", 90
         )
     assert consumers == [(DAG_ID, "ingest.plan")]
-    assert consumers_of(airflow_ui, f"kafka://{server}/{LAG_TOPIC}") == [(LAG_DAG_ID, "ingest.plan")]
+    # the lag example and the retention-warning example ingest the same pipeline and topic
+    assert consumers_of(airflow_ui, f"kafka://{server}/{LAG_TOPIC}") == [
+        (LAG_DAG_ID, "ingest.plan"),
+        ("kafka_retention_warning_example", "ingest.plan"),
+    ]

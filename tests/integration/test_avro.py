@@ -37,6 +37,7 @@ from faults_harness import lake_readers
 from . import pipeline
 from .helpers import local_path, refused
 from .pipeline import ACTOR, plan, run_once, submitter
+from .test_spark_lines import LINES
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -396,7 +397,7 @@ def test_the_operators_take_the_registry_from_its_airflow_connection(stack, ledg
     assert decode_errors_in_ledger(ledger, "avro_ops", 1) == {0: 3}
 
 
-@pytest.mark.parametrize("line", ["3.5", "4.0"])
+@pytest.mark.parametrize("line", LINES)  # AKO_SPARK_LINES, as test_spark_lines.py: CI runs 3.5 and 4.0
 def test_avro_batches_run_on_other_spark_lines_with_that_lines_spark_avro(
     stack, ledger, make_topic, tmp_path, monkeypatch, line
 ):

@@ -1,7 +1,7 @@
 """The benchmarks still run, at tiny sizes (seconds each): the harness's scaling section on the real
 ledger; its Spark Connect section and the throughput contenders that start no Spark of their own
 (package_connect on the session's warm server, python_consumer, kafka_consumer_perf); and the
-stand-alone ones: pipelines_page, table_commits, profile_connect, and profile_read's write and
+stand-alone ones: pipelines_page, table_commits, multi_table_commits, profile_connect, and profile_read's write and
 read-back steps (one local Spark session: about 10 s).
 
 Not run here, as each needs spark-submit's JVMs (tens of seconds per batch on 2 cores): the
@@ -200,6 +200,13 @@ def test_quick_profile_read(stack) -> None:
     assert all(step["seconds"] > 0 for step in steps.values())
 
 
+def test_quick_multi_table_commits(stack) -> None:
+    """The commit of one batch into two Iceberg tables (one PostgreSQL transaction) and two Delta tables."""
+    err = run_benchmark("multi_table_commits", "--tables", "2", "--batches", "2", "--records", "10", timeout=120).stderr
+    cases = [line.split()[1:3] for line in err.splitlines() if line.startswith("bench: ") and line[-1].isdigit()]
+    assert cases == [["iceberg", "2"], ["delta", "2"]]
+
+
 def test_plan_section_times_new_steady_and_retried_plans_in_new_processes(stack, tmp_path: Path) -> None:
     run_harness("--only", "plan", "--plan-rounds", "1", "--label", "plan-test", "--out-dir", str(tmp_path), timeout=300)
 
@@ -212,3 +219,54 @@ def test_plan_section_times_new_steady_and_retried_plans_in_new_processes(stack,
         assert all(ms > 0 for ms in cases.values())
     assert results["goals"]["plan_task_steady_ms"] == max(c["steady"] for c in plan["median_ms"].values())
     assert "## The plan task's own time" in (tmp_path / "plan-test.md").read_text()
+
+
+def test_scheduler_and_pipelines_sections_run_one_task_batches_on_the_real_scheduler(
+    stack, airflow_ui, tmp_path: Path
+) -> None:
+    run_harness(
+        "--only",
+        "scheduler,pipelines",
+        "--scheduler-rounds",
+        "1",
+        "--scheduler-records",
+        "200",
+        "--pipelines",
+        "2",
+        "--pipeline-records",
+        "100",
+        "--label",
+        "sched-test",
+        "--out-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+
+    results = json.loads((tmp_path / "sched-test.json").read_text())
+    scheduler = results["scheduler"]
+    assert (scheduler["records"], scheduler["rounds"], scheduler["spark_conn_id"]) == (200, 1, "spark_connect_default")
+    med = scheduler["median"]
+    assert 0 < med["empty_run_s"] and 0 < med["one_task_to_commit_s"] <= med["one_task_run_s"]
+    assert results["goals"]["one_task_over_empty_s"] == scheduler["over_empty_s"]
+    many = results["pipelines"]
+    assert (many["pipelines"], many["records_per_pipeline"]) == (2, 100)
+    assert many["alone_s"] > 0 and many["together_records_per_s"] > 0 and many["lock_wait_samples"] > 0
+    assert results["goals"]["pipelines_slowest_vs_alone"] == many["slowest_vs_alone"]
+    markdown = (tmp_path / "sched-test.md").read_text()
+    assert "## Under the real scheduler: one-task batches" in markdown
+    assert "## Under the real scheduler: 2 pipelines at once" in markdown
+
+
+def test_quick_avro_section_times_the_batch_raw_and_decoded(spark_connect: str, tmp_path: Path) -> None:
+    """The Avro section on 300 records: the same topic read raw and decoded on the warm Connect server
+    (each batch checked: every record committed, none a decode error), its ratios and its report table."""
+    args = ("--only", "avro", "--records", "300", "--partitions", "2", "--repeat", "1")
+    run_harness(*args, "--label", "quick-avro", "--out-dir", str(tmp_path), timeout=240)
+    avro = json.loads((tmp_path / "quick-avro.json").read_text())["avro"]
+    assert (avro["records"], avro["partitions"], avro["goal"]) == (300, 2, 1.3)
+    assert 450 <= avro["record_bytes"] <= 550
+    assert [len(avro["batches"][kind]) for kind in ("raw", "avro")] == [1, 1]
+    assert avro["ratio_total"] > 0 and avro["ratio_read"] > 0
+    markdown = (tmp_path / "quick-avro.md").read_text()
+    assert "## Avro decoding: the same batch raw and decoded" in markdown
+    assert "decoded / raw" in markdown

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 from airflow_kafka_offsets.errors import ConfigurationError
-from airflow_kafka_offsets.service.attempts import build_job
+from airflow_kafka_offsets.service.jobs import build_job
 from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 

@@ -9,7 +9,13 @@ it, then three commit tries killed after publishing, inside the transaction and 
 four Spark runs serve seven faults. ``scripts/faults --trials N`` runs each kind on its own;
 concurrent and stale runs are in test_concurrency.py. The table sinks on S3 get ``s3_restart``
 (the S3 server SIGKILLed and restarted during the Spark job, then between the table commit and
-the ledger's), read back by PyIceberg and delta-rs, on the warm Spark Connect server.
+the ledger's), read back by PyIceberg and delta-rs, on the warm Spark Connect server. With Avro values
+(``--avro``: three writer versions through the stack's schema registry, a corrupted record per
+partition) an Iceberg table's committer is killed between the table commit and the ledger's, then
+inside the ledger's: every id lands once with its fields typed in the reader's shape, every
+corrupted record as a decode error at its offset (``scripts/faults --avro --sink directory|delta``
+runs the other sinks, the directory's ``_errors/`` checked too). A batch into many Iceberg tables
+gets the commit's crash points, its tables read at every batch's snapshots.
 """
 
 from __future__ import annotations
@@ -48,3 +54,22 @@ def test_s3_server_restarted_during_spark_and_inside_the_commit_of_a_table_sink(
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     summary = run_one("s3_restart", tmp_path / "faults", storage="s3", sink=sink, spark_connect=connect)
     assert summary == ["s3_restart: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
+
+
+def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(stack, spark_connect, tmp_path):
+    connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    kinds = ["after_publish", "in_commit_transaction"]
+    summary = run_one("+".join(kinds), tmp_path / "faults", sink="iceberg", spark_connect=connect, avro=True)
+    assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in kinds]
+
+
+def test_commit_crashes_of_a_batch_into_many_iceberg_tables_leave_no_torn_batch(stack, spark_connect, tmp_path):
+    """Four Iceberg tables fed by a header route: the commit killed after publishing, inside its transaction
+    and after it; every table read at each batch's recorded snapshots holds every batch or none."""
+    connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    chain = "after_publish+in_commit_transaction+after_commit"
+    summary = run_one(chain, tmp_path / "faults", sink="iceberg-multi", spark_connect=connect)
+    assert summary == [
+        f"{kind}: trials 1, lost 0, duplicated 0, torn batches 0 (failed 0, faults fired 1/1)"
+        for kind in chain.split("+")
+    ]

@@ -1,8 +1,10 @@
 """The "Kafka pipelines" page the provider adds to Airflow's UI, on the real deployment.
 
-The pipeline is set up through the ledger and Kafka only (no Spark): created, its cursors reset
-to offset 3, then 6 more records arrive and a batch is planned and left in flight with a dead
-Spark attempt. The page must show exactly that, and only to a logged-in user.
+The lagging pipeline is set up through the ledger and Kafka only (no Spark): created, its cursors
+reset to offset 3, then 6 more records arrive and a batch is planned and left in flight with a dead
+Spark attempt. The charted pipeline commits three batches of different sizes on Spark Connect,
+then 5 more records arrive. The page must show exactly that, charts drawn from the ledger's rows,
+and only to a logged-in user.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
 
 from .helpers import produce
-from .pipeline import ACTOR, operation_context, plan
+from .pipeline import ACTOR, operation_context, plan, run_once
 from .test_manual_ops_ui import login, wait_until
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
@@ -108,6 +110,58 @@ def lagging_pipeline(stack, airflow_ui, kafka_admin_module) -> tuple[str, str, i
 
 
 @pytest.fixture(scope="module")
+def charted_pipeline(stack, airflow_ui, kafka_admin_module, tmp_path_factory) -> tuple[str, str]:
+    """(pipeline, topic): committed batches of 12 and 30 records over 3 partitions, then 5 unread."""
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=airflow_ui["ledger_schema"])
+    ledger.migrate()
+    topic = kafka_admin_module(partitions=3)
+    spec = build_spec(f"charts_{uuid.uuid4().hex[:8]}", [topic], str(tmp_path_factory.mktemp("charts-out")))
+    for count in (12, 30):
+        produce(stack.bootstrap_servers, topic, count, partitions=3)
+        assert run_once(ledger, spec, stack) is not None
+    produce(stack.bootstrap_servers, topic, 5, partitions=3)
+    return spec.name, topic
+
+
+def ledger_history(stack, schema: str, pipeline: str) -> list[tuple]:
+    """Per committed ingest batch, read straight from the ledger's tables: (batch, plan time, offsets
+    planned from the cursor, records, payload bytes, seconds from plan to commit)."""
+    with psycopg2.connect(stack.pg_dsn()) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"SELECT b.batch_id, b.planned_at, sum(r.end_offset - r.cursor_offset), b.records_committed,"
+            f" sum(r.payload_bytes), extract(epoch FROM b.committed_at - b.planned_at)"
+            f' FROM "{schema}".batches b JOIN "{schema}".batch_ranges r USING (pipeline, batch_id)'
+            f" WHERE b.pipeline = %s AND b.state = 'committed' AND b.kind = 'ingest'"
+            f" GROUP BY b.pipeline, b.batch_id ORDER BY b.batch_id",
+            (pipeline,),
+        )
+        return cur.fetchall()
+
+
+class _Points(HTMLParser):
+    """``(data-batch, data-value, data-at)`` of the drawn points of each chart (``<svg id=...>``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.charts: dict[str, list[tuple[str, float, str]]] = {}
+        self._chart: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "svg":
+            self._chart = a.get("id") or ""
+            self.charts[self._chart] = []
+        elif self._chart is not None and "data-value" in a:
+            self.charts[self._chart].append((a["data-batch"] or "", float(a["data-value"] or 0), a["data-at"] or ""))
+
+
+def chart_points(html: str) -> dict[str, list[tuple[str, float, str]]]:
+    parser = _Points()
+    parser.feed(html)
+    return parser.charts
+
+
+@pytest.fixture(scope="module")
 def kafka_admin_module(stack):
     """make_topic for a module-scoped fixture."""
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -140,9 +194,9 @@ def test_page_shows_cursors_lag_batch_in_flight_and_dead_attempts(airflow_ui, la
     status, html = get(f"{airflow_ui['url']}/kafka-pipelines/", token)
     assert status == 200, html
     (row,) = [r for r in tables(html)["pipelines"] if r[0] == pipeline]
-    assert [row[1], row[2], row[3], row[6]] == [topic, "2", "10", "1"]
-    assert row[4].startswith(f"batch {in_flight} since ") and row[4].endswith("(10 records)")
-    assert row[5].startswith("1 at ")
+    assert [row[1], row[2], row[3], row[4], row[8]] == ["failing", topic, "2", "10", "1"]  # a dead attempt
+    assert row[6].startswith(f"batch {in_flight} since ") and row[6].endswith("(10 records)")
+    assert row[7].startswith("1 at ")
 
     status, html = get(f"{airflow_ui['url']}/kafka-pipelines/pipelines/{pipeline}", token)
     assert status == 200, html
@@ -186,6 +240,86 @@ def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, 
     finally:
         browser.switch_to.default_content()
     save_top(browser, SCREENSHOTS / "pipelines_page.png", frame.rect["y"] + int(bottom) + 24)
+
+
+def test_charts_are_the_ledgers_history(airflow_ui, charted_pipeline, stack):
+    pipeline, _ = charted_pipeline
+    token = devstack.airflow.token(airflow_ui)
+    rows = ledger_history(stack, airflow_ui["ledger_schema"], pipeline)
+    assert [(r[0], r[2], r[3]) for r in rows] == [(1, 12, 12), (2, 30, 30)]  # a plan takes all there is
+
+    status, html = get(f"{airflow_ui['url']}/kafka-pipelines/pipelines/{pipeline}?range=hour", token)
+    assert status == 200, html
+    charts = chart_points(html)
+    at = {str(r[0]): r[1].isoformat() for r in rows}
+    # lag in records: each batch's plan, then Kafka's lag now (the 5 records produced since)
+    assert charts["chart-lag-records"][:-1] == [(str(b), float(offsets), at[str(b)]) for b, _, offsets, *_ in rows]
+    assert charts["chart-lag-records"][-1][:2] == ("", 5.0)
+    # per batch: records, payload bytes and seconds from plan to commit, exactly the ledger's
+    assert [p[:2] for p in charts["chart-records"]] == [(str(r[0]), float(r[3])) for r in rows]
+    assert [p[:2] for p in charts["chart-bytes"]] == [(str(r[0]), float(r[4])) for r in rows]
+    assert all(r[4] > 0 for r in rows)
+    assert [(b, round(v, 3)) for b, v, _ in charts["chart-seconds"]] == [
+        (str(r[0]), round(float(r[5]), 3)) for r in rows
+    ]
+    # age of the oldest unread record, at most: at batch k's commit, since batch k-1's and k's plans
+    ages = [(b, v) for b, v, _ in charts["chart-lag-age"]]
+    assert [b for b, _ in ages] == ["1", "2", "2", ""]
+    assert ages[0][1] == round(float(rows[0][5]), 3) and ages[2][1] == round(float(rows[1][5]), 3)
+    assert ages[1][1] == round((rows[1][1] - rows[0][1]).total_seconds() + float(rows[1][5]), 3)
+
+    status, html = get(f"{airflow_ui['url']}/kafka-pipelines/", token)
+    (row,) = [r for r in tables(html)["pipelines"] if r[0] == pipeline]
+    assert [row[1], row[4]] == ["healthy", "5"]  # 5 unread, but none older than the last plan of seconds ago
+    assert f'id="trend-{pipeline}"' in html and 'data-values="12 30 5"' in html
+
+    status, html = get(f"{airflow_ui['url']}/kafka-pipelines/pipelines/{pipeline}?range=year", token)
+    assert status == 422, html  # hour, day or week only
+
+
+def test_charts_in_the_browser(airflow_ui, browser, charted_pipeline, lagging_pipeline, stack):
+    pipeline, _ = charted_pipeline
+    rows = ledger_history(stack, airflow_ui["ledger_schema"], pipeline)
+    login(browser, airflow_ui)
+    browser.get(f"{airflow_ui['url']}/plugin/kafka-pipelines")
+    frame = wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0]
+    browser.switch_to.frame(frame)
+    try:
+        wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, f'svg[id="trend-{pipeline}"]'), "the lag trend")
+        states = {
+            r.get_attribute("data-pipeline"): r.find_element(By.CSS_SELECTOR, ".state").text
+            for r in browser.find_elements(By.CSS_SELECTOR, "#pipelines tbody tr")
+        }
+        assert states[pipeline] == "healthy" and states[lagging_pipeline[0]] == "failing"
+        bottom = browser.execute_script(
+            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
+        )
+    finally:
+        browser.switch_to.default_content()
+    save_top(browser, SCREENSHOTS / "pipelines_overview.png", frame.rect["y"] + int(bottom) + 24)
+
+    browser.switch_to.frame(frame)
+    try:
+        browser.find_element(By.LINK_TEXT, pipeline).click()
+        wait_until(lambda: browser.find_elements(By.ID, "chart-records"), "the charts")
+        browser.find_element(By.LINK_TEXT, "hour").click()
+        wait_until(
+            lambda: (
+                browser.find_elements(By.CSS_SELECTOR, ".ranges strong")
+                and browser.find_element(By.CSS_SELECTOR, ".ranges strong").text == "hour"
+            ),
+            "the hour's charts",
+        )
+        bars = browser.find_elements(By.CSS_SELECTOR, "#chart-records rect.point")
+        assert [(b.get_attribute("data-batch"), b.get_attribute("data-value")) for b in bars] == [
+            (str(r[0]), str(r[3])) for r in rows
+        ]
+        assert all(b.size["height"] > 0 for b in bars)  # drawn, not only in the markup
+        charts = browser.find_element(By.CSS_SELECTOR, ".charts")
+        bottom = charts.rect["y"] + charts.rect["height"]
+    finally:
+        browser.switch_to.default_content()
+    save_top(browser, SCREENSHOTS / "pipelines_charts.png", frame.rect["y"] + int(bottom) + 24)
 
 
 def save_top(driver, path: Path, height: int) -> None:

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
-from airflow_kafka_offsets.service.attempts import build_job
+from airflow_kafka_offsets.service.jobs import build_job
 from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 

@@ -38,6 +38,52 @@ def test_wire_header_gives_the_schema_id_or_why_not(value: bytes | None, expecte
     assert contract.wire_header(value) == expected
 
 
+def test_a_schema_guid_in_the_record_header_is_refused_naming_the_form() -> None:
+    assert contract.wire_header(b"\x02\x06abc", [contract.GUID_HEADER]) == (None, contract.GUID_FORM)
+    assert "header __value_schema_id" in contract.GUID_FORM and "prefix_schema_id_serializer" in contract.GUID_FORM
+
+
+ADDRESS = {"type": "record", "name": "Address", "namespace": "geo", "fields": [{"name": "city", "type": "string"}]}
+COUNTRY = {"type": "enum", "name": "Country", "namespace": "geo", "symbols": ["FR", "DE"]}
+PLACE = {"type": "record", "name": "Place", "namespace": "geo", "fields": [{"name": "country", "type": "Country"}]}
+
+
+def test_references_are_written_in_place_of_their_first_use_transitively_and_once() -> None:
+    order = {
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop",
+        "fields": [
+            {"name": "ship", "type": "geo.Address"},
+            {"name": "bill", "type": ["null", "geo.Address"], "default": None},
+            {"name": "place", "type": {"type": "array", "items": "geo.Place"}},
+            {"name": "home", "type": "geo.Country"},
+        ],
+    }
+    versions = {
+        ("address", 1): (json.dumps(ADDRESS), []),
+        ("place", 3): (json.dumps(PLACE), [("country", 1)]),
+        ("country", 1): (json.dumps(COUNTRY), []),
+    }
+    asked: list[tuple[str, int]] = []
+
+    def fetch(subject: str, version: int) -> tuple[str, list[tuple[str, int]]]:
+        asked.append((subject, version))
+        return versions[(subject, version)]
+
+    found = contract.collect_references([("address", 1), ("place", 3), ("address", 1)], fetch)
+    assert sorted(found) == ["geo.Address", "geo.Country", "geo.Place"] and len(asked) == 3
+    inlined = json.loads(contract.inline_references(json.dumps(order), found))
+    ship, bill, place, home = (f["type"] for f in inlined["fields"])
+    assert ship == {**ADDRESS, "name": "Address", "namespace": "geo"}
+    assert bill == ["null", "geo.Address"]  # defined once: later uses refer back
+    assert place["items"]["fields"][0]["type"] == {**COUNTRY, "namespace": "geo"}  # inside Place, first use
+    assert home == "geo.Country"
+    assert contract.inline_references(json.dumps(order), {}) == json.dumps(order)
+    with pytest.raises(ValueError, match="must be a named type"):
+        contract.schema_full_name('"string"')
+
+
 def test_the_marker_is_added_last_with_a_default_and_never_collides() -> None:
     marked, marker = contract.marked_reader_schema(json.dumps(ORDER))
     assert marker == contract.DECODED_MARKER
@@ -49,11 +95,14 @@ def test_the_marker_is_added_last_with_a_default_and_never_collides() -> None:
 
 
 def test_registry_answers() -> None:
-    assert contract.parse_schema_answer(b'{"schema": "\\"string\\""}') == ("AVRO", '"string"')
+    assert contract.parse_schema_answer(b'{"schema": "\\"string\\""}') == ("AVRO", '"string"', [])
     assert contract.parse_schema_answer(b'{"schema": "syntax = 1", "schemaType": "PROTOBUF"}') == (
         "PROTOBUF",
         "syntax = 1",
+        [],
     )
+    referring = b'{"schema": "{}", "references": [{"name": "a.B", "subject": "b-value", "version": 2}]}'
+    assert contract.parse_schema_answer(referring) == ("AVRO", "{}", [("b-value", 2)])
     with pytest.raises(ValueError, match="has no schema"):
         contract.parse_schema_answer(b'{"error_code": 40403}')
 

@@ -79,8 +79,55 @@ def test_goals_are_the_ratios_of_the_sections() -> None:
         "ledger_10000_ms": 1020.4,
         "plan_task_new_ms": None,  # no plan section in these results
         "plan_task_steady_ms": None,
+        "one_task_over_empty_s": None,
+        "pipelines_vs_one": None,
+        "pipelines_slowest_vs_alone": None,
     }
     assert set(goals({}).values()) == {None}
+
+
+def test_the_plan_scheduler_and_pipelines_sections_give_their_goals_and_tables() -> None:
+    found = {
+        **results(),
+        "plan": {
+            "partitions": 8,
+            "rounds": 3,
+            "median_ms": {
+                "spark_default": {"new": 150.0, "steady": 120.0, "replanned": 90.0},
+                "spark_connect_default": {"new": 180.0, "steady": 110.0, "replanned": 95.0},
+            },
+        },
+        "scheduler": {
+            "records": 10_000,
+            "partitions": 8,
+            "rounds": 5,
+            "spark_conn_id": "spark_connect_default",
+            "median": {"empty_run_s": 1.5, "one_task_to_commit_s": 4.0, "one_task_run_s": 4.4},
+            "over_empty_s": 2.5,
+        },
+        "pipelines": {
+            "pipelines": 20,
+            "records_per_pipeline": 10_000,
+            "spark_conn_id": "spark_connect_default",
+            "alone_s": 4.0,
+            "alone_records_per_s": 2500,
+            "together_wall_s": 20.0,
+            "together_records_per_s": 10_000,
+            "batch_s": {"median": 9.0, "min": 4.5, "max": 12.0},
+            "slowest_vs_alone": 3.0,
+            "lock_wait_samples": 400,
+            "samples_with_lock_waits": 2,
+            "max_lock_waiters": 1,
+        },
+    }
+    got = goals(found)
+    assert (got["plan_task_new_ms"], got["plan_task_steady_ms"]) == (180.0, 120.0)  # the slower connection
+    assert (got["one_task_over_empty_s"], got["pipelines_vs_one"], got["pipelines_slowest_vs_alone"]) == (2.5, 4.0, 3.0)
+    markdown = render({**found, "goals": got})
+    assert "| spark_connect_default | 180 | 110 | 95 |" in markdown
+    assert "| 1.50 | 4.00 | 4.40 | 2.50 |" in markdown
+    assert "## Under the real scheduler: 20 pipelines at once" in markdown
+    assert "2 of 400 (max 1 waiting)" in markdown
 
 
 def test_render_shows_targets_met_and_missed_and_per_core_columns() -> None:

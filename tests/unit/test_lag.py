@@ -232,6 +232,36 @@ def test_airflow_lists_the_trigger_module_from_provider_info():
     from airflow.providers_manager import ProvidersManager
 
     ours = [t for t in ProvidersManager().trigger if t.package_name == "airflow-kafka-offsets"]
-    assert [(t.trigger_class_name, t.integration_name) for t in ours] == [
-        ("airflow_kafka_offsets.triggers.lag", "Kafka Offsets")
+    assert sorted((t.trigger_class_name, t.integration_name) for t in ours) == [
+        ("airflow_kafka_offsets.triggers.lag", "Kafka Offsets"),
+        ("airflow_kafka_offsets.triggers.retention", "Kafka Offsets"),
     ]
+
+
+def test_retention_example_dag_is_scheduled_on_the_retention_risk_asset():
+    from airflow.dag_processing.dagbag import DagBag
+
+    path = Path(__file__).resolve().parents[2] / "dags" / "kafka_retention_warning_example.py"
+    bag = DagBag(dag_folder=str(path))
+    assert bag.import_errors == {}
+    dag = bag.dags["kafka_retention_warning_example"]
+    (asset,) = dag.timetable.asset_condition.objects
+    assert (asset.name, asset.uri) == (
+        "kafka_offsets_retention_risk/lag_events",
+        "kafka-offsets://lag_events/retention-risk",
+    )
+    ((watcher_trigger),) = [w.trigger for w in asset.watchers]
+    assert watcher_trigger.serialize() == (
+        "airflow_kafka_offsets.triggers.retention.KafkaRetentionRiskTrigger",
+        {
+            "pipeline": "lag_events",
+            "topics": ["lag-events"],
+            "poll_interval": 60.0,
+            "rearm_after": 3600.0,
+            "kafka_config_id": "kafka_default",
+            "postgres_conn_id": "postgres_default",
+            "ledger_schema": None,
+            "warn_within": 1800.0,
+        },
+    )
+    assert sorted(dag.task_dict) == ["ingest.commit", "ingest.plan", "ingest.read"]

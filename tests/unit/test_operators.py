@@ -247,8 +247,10 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
         min_partitions: int | None = None,
         lease_s: float = 0,
         wait_s: float = 0,
+        offsets_source: Any = None,
     ) -> BatchReport:
         seen.update(settings=submit.settings, props=props, min_partitions=min_partitions, lease_s=lease_s)
+        assert callable(offsets_source)  # records deleted before the read are refused before Spark
         return BatchReport("orders", 4, (PartitionReport("orders", 0, 9, 10, 18, 9, 90),), 900, "4.2.0")
 
     monkeypatch.setattr(read_step, "run_batch", fake_run)
@@ -361,7 +363,7 @@ def test_on_kill_stops_the_running_spark_submit() -> None:
 
 @pytest.mark.parametrize("committed_now", [True, False])
 def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch, committed_now: bool) -> None:
-    outcome = SimpleNamespace(committed_now=committed_now, records=9, plan=PLAN)
+    outcome = SimpleNamespace(committed_now=committed_now, records=9, plan=PLAN, tables=None)
     monkeypatch.setattr(commit_step, "commit_batch", lambda ledger, sink, pipeline, batch_id, actor: outcome)
     monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: SpecLedger())
     monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: SINK)
@@ -379,6 +381,7 @@ def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch, com
     events = [e for accessor in ctx["outlet_events"]._dict.values() for e in accessor.asset_alias_events]
     if not committed_now:  # another run committed it: no event, no lineage from this one
         assert events == [] and op.get_openlineage_facets_on_complete(None) is None
+        assert [o.uri for o in op.outlets if isinstance(o, Asset)] == []  # no partitioned event either
         return
     (event,) = events
     assert (event.source_alias_name, event.dest_asset_key.uri) == ("kafka_offsets/orders", "file:///out/orders")
@@ -393,6 +396,11 @@ def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch, com
         "output_format": "directory",
         "output_table": None,
     }
+    # and one event on the pipeline's partitioned asset, keyed by the batch; an outlet only now
+    batches = Asset(name="kafka_offsets_batches/orders", uri="kafka-offsets://orders/batches")
+    assert batches in op.outlets
+    keyed = ctx["outlet_events"][batches]
+    assert (keyed.partition_keys, keyed.extra) == ({"batch=000000000004"}, event.extra)
 
 
 def test_a_templated_pipeline_gets_its_alias_once_rendered(monkeypatch: pytest.MonkeyPatch) -> None:

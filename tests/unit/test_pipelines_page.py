@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import entry_points
 
+from airflow_kafka_offsets.core.history import PipelineState, Point
 from airflow_kafka_offsets.core.model import PartitionRange
 from airflow_kafka_offsets.plugins.pipelines_page import age, overview_page, pipeline_page
 from airflow_kafka_offsets.service.overview import (
     BatchLine,
+    History,
     Overview,
     PipelineDetail,
     PipelineSummary,
 )
 from airflow_kafka_offsets.service.status import PartitionStatus
 
+NOW = datetime(2026, 11, 22, 5, 1, tzinfo=UTC)
 EVIL = '<script>alert("x")</script>'
 
 
@@ -27,6 +31,9 @@ def summary(name: str = "orders", **changes) -> PipelineSummary:
         "in_flight": {"batch_id": 4, "planned_at": "2026-11-22T05:00:00+00:00", "records_planned": 9},
         "last_batch": {"batch_id": 3, "committed_at": "2026-11-22T04:59:00+00:00", "state": "committed"},
         "dead_attempts": 1,
+        "state": PipelineState.FAILING,
+        "lag_trend": (Point(NOW - timedelta(hours=2), 3, 2), Point(NOW, 7, None)),
+        "now": NOW,
     }
     values.update(changes)
     return PipelineSummary(**values)
@@ -78,6 +85,7 @@ def test_pipeline_page_shows_ranges_skips_and_the_rest_of_a_wide_batch():
         3,
         (BatchLine(batch, ranges, 30),),
         (),
+        History("day", NOW - timedelta(days=1), NOW, (), (), (), (), ()),
     )
     html = pipeline_page(detail, "../", "/dags/kafka_offsets_manual_ops")
     assert "orders-0 [10, 15) skipping [8, 10), orders-1 [5, 9) and 28 more" in html
@@ -91,3 +99,30 @@ def test_an_unreachable_kafka_is_said_instead_of_a_lag():
         Overview((summary(lag_records=None, kafka_error="topic 'orders' not found"),), 1, 1, 1), "p/", "/d"
     )
     assert "unknown: topic &#x27;orders&#x27; not found" in html
+
+
+def test_overview_shows_each_pipelines_state_and_lag_trend():
+    html = overview_page(Overview((summary(),), 1, 1, 1), "p/", "/d")
+    assert '<span class="state failing" data-state="failing">failing</span>' in html
+    assert '<svg class="sparkline" id="trend-orders"' in html and 'data-values="3 7"' in html
+
+
+def test_charts_carry_each_points_batch_and_value_and_say_when_a_range_is_empty():
+    batch_at = NOW - timedelta(minutes=30)
+    history = History(
+        "hour",
+        NOW - timedelta(hours=1),
+        NOW,
+        (Point(batch_at, 12, 5), Point(NOW, 4, None)),
+        (),
+        (Point(batch_at, 12, 5),),
+        (Point(batch_at, 2048, 5),),
+        (Point(batch_at, 1.5, 5),),
+    )
+    detail = PipelineDetail(summary(), (), 1, 1, (), (), history)
+    html = pipeline_page(detail, "../", "/d")
+    assert '<strong>hour</strong> <a href="?range=day">day</a> <a href="?range=week">week</a>' in html
+    assert f'data-batch="5" data-value="12" data-at="{batch_at.isoformat()}"' in html
+    assert 'data-batch="" data-value="4" data-at="2026-11-22T05:01:00+00:00"><title>now at' in html
+    assert "<title>batch 5 at 2026-11-22 04:31:00: 2.0 kB</title>" in html
+    assert html.count("no committed batch in this range") == 1  # the age chart

@@ -77,7 +77,7 @@ def test_malformed_report():
 def test_decode_error_threshold():
     from airflow_kafka_offsets.core.model import DecodeSpec
     from airflow_kafka_offsets.errors import DecodeErrorThresholdError
-    from airflow_kafka_offsets.service.attempts import check_decode_errors
+    from airflow_kafka_offsets.service.jobs import check_decode_errors
 
     raw = {
         "format": 1,

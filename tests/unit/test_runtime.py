@@ -140,7 +140,7 @@ def test_the_pipelines_page_and_the_trigger_open_the_ledger_through_the_seam(mon
     monkeypatch.setattr(AirflowRuntime, "kafka", lambda self, timeout_s=30.0: SimpleNamespace(offsets=lambda t: {}))
     trigger = KafkaLagTrigger(pipeline="p", topics="t", max_lag_records=1, postgres_conn_id="lag_pg", ledger_schema="s")
     with pytest.raises(AttributeError):  # the fake ledger is None: opened, then used
-        trigger._read_state()
+        trigger.read_state()
     assert opened == [
         (AirflowRuntime(postgres_conn_id="ui_pg"), False),
         (AirflowRuntime(postgres_conn_id="lag_pg", ledger_schema="s"), False),

@@ -71,7 +71,7 @@ def test_the_sink_never_changes_and_spec_changes_keep_it():
     refusals = change_refusals(diff_specs(stored, other), planned_batch=None)
     assert refusals == (
         "the sink cannot change: committed batches are in the old one; start a new pipeline (another name) "
-        "to write to another format or table",
+        "to write to another format or table (a sink of many tables may only gain routes)",
     )
 
 
@@ -122,3 +122,19 @@ def test_every_sink_format_has_its_rules_and_an_opener():
         "optional-dependencies"
     ]
     assert {r.extra for r in SINK_FORMATS.values() if r.extra} <= set(extras)
+
+
+def test_a_sink_of_many_tables_opens_through_the_registry(tmp_path):
+    from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
+    from airflow_kafka_offsets.core.spec import build_spec
+    from airflow_kafka_offsets.sinks import open_sink
+    from airflow_kafka_offsets.sinks.multi import MultiTableSink
+
+    assert {f.value for f, r in SINK_FORMATS.items() if r.many_tables} == {"iceberg", "delta"}
+    for fmt, tables in (("delta", {"a": "t_a", "b": "t_b"}), ("iceberg", {"a": "ns.t_a", "b": "ns.t_b"})):
+        spec = build_spec("p", ["a", "b"], str(tmp_path), sink={"format": fmt, "tables": tables})
+        sink = open_sink(spec, "sqlite://", "cat")
+        assert isinstance(sink, MultiTableSink)
+        assert sink.format.value == fmt
+    with pytest.raises(InvalidPipelineSpecError, match="tables and route need the iceberg or delta sink"):
+        build_spec("p", ["a"], str(tmp_path), sink={"format": "directory", "tables": {"a": "t"}})

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
-from airflow_kafka_offsets.service.attempts import build_job
+from airflow_kafka_offsets.service.jobs import build_job
 from airflow_kafka_offsets.sinks.local import REPORT_NAME as SINK_REPORT_NAME
 from airflow_kafka_offsets.spark import settings as spark_settings
 from airflow_kafka_offsets.spark.versions import CONNECTOR_JAR as PACKAGE_CONNECTOR_JAR

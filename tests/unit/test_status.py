@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import PartitionOffsets
 from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.retention import TopicRetention
 from airflow_kafka_offsets.ledger import Attempt, BatchSummary, LedgerTransaction
 from airflow_kafka_offsets.service import status
 from airflow_kafka_offsets.service.status import PartitionStatus
@@ -34,7 +35,7 @@ def test_every_partition_of_kafka_and_of_the_ledger_is_shown_with_its_cursor_bou
 
 
 def test_status_json_keeps_its_keys_and_rounds_lag_in_time_to_the_millisecond():
-    assert PartitionStatus("a", 1, 4, 0, 9, 5, 61.23456).to_json() == {
+    assert PartitionStatus("a", 1, 4, 0, 9, 5, 61.23456, 30.00049).to_json() == {
         "topic": "a",
         "partition": 1,
         "committed_offset": 4,
@@ -42,6 +43,7 @@ def test_status_json_keeps_its_keys_and_rounds_lag_in_time_to_the_millisecond():
         "log_end_offset": 9,
         "lag_records": 5,
         "lag_seconds": 61.235,
+        "deletable_in_s": 30.0,
     }
     assert PartitionStatus("a", 3, None, 5, 8, None, None).to_json()["lag_seconds"] is None
 
@@ -107,3 +109,21 @@ def test_the_transaction_keeps_every_statement_callers_use():
         "fetchrow",
         "fetchall",
     } <= set(dir(LedgerTransaction))
+
+
+def test_the_time_left_before_retention_is_computed_per_partition_from_its_topics_settings():
+    cursors = {TP("a", 0): 4, TP("a", 1): 9, TP("b", 0): 2}
+    offsets = {
+        TP("a", 0): PartitionOffsets(0, 9),
+        TP("a", 1): PartitionOffsets(0, 9),
+        TP("b", 0): PartitionOffsets(0, 5),
+    }
+    oldest = {TP("a", 0): NOW - timedelta(seconds=50), TP("b", 0): NOW - timedelta(seconds=50)}
+    retention = {"a": TopicRetention(retention_ms=80_000, retention_bytes=None), "b": TopicRetention(None, 10**9)}
+    shown = status.partition_statuses(sorted(offsets), cursors, offsets, oldest, NOW, retention)
+    assert [(p.topic, p.partition, p.deletable_in_s) for p in shown] == [
+        ("a", 0, 30.0),  # written 50 s ago, deleted by age at 80 s
+        ("a", 1, None),  # nothing unread
+        ("b", 0, None),  # a size limit alone: no time bound from one look
+    ]
+    assert status.partition_statuses(sorted(offsets), cursors, offsets, oldest, NOW)[0].deletable_in_s is None

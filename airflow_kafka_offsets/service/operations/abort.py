@@ -6,6 +6,7 @@ import logging
 
 from airflow_kafka_offsets.core.operation_fields import OperationRequest
 from airflow_kafka_offsets.core.operations.abort import OPERATION
+from airflow_kafka_offsets.core.tables import abort_table
 from airflow_kafka_offsets.errors import BatchStateError
 from airflow_kafka_offsets.service.attempts import discard_ended_attempts
 from airflow_kafka_offsets.service.context import OperationContext
@@ -30,8 +31,10 @@ def abort_planned_batch(ctx: OperationContext, pipeline: str, reason: str) -> in
         planned = tx.planned_batch_id(pipeline)
         if planned is None:
             raise BatchStateError(f"pipeline {pipeline!r} has no planned batch to abort")
-        tx.abort_batch(pipeline, planned, reason, actor)
         plan = tx.batch(pipeline, planned).plan
+        if ctx.approval is not None:
+            ctx.approval.check("abort", pipeline, abort_table(plan))
+        tx.abort_batch(pipeline, planned, reason, actor)
         sink = ctx.sinks.for_spec(ledger, tx.pipeline_spec(pipeline))
         withdrawn = sink.withdraw(tx, tx.pipeline_uid(pipeline), plan)
         if withdrawn:

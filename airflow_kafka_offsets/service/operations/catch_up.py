@@ -50,7 +50,7 @@ def catch_up(
         outcome = plan_batch(ledger, spec, offsets_source, sink, actor, decode)
         if outcome.plan is None:
             break
-        run_batch(ledger, sink, outcome.plan, submit, ctx.kafka_properties, actor)
+        run_batch(ledger, sink, outcome.plan, submit, ctx.kafka_properties, actor, offsets_source=offsets_source)
         records += commit_batch(ledger, sink, pipeline, outcome.plan.batch_id, actor).records
         done += 1
         if after_commit:

@@ -68,7 +68,7 @@ def change_spec(
         tx.lock_existing_pipeline(pipeline)
         stored = tx.pipeline_spec(pipeline)
         diff = diff_specs(stored, new_spec)
-        refusals = change_refusals(diff, tx.planned_batch_id(pipeline))
+        refusals = change_refusals(diff, tx.planned_batch_id(pipeline), tx.committed_topics(pipeline))
         if refusals:
             raise SpecChangeRefusedError(
                 f"pipeline {pipeline!r}: the spec change is refused, nothing was changed:\n"
@@ -94,6 +94,8 @@ def change_spec(
             "removed_topics": list(diff.removed_topics),
             "retired_cursors": {str(tp): off for tp, off in retired},
         }
+        if ctx.approval is not None:
+            ctx.approval.check("change_spec", pipeline, table)
         tx.replace_spec(new_spec, detail, ctx.actor)
     log.info("pipeline %s: spec changed\n%s", pipeline, table)
     return SpecChangeOutcome(pipeline, True, diff.changes, starts, retired, table)

@@ -18,6 +18,7 @@ from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
 from airflow_kafka_offsets.service.operations.result import OperationResult
+from airflow_kafka_offsets.service.readable import refuse_deleted_replay
 from airflow_kafka_offsets.sinks import Publication, Sink
 
 __all__ = ["OPERATION", "handle", "replay_batch", "resolve_replay"]
@@ -108,6 +109,8 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
             )
         sink = ctx.sinks.directory(target_root)
     plan = record.plan
+    refuse_deleted_replay(ledger, ctx.kafka.offsets, pipeline, [batch_id])  # before any Spark job
+    log.info("pipeline %s: replaying batch %s (%s records) with Spark", pipeline, batch_id, record.records_committed)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # ordered against a sweep of the batch's staging
         attempt_id, staging_uri = start_attempt(tx, sink, plan, actor, DEFAULT_LEASE_S)
@@ -123,7 +126,9 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
     destination = sink.output_uri(pipeline, batch_id)
     with ledger.transaction() as tx:
         tx.batch(pipeline, batch_id, for_update=True)  # no concurrent publish of the same batch
-        sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, decode, replay=True))
+        tables = sink.publish(tx, Publication(uid, plan, attempt_id, staging_uri, report.records, decode, replay=True))
+        if tables:
+            tx.record_tables(pipeline, batch_id, tables)
         tx.audit(
             pipeline,
             batch_id,
@@ -139,6 +144,7 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
 def handle(request: OperationRequest, ctx: OperationContext) -> OperationResult:
     ctx.spark("replay")
     batch_ids = resolve_replay(ctx.ledger, ctx.kafka, request.pipeline, selection(request.values))
+    refuse_deleted_replay(ctx.ledger, ctx.kafka.offsets, request.pipeline, batch_ids)  # all, before any Spark job
     target = request.get("replay_output_root")
     outputs = [replay_batch(ctx, request.pipeline, b, target) for b in batch_ids]
     return OperationResult(

@@ -73,6 +73,8 @@ def reset_offsets(ctx: OperationContext, pipeline: str, request: ResetRequest, d
             "timestamp": request.timestamp.isoformat() if request.timestamp else None,
             "changes": list(changes),
         }
+        if ctx.approval is not None:
+            ctx.approval.check("reset", pipeline, table)
         batch_id = tx.apply_reset(pipeline, resets, detail, ctx.actor)
     log.info("pipeline %s: reset %s applied as batch %s", pipeline, request.mode.value, batch_id)
     return ResetOutcome(pipeline, True, batch_id, table, changes)

@@ -15,6 +15,7 @@ from airflow_kafka_offsets.service.status import (
     attempt_counts,
     attempt_status,
     batch_status,
+    batch_tables_text,
     lagging_cursors,
     partition_statuses,
     shown_partitions,
@@ -36,7 +37,10 @@ def pipeline_status(ctx: OperationContext, pipeline: str, last: int = 10) -> dic
     offsets = kafka.offsets(spec.topics)
     shown = shown_partitions(spec.topics, cursors, offsets)
     oldest_unread = kafka.timestamps_at(lagging_cursors(shown, cursors, offsets))
-    partitions = [p.to_json() for p in partition_statuses(shown, cursors, offsets, oldest_unread, datetime.now(UTC))]
+    retention = kafka.retention(spec.topics)
+    now = datetime.now(UTC)
+    partitions = [p.to_json() for p in partition_statuses(shown, cursors, offsets, oldest_unread, now, retention)]
+    deletable = [p["deletable_in_s"] for p in partitions if p["deletable_in_s"] is not None]
     return {
         "pipeline": pipeline,
         "topics": list(spec.topics),
@@ -44,6 +48,7 @@ def pipeline_status(ctx: OperationContext, pipeline: str, last: int = 10) -> dic
         "sink": ctx.sinks.for_spec(ledger, spec).describe(),
         "partitions": partitions,
         "lag_records_total": sum(p["lag_records"] or 0 for p in partitions),
+        "deletable_in_s": min(deletable, default=None),  # the soonest retention may delete unread records
         "in_flight": None
         if in_flight is None
         else {
@@ -60,7 +65,7 @@ def pipeline_status(ctx: OperationContext, pipeline: str, last: int = 10) -> dic
 
 def render_status(status: Mapping[str, Any]) -> str:
     parts = render_table(
-        ["partition", "committed", "log start", "log end", "lag", "lag (s)"],
+        ["partition", "committed", "log start", "log end", "lag", "lag (s)", "deletable in (s)"],
         [
             [
                 f"{p['topic']}-{p['partition']}",
@@ -69,6 +74,7 @@ def render_status(status: Mapping[str, Any]) -> str:
                 p["log_end_offset"],
                 p["lag_records"],
                 p["lag_seconds"],
+                p["deletable_in_s"],
             ]
             for p in status["partitions"]
         ],
@@ -113,7 +119,8 @@ def render_status(status: Mapping[str, Any]) -> str:
     sink_line = f"output: {sink['format']}{' table ' + sink['table'] if sink['table'] else ''} at {sink['location']}"
     return (
         f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
-        f"{sink_line}\n{flight_line}\n\n{parts}\n\n{batches}\n\nSpark attempts: {counts}\n{attempts}"
+        f"{sink_line}\n{flight_line}\n\n{parts}\n\n{batches}{batch_tables_text(status['batches'])}\n\n"
+        f"Spark attempts: {counts}\n{attempts}"
     )
 
 

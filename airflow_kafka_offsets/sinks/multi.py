@@ -1,0 +1,175 @@
+"""Many Iceberg or Delta tables fed by one pipeline: every batch lands in all its tables, or in none.
+
+The Spark app routes each record (by topic, or by a header: ``core/routing.py``) and writes one
+directory per table in one job, under the pipeline's staging root
+``<output_root>/_batches/<pipeline>/batch=<N>/<attempt>/_kafka_offsets_table=<table>/``.
+
+Iceberg (catalog in the ledger's database): the commit adds each touched table's files in a new
+snapshot and moves every table's catalog row inside the ledger's transaction, the one that advances
+the cursor; a table a route names for the first time is created in that transaction too. A reader
+sees all the batch's tables at the batch, or none of them. The data files stay where Spark wrote
+them (Iceberg references them there).
+
+Delta (no multi-table transactions): each table gets one Delta commit carrying the batch's app
+transaction (``txnAppId`` of the pipeline, ``txnVersion`` = the batch number), table after table,
+then the ledger commits. A crash in between leaves some tables with the batch and the ledger
+without it; the retry skips every table whose log holds the batch's app transaction and commits the
+rest, then the ledger. A table's files are copied into the table's directory before its commit
+(delta-rs reads only paths under the table's root).
+
+Either way the ledger's batch row records, per table, the snapshot id or version the batch produced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, SinkFormat
+from airflow_kafka_offsets.core.routing import TableRoutes
+from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import TABLE_COLUMN
+
+STAGING_DIR = "_batches"
+
+
+class MultiTableSink:
+    """Batches of one pipeline routed to the tables of ``routes`` (``format``: Iceberg or Delta)."""
+
+    def __init__(
+        self,
+        output_root: str,
+        pipeline: str,
+        routes: TableRoutes,
+        sink_format: SinkFormat,
+        catalog_uri: str | None,
+        catalog_name: str,
+        storage: files.Storage | None = None,
+    ) -> None:
+        self.root = files.location_uri(output_root)
+        self.routes = routes
+        self.format = sink_format
+        self.storage = storage or files.Storage()
+        self.staging_root = files.join(self.root, STAGING_DIR, pipeline)
+        self._catalog_uri = catalog_uri
+        self._catalog_name = catalog_name
+        self._tables: dict[str, Any] = {}
+
+    def table_sink(self, name: str) -> Any:
+        """The single-table sink of ``name`` (Iceberg ones share one catalog), opened once."""
+        if name not in self._tables:
+            if self.format is SinkFormat.ICEBERG:
+                from airflow_kafka_offsets.sinks.iceberg import IcebergSink
+
+                first = next(iter(self._tables.values()), None)
+                self._tables[name] = IcebergSink(
+                    self.root,
+                    name,
+                    self._catalog_uri,
+                    self._catalog_name,
+                    storage=self.storage,
+                    catalog=first.catalog() if first is not None else None,
+                    staging_root=self.staging_root,
+                )
+            else:
+                from airflow_kafka_offsets.sinks.delta import DeltaSink
+
+                self._tables[name] = DeltaSink(self.root, name, storage=self.storage)
+        return self._tables[name]
+
+    def describe(self) -> dict[str, Any]:
+        tables = [f"{self._catalog_name}.{t}" for t in self.routes.tables] if self.format is SinkFormat.ICEBERG else []
+        return {
+            "format": self.format.value,
+            "location": self.root,
+            "table": None,  # many: see tables
+            "tables": tables or list(self.routes.tables),
+            "routes": self.routes.to_json(),
+        }
+
+    def check_writable(self, decode: DecodeSpec | None) -> None:
+        """Every existing table takes the pipeline's schema (or gains its new fields); missing tables are
+        created by the commit that first routes records to them (Iceberg namespaces now)."""
+        for name in self.routes.tables:
+            sink = self.table_sink(name)
+            if self.format is SinkFormat.ICEBERG:
+                sink.ensure_namespace()
+                if not sink.catalog().table_exists(sink.identifier):
+                    continue
+            elif not sink.storage.exists(files.join(sink.location, "_delta_log")):
+                continue
+            sink.check_writable(decode)
+
+    def output_uri(self, pipeline: str, batch_id: int) -> str:
+        return self.root
+
+    def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
+        return files.join(self.staging_root, f"batch={batch_id:012d}", attempt_id)
+
+    def read_report(self, staging_uri: str) -> dict[str, Any] | None:
+        return self.storage.read_report(staging_uri)
+
+    def _touched(self, staging_uri: str) -> dict[str, int]:
+        """Records per table of an attempt, from its report."""
+        report = self.storage.read_report(staging_uri) or {}
+        return {str(t): int(n) for t, n in (report.get("routing") or {}).get("tables", {}).items() if int(n) > 0}
+
+    def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        """None: an Iceberg batch is only in its tables with the ledger's commit, and a Delta batch a
+        crash left in some tables is finished table by table by the next commit (see publish)."""
+        return None
+
+    def publish(self, tx: Any, publication: Publication) -> dict[str, Any] | None:
+        """Each touched table's commit, Iceberg in ``tx``; returns per table its snapshot id or version."""
+        if publication.staging_uri is None:
+            return None
+        touched = self._touched(publication.staging_uri)
+        done: dict[str, Any] = {}
+        for name, records in sorted(touched.items()):
+            data = files.join(publication.staging_uri, f"{TABLE_COLUMN}={name}")
+            sink = self.table_sink(name)
+            if self.format is SinkFormat.ICEBERG:
+                files_in = [f.uri for f in self.storage.parquet_files(data)]
+                done[name] = {"snapshot_id": sink.commit_locked(tx, publication, files_in), "records": records}
+            else:
+                done[name] = {"version": sink.commit_once(publication, data), "records": records}
+        return done
+
+    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        """Iceberg: nothing (an uncommitted batch was never in a table). Delta: remove the batch from
+        every table a crashed commit left it in."""
+        left = None
+        if self.format is SinkFormat.DELTA:
+            for name in self.routes.tables:
+                sink = self.table_sink(name)
+                if sink.storage.exists(files.join(sink.location, "_delta_log")):
+                    left = sink.withdraw(tx, pipeline_uid, plan) or left
+        return left
+
+    def in_use(self, staging_uri: str) -> bool:
+        return any(self.table_sink(name).in_use(staging_uri) for name in self._existing())
+
+    def _existing(self) -> list[str]:
+        if self.format is SinkFormat.ICEBERG:
+            catalog = self.table_sink(self.routes.tables[0]).catalog()
+            return [t for t in self.routes.tables if catalog.table_exists(self.table_sink(t).identifier)]
+        return [
+            t for t in self.routes.tables if self.storage.exists(files.join(self.table_sink(t).location, "_delta_log"))
+        ]
+
+    def discard_attempt(self, staging_uri: str) -> None:
+        """An attempt a table's history names stays (Iceberg reads its files; its _errors/ stay readable)."""
+        if self.storage.exists(staging_uri) and not self.in_use(staging_uri):
+            self.storage.remove_tree(staging_uri)
+
+    def staged_attempts(self, pipeline: str) -> dict[int, list[str]]:
+        return self.storage.batch_attempts(self.staging_root)
+
+    def leftover_output(self, output_uri: str) -> str | None:
+        return None  # the output is the tables: an aborted batch has nothing of its own there
+
+    def remove_output(self, output_uri: str) -> bool:
+        return False
+
+    def exists(self, uri: str) -> bool:
+        return self.storage.exists(uri)

@@ -1,0 +1,213 @@
+"""What decoding Avro costs: the same batch read raw and decoded, on the same warm Spark Connect server.
+
+    PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.avro_decode [--records 1000000] [--repeat 3]
+    scripts/bench --only avro [--records 1000000] [--repeat 3]    # the same as a section of the report
+
+Starts the local stack with its Spark Connect server and schema registry if needed, and produces
+``--records`` Avro records of about ``--record-bytes`` bytes (key + value) into a topic of
+``--partitions`` partitions with confluent-kafka's ``AvroSerializer``: three writer versions of the
+subject, in turn (each adds a field with a default), so the batch decodes per writer schema id as
+a real topic's would. Then it runs the package's batch (plan, read, commit) over the whole topic as
+a pipeline without a decoding (the raw ``value`` bytes) and as one with
+``value_format={"type": "avro"}`` (the subject's latest version as the reader), alternately, after
+one uncounted batch of each, and prints the median seconds of each and their ratio (the issue's
+goal: decoded at most 1.30 times the raw batch). Every batch is checked: the committed count is the
+produced count, and a decoded batch has no decode error. A figure, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import uuid
+from typing import Any
+
+from benchmarks.common import CONNECT_CONN_ID, loadavg, median, now, prepare_environment, say
+
+GOAL = 1.30
+FIELDS: list[dict[str, Any]] = [
+    {"name": "id", "type": "string"},
+    {"name": "seq", "type": "long"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "user_id", "type": "long"},
+    {"name": "country", "type": "string"},
+    {"name": "amount", "type": "double"},
+    {"name": "note", "type": "string"},
+    {"name": "channel", "type": ["null", "string"], "default": None},  # version 2's
+    {"name": "region", "type": "string", "default": "eu"},  # version 3's
+]
+VERSIONS = [{"type": "record", "name": "Event", "namespace": "bench", "fields": FIELDS[: 7 + v]} for v in range(3)]
+
+
+def produce(info: Any, records: int, partitions: int, record_bytes: int) -> tuple[str, int]:
+    """``records`` Avro records into a new topic, writer versions in turn; (topic, key + value bytes)."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
+    from benchmarks.datagen import create_topic, random_filler, send
+
+    topic = create_topic(info.bootstrap_servers, partitions, prefix="bench-avro")
+    client = SchemaRegistryClient({**info.schema_registry_client_config(), "timeout": REQUEST_TIMEOUT_S})
+    for version in VERSIONS:
+        client.register_schema(f"{topic}-value", Schema(json.dumps(version), "AVRO"))
+    conf = {"auto.register.schemas": False}
+    serializers = [AvroSerializer(client, json.dumps(v), conf=conf) for v in VERSIONS]
+    context = SerializationContext(topic, MessageField.VALUE)
+    filler = max(0, record_bytes - 60)  # the key, the header and the other fields take about 60 bytes
+
+    def record(i: int) -> tuple[bytes, bytes]:
+        key = f"k{i:012d}".encode()
+        fields: dict[str, Any] = {"id": key.decode(), "seq": i, "ts": 1_700_000_000_000 + i, "user_id": i % 1_000_003}
+        fields |= {"country": "DE", "amount": i / 100, "note": random_filler(filler // 2 + 1, filler - (i % 17))}
+        if i % 3 >= 1:
+            fields["channel"] = "app"
+        if i % 3 == 2:
+            fields["region"] = "us"
+        return key, serializers[i % 3](fields, context)
+
+    started = now()
+    size = send(info.bootstrap_servers, topic, partitions, (record(i) for i in range(records)))
+    say(f"produced {records:,} Avro records ({size / records:.0f} B each) into {topic} in {now() - started:.1f}s")
+    return topic, size
+
+
+def one_batch(info: Any, ledger: Any, topic: str, records: int, workdir: str, avro: bool) -> dict[str, float]:
+    """The whole topic as one batch of a new pipeline, raw or decoded; seconds per step."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    from airflow_kafka_offsets.clients.avro_registry import spark_registry_config
+    from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+    from airflow_kafka_offsets.clients.schema_registry import RegistryAccess
+    from airflow_kafka_offsets.core.spec import build_spec
+    from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
+    from airflow_kafka_offsets.service.commit import commit_batch
+    from airflow_kafka_offsets.service.decoding import next_decode
+    from airflow_kafka_offsets.service.plan import plan_batch
+    from airflow_kafka_offsets.service.read import run_batch
+    from airflow_kafka_offsets.sinks import LocalDirectorySink
+    from airflow_kafka_offsets.spark.runner import batch_runner
+    from airflow_kafka_offsets.spark.settings import SparkSettings
+    from benchmarks.contenders import ACTOR
+
+    name = f"{'avro' if avro else 'raw'}-{uuid.uuid4().hex[:8]}"
+    spec = build_spec(name, [topic], f"{workdir}/{name}", value_format={"type": "avro"} if avro else None)
+    sink = LocalDirectorySink(spec.output_root)
+    kafka_props = {"bootstrap.servers": info.bootstrap_servers}
+    access = RegistryAccess((info.schema_registry_url,), info.schema_registry_user, info.schema_registry_password)
+    settings = SparkSettings(
+        conn_id=CONNECT_CONN_ID,
+        jars=tuple(info.connector_jars),
+        registry_access=lambda conn_id: spark_registry_config(access),
+    )
+    config = {**info.schema_registry_client_config(), "timeout": REQUEST_TIMEOUT_S}
+    ids_pass = SchemaIdsTimer()
+    t0 = now()
+    decode = next_decode(ledger, spec, sink, lambda conn_id: SchemaRegistryClient(config))
+    outcome = plan_batch(ledger, spec, KafkaOffsetsClient(kafka_props).offsets, sink, ACTOR, decode)
+    t1 = now()
+    assert outcome.plan is not None
+    report = run_batch(ledger, sink, outcome.plan, batch_runner(settings), kafka_props, ACTOR)
+    t2 = now()
+    committed = commit_batch(ledger, sink, spec.name, outcome.plan.batch_id, ACTOR)
+    t3 = now()
+    ids_s = ids_pass.close()
+    errors = sum(p.decode_errors for p in report.partitions) if report is not None else 0
+    if committed.records != records or errors:
+        raise RuntimeError(f"{name}: committed {committed.records} records ({errors} decode errors) of {records}")
+    return {"plan_s": t1 - t0, "read_s": t2 - t1, "schema_ids_s": ids_s, "commit_s": t3 - t2, "total_s": t3 - t0}
+
+
+class SchemaIdsTimer:
+    """Times the app's pass over the batch for its distinct writer schema ids (a second read of the Kafka
+    ranges, before the write), while it is wrapped; ``close`` unwraps it and gives the seconds."""
+
+    def __init__(self) -> None:
+        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+        self.app, self.original, self.seconds = app, app.writer_schema_ids, 0.0
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = now()
+            try:
+                return self.original(*args, **kwargs)
+            finally:
+                self.seconds += now() - start
+
+        app.writer_schema_ids = timed
+
+    def close(self) -> float:
+        self.app.writer_schema_ids = self.original
+        return self.seconds
+
+
+def measure(info: Any, records: int, partitions: int, record_bytes: int, repeat: int) -> dict[str, Any]:
+    """The section's figures: every batch's seconds, the medians, and the decoded / raw ratios."""
+    from benchmarks.run import _drop, _ledger
+
+    ledger = _ledger(info)
+    workdir = tempfile.mkdtemp(prefix="ako-bench-avro-")
+    runs: dict[str, list[dict[str, float]]] = {"raw": [], "avro": []}
+    try:
+        topic, size = produce(info, records, partitions, record_bytes)
+        say("warming the Connect server with one batch of each kind (not counted)")
+        for avro in (False, True):
+            one_batch(info, ledger, topic, records, workdir, avro)
+        for n in range(repeat):
+            for kind in ("raw", "avro"):
+                runs[kind].append(one_batch(info, ledger, topic, records, workdir, kind == "avro"))
+                steps = ", ".join(f"{k} {v:.2f}" for k, v in runs[kind][-1].items())
+                say(f"{kind} batch {n + 1}/{repeat}: {steps}")
+    finally:
+        _drop(ledger)
+        shutil.rmtree(workdir, ignore_errors=True)
+    medians = {kind: {k: median(r[k] for r in batches) or 0.0 for k in batches[0]} for kind, batches in runs.items()}
+    return {
+        "records": records,
+        "record_bytes": round(size / records),
+        "partitions": partitions,
+        "repeat": repeat,
+        "loadavg_at_end": loadavg(),
+        "batches": runs,
+        "median_s": medians,
+        "ratio_total": round(medians["avro"]["total_s"] / medians["raw"]["total_s"], 3),
+        "ratio_read": round(medians["avro"]["read_s"] / medians["raw"]["read_s"], 3),
+        "schema_ids_share_of_decoded_read": round(medians["avro"]["schema_ids_s"] / medians["avro"]["read_s"], 3),
+        "goal": GOAL,
+    }
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    medians, ratio = result["median_s"], result["ratio_total"]
+    return (
+        f"{result['records']:,} Avro records of {result['record_bytes']} B, plan to commit on the warm Spark Connect "
+        f"server: raw {medians['raw']['total_s']:.2f} s, decoded {medians['avro']['total_s']:.2f} s (median of "
+        f"{result['repeat']}): ratio {ratio:.2f} (read step {result['ratio_read']:.2f}; the schema ids pass "
+        f"{medians['avro']['schema_ids_s']:.2f} s of it), goal <= {GOAL:.2f} "
+        f"{'met' if ratio <= GOAL else 'NOT met'}; load average {' '.join(map(str, result['loadavg_at_end']))}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.avro_decode", description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--record-bytes", type=int, default=500, help="approximate key + value size (default 500)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed batches of each kind (default 3)")
+    args = parser.parse_args(argv)
+    import devstack
+
+    info = devstack.up(spark_connect_server=True)
+    prepare_environment(info)
+    result = measure(info, args.records, args.partitions, args.record_bytes, args.repeat)
+    print(json.dumps(result, indent=1))
+    print(summary_line(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
