@@ -85,8 +85,10 @@ def one_batch(info: Any, ledger: Any, topic: str, records: int, workdir: str, av
     from airflow_kafka_offsets.clients.schema_registry import RegistryAccess
     from airflow_kafka_offsets.core.spec import build_spec
     from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
-    from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+    from airflow_kafka_offsets.service.commit import commit_batch
     from airflow_kafka_offsets.service.decoding import next_decode
+    from airflow_kafka_offsets.service.plan import plan_batch
+    from airflow_kafka_offsets.service.read import run_batch
     from airflow_kafka_offsets.sinks import LocalDirectorySink
     from airflow_kafka_offsets.spark.runner import batch_runner
     from airflow_kafka_offsets.spark.settings import SparkSettings

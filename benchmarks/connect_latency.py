@@ -27,7 +27,9 @@ def one_batch(info: Any, ledger: Any, conn_id: str, records: int, workdir: str) 
     """Produce ``records`` into a new topic, then plan, read and commit them once; seconds per step."""
     from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
     from airflow_kafka_offsets.core.spec import build_spec
-    from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+    from airflow_kafka_offsets.service.commit import commit_batch
+    from airflow_kafka_offsets.service.plan import plan_batch
+    from airflow_kafka_offsets.service.read import run_batch
     from airflow_kafka_offsets.sinks import LocalDirectorySink
     from airflow_kafka_offsets.spark.runner import batch_runner
     from airflow_kafka_offsets.spark.settings import SparkSettings

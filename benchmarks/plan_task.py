@@ -75,7 +75,9 @@ def _commit(pipeline: str, batch_id: int) -> None:
     """Commit a planned batch without reading it: the benchmark times plans, not reads."""
     from airflow_kafka_offsets.core.actor import Actor
     from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, AirflowRuntime
-    from airflow_kafka_offsets.service.batches import commit_batch, load_batch, run_batch
+    from airflow_kafka_offsets.service.commit import commit_batch
+    from airflow_kafka_offsets.service.plan import load_batch
+    from airflow_kafka_offsets.service.read import run_batch
     from benchmarks.scaling import fake_submit
 
     ledger = AirflowRuntime().ledger()

@@ -164,7 +164,9 @@ class LedgerBench:
 
     def one_batch(self, spec: PipelineSpec, offsets: FakeOffsets) -> dict[str, float]:
         from airflow_kafka_offsets.core.actor import Actor
-        from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+        from airflow_kafka_offsets.service.commit import commit_batch
+        from airflow_kafka_offsets.service.plan import plan_batch
+        from airflow_kafka_offsets.service.read import run_batch
         from airflow_kafka_offsets.sinks import LocalDirectorySink
 
         actor = Actor(dag_id="benchmarks", run_id="scaling")

@@ -15,13 +15,12 @@ from typing import Any
 
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.core.operation_fields import (
+    CLI_INPUTS,
     FIELDS,
     Operation,
-    OperationInputError,
     OperationRequest,
     parse_request,
 )
-from airflow_kafka_offsets.core.resets import ResetMode
 from airflow_kafka_offsets.spark.options import cli_options as spark_cli_options
 
 
@@ -31,15 +30,6 @@ class Option:
 
     flags: tuple[str, ...]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-RESET_MODE_HELP: Mapping[ResetMode, str] = {
-    ResetMode.TO_EARLIEST: "mode (give exactly one): move the cursor to each partition's log start",
-    ResetMode.TO_LATEST: "mode: move the cursor to each partition's log end",
-    ResetMode.TO_DATETIME: "mode: move the cursor to the first record at or after this ISO 8601 time",
-    ResetMode.TO_OFFSET: "mode: move the cursor to this offset",
-    ResetMode.SHIFT_BY: "mode: move the cursor by this many records (negative: back)",
-}
 
 
 def command_name(operation: str) -> str:
@@ -84,15 +74,8 @@ def operation_options(op: Operation) -> tuple[Option, ...]:
         for f in FIELDS
         if f.cli and op.name in f.operations
     ]
-    if op.name == "reset":
-        options += [
-            Option(
-                (f"--{mode.value}",),
-                {"dest": f"reset_{mode.name}", "help": RESET_MODE_HELP[mode]}
-                | ({"metavar": "VALUE"} if mode.takes_value else {"action": "store_true"}),
-            )
-            for mode in ResetMode
-        ]
+    if op.name in CLI_INPUTS:
+        options += [Option(flags, kwargs) for flags, kwargs in CLI_INPUTS[op.name].options]
     if _reads_dry_run(op):
         options.append(
             Option(
@@ -108,31 +91,15 @@ def add_options(parser: argparse.ArgumentParser, options: tuple[Option, ...]) ->
         parser.add_argument(*option.flags, **option.kwargs)
 
 
-def _reset_mode(args: argparse.Namespace) -> tuple[ResetMode, str | None]:
-    """The one reset mode given (with its value); naming all of them when none or several are."""
-    given: list[tuple[ResetMode, str | None]] = []
-    for mode in ResetMode:
-        value = getattr(args, f"reset_{mode.name}", None)
-        if mode.takes_value and value is not None:
-            given.append((mode, value))
-        elif not mode.takes_value and value:
-            given.append((mode, None))
-    if len(given) != 1:
-        choices = ", ".join(f"--{mode.value}" + (" VALUE" if mode.takes_value else "") for mode in ResetMode)
-        got = " and ".join(f"--{mode.value}" for mode, _ in given) or "none"
-        raise OperationInputError(f"give exactly one reset mode: {choices}; got {got}")
-    return given[0]
-
-
 def request_from_args(args: argparse.Namespace) -> OperationRequest:
     """The command's options through the same field rules as the form; messages name the options."""
     raw: dict[str, Any] = {"operation": args.operation, "pipeline": args.pipeline}
     raw.update({f.name: getattr(args, f.name) for f in FIELDS if f.cli and hasattr(args, f.name)})
     labels = {f.name: f.cli for f in FIELDS if f.cli}
-    if args.operation == "reset":
-        mode, value = _reset_mode(args)
-        raw["reset_mode"], raw["reset_value"] = mode.value, value
-        labels["reset_value"] = f"--{mode.value}"
+    if args.operation in CLI_INPUTS:
+        values, option_labels = CLI_INPUTS[args.operation].read(vars(args))
+        raw.update(values)
+        labels.update(option_labels)
     if hasattr(args, "execute"):
         raw["dry_run"] = not args.execute
     return parse_request(raw, labels)

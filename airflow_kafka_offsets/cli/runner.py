@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, log_file: str | None = None) -> tuple[dict[str
     spark = SparkJobOptions.from_params(args)  # only the commands of operations that use Spark have them
     # Imported here, so that --help and bad input answer without loading Airflow's connection code.
     from airflow_kafka_offsets.runtime import AirflowRuntime, cli_actor, spark_runner
-    from airflow_kafka_offsets.service.commands import run_operation
+    from airflow_kafka_offsets.service.operations import run_operation
 
     runtime = AirflowRuntime(args.kafka_conn_id, args.postgres_conn_id, args.ledger_schema)
     actor = cli_actor(command_name(args.operation))

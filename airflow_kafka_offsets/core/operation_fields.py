@@ -7,8 +7,8 @@ across them, its typed request); this module builds the registry from them: :dat
 operations that read it and the parser that turns user text into a value with a message a user
 understands (:mod:`airflow_kafka_offsets.core.operation_input`). Empty and blank text mean "not
 given" everywhere. Fields that the chosen operation does not read are ignored, so they never
-block a run. Adding an operation means adding its module here and its handler in
-:mod:`airflow_kafka_offsets.service.commands`.
+block a run. Adding an operation means adding its module here and its handler module in
+:mod:`airflow_kafka_offsets.service.operations`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from airflow_kafka_offsets.core.operation_input import (
+    CliInput,
     Field,
     Operation,
     OperationInputError,
@@ -44,6 +45,7 @@ from airflow_kafka_offsets.core.operations.reset import (
 from airflow_kafka_offsets.core.spec import PIPELINE_NAME
 
 __all__ = [
+    "CLI_INPUTS",
     "FIELDS",
     "FIELDS_BY_NAME",
     "NO_CAP",
@@ -84,6 +86,8 @@ OPERATION_NAMES: tuple[str, ...] = tuple(op.name for op in OPERATIONS)
 CHECKS: Mapping[str, Callable[[dict[str, Any], Mapping[str, str]], None]] = {
     m.OPERATION.name: m.check for m in MODULES if hasattr(m, "check")
 }
+# Operations' own command-line options (core.operation_input.CliInput), where they have any.
+CLI_INPUTS: Mapping[str, CliInput] = {m.OPERATION.name: m.CLI for m in MODULES if hasattr(m, "CLI")}
 
 
 def operation(name: str) -> Operation:

@@ -7,7 +7,7 @@ description says so. Messages name what was expected, so that a user can fix the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,6 +27,21 @@ class Operation:
     title: str
     help: str
     uses_spark: bool = False
+
+
+# One command-line argument: its flags and ``ArgumentParser.add_argument`` keywords.
+CliOption = tuple[tuple[str, ...], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class CliInput:
+    """An operation's own command-line options, for fields a shell gives better than one option each
+    (``reset --to-offset 42`` rather than a mode and a value): the options, and ``read``, which turns
+    what was typed (argparse's values by ``dest``) into the fields' raw values and the option names
+    that messages about them use."""
+
+    options: tuple[CliOption, ...]
+    read: Callable[[Mapping[str, Any]], tuple[dict[str, Any], dict[str, str]]]
 
 
 # JSON-schema patterns (the form) for the same grammar the parsers accept. Each allows blank text,

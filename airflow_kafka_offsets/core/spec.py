@@ -20,6 +20,7 @@ from airflow_kafka_offsets.core.model import (
     StartPolicy,
 )
 from airflow_kafka_offsets.core.routing import TABLE_NAME, build_routes
+from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
 from airflow_kafka_offsets.core.values import enum_value, optional_int
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
@@ -59,17 +60,20 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str, t
     table = (options.get("table") or "").strip() or None
     partition_by = (options.get("partition_by") or "").strip() or None
     catalog_conn_id = (options.get("catalog_conn_id") or "").strip() or None
-    if catalog_conn_id is not None and sink_format is not SinkFormat.ICEBERG:
-        raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: catalog_conn_id applies to the iceberg sink only")
-    if sink_format is SinkFormat.DIRECTORY:
+    rules = SINK_FORMATS[sink_format]
+    if catalog_conn_id is not None and not rules.catalog_conn:
+        takers = " and ".join(f.value for f, r in SINK_FORMATS.items() if r.catalog_conn)
+        raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: catalog_conn_id applies to the {takers} sink only")
+    if not rules.table:
         if table is not None or partition_by is not None:
             raise InvalidPipelineSpecError(
-                f"pipeline {pipeline!r}: the directory sink takes no table and no partition_by (batches are its "
-                "partitions)"
+                f"pipeline {pipeline!r}: the {sink_format.value} sink takes no table and no partition_by (batches "
+                "are its partitions)"
             )
         if options.get("tables") or options.get("route"):
-            raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: tables and route need the iceberg or delta sink")
-        return SinkSpec()
+            takers = " or ".join(f.value for f, r in SINK_FORMATS.items() if r.many_tables)
+            raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: tables and route need the {takers} sink")
+        return SinkSpec(sink_format)
     if options.get("tables") or options.get("route"):
         return _multi_table_sink(pipeline, options, sink_format, table, partition_by, catalog_conn_id, topics)
     if partition_by not in PARTITIONINGS:
@@ -82,9 +86,9 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str, t
             f"pipeline {pipeline!r}: the {sink_format.value} sink needs a table such as 'analytics.events' "
             f"(an optional namespace and a name of letters, digits and '_'), got {table!r}"
         )
-    if sink_format is SinkFormat.ICEBERG and "." not in table:
+    if rules.namespace and "." not in table:
         raise InvalidPipelineSpecError(
-            f"pipeline {pipeline!r}: an Iceberg table needs a namespace, as in 'analytics.{table}'"
+            f"pipeline {pipeline!r}: an {rules.title} table needs a namespace, as in 'analytics.{table}'"
         )
     return SinkSpec(sink_format, table, partition_by, catalog_conn_id)
 
@@ -107,7 +111,7 @@ def _multi_table_sink(
             f"pipeline {pipeline!r}: a sink of many tables (tables or route) takes no {', '.join(given)}"
         )
     routes = build_routes(
-        pipeline, options.get("tables"), options.get("route"), topics, namespace=sink_format is SinkFormat.ICEBERG
+        pipeline, options.get("tables"), options.get("route"), topics, namespace=SINK_FORMATS[sink_format].namespace
     )
     return SinkSpec(sink_format, routes=routes)
 

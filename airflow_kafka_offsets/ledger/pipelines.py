@@ -21,7 +21,7 @@ class PipelineStatements(AuditStatements):
         """Create the pipeline or check that ``spec`` is its stored one, and lock its row.
 
         Returns (epoch, next batch id). A spec that differs is refused, listing the differences:
-        a change is made on purpose (:func:`airflow_kafka_offsets.service.spec_change.change_spec`).
+        a change is made on purpose (:func:`airflow_kafka_offsets.service.operations.change_spec.change_spec`).
         """
         self.execute(
             "INSERT INTO {s}.pipelines (name, spec) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING",

@@ -19,8 +19,8 @@ from airflow_kafka_offsets.lineage import (
 from airflow_kafka_offsets.operators.assets import KafkaBatchStepOperator
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, parse_batch_id
 from airflow_kafka_offsets.runtime import actor_from_context
-from airflow_kafka_offsets.service.batches import commit_batch
-from airflow_kafka_offsets.service.operations import mirror_to_consumer_group
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.consumer_group import mirror_to_consumer_group
 
 
 class KafkaBatchCommitOperator(KafkaBatchStepOperator):

@@ -1,4 +1,5 @@
-"""Thin operators over :mod:`airflow_kafka_offsets.service.batches`: plan, read and commit a batch.
+"""Thin operators over :mod:`~airflow_kafka_offsets.service.plan`, :mod:`~airflow_kafka_offsets.service.read`
+and :mod:`~airflow_kafka_offsets.service.commit`: plan, read and commit a batch.
 
 Use them separately (the batch id travels by XCom) or through
 :func:`kafka_ingest_task_group`. A retried or re-run task replays the planned

@@ -3,7 +3,7 @@ trigger form of ``dags/kafka_offsets_manual_ops.py`` or by any DAG that passes t
 
 The options are validated by the same field definitions as the form and the CLI
 (:mod:`airflow_kafka_offsets.core.operation_fields`) and run by the shared dispatcher
-(:mod:`airflow_kafka_offsets.service.commands`).
+(:mod:`airflow_kafka_offsets.service.operations`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from airflow_kafka_offsets.core.operation_fields import OperationRequest, parse_
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkJobOperator
 from airflow_kafka_offsets.runtime import actor_from_context
 from airflow_kafka_offsets.service.approval import ApprovalCheck
-from airflow_kafka_offsets.service.commands import run_operation
 from airflow_kafka_offsets.service.context import OperationContext
+from airflow_kafka_offsets.service.operations import run_operation
 from airflow_kafka_offsets.spark.options import SPARK_TEMPLATE_FIELDS
 
 

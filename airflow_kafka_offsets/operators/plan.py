@@ -13,8 +13,8 @@ from airflow_kafka_offsets.hooks.schema_registry import registry_clients
 from airflow_kafka_offsets.operators.assets import KafkaTopicAssetsOperator
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkConnectorOperator
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, KAFKA_TIMEOUT_S, actor_from_context, spark_runner
-from airflow_kafka_offsets.service.batches import plan_batch
 from airflow_kafka_offsets.service.decoding import next_decode
+from airflow_kafka_offsets.service.plan import plan_batch
 from airflow_kafka_offsets.spark.options import CONNECTOR_PARAMS
 
 

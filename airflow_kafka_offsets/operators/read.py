@@ -15,8 +15,9 @@ from airflow_kafka_offsets.lineage import openlineage_parent_conf
 from airflow_kafka_offsets.operators.assets import KafkaBatchStepOperator
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkJobOperator, parse_batch_id
 from airflow_kafka_offsets.runtime import actor_from_context
-from airflow_kafka_offsets.service.batches import load_batch, run_batch
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
+from airflow_kafka_offsets.service.plan import load_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.spark.options import SPARK_TEMPLATE_FIELDS
 
 

@@ -20,9 +20,9 @@ from airflow_kafka_offsets.core.operations.reset import reset_request
 from airflow_kafka_offsets.core.spec import updated_spec
 from airflow_kafka_offsets.core.tables import abort_table
 from airflow_kafka_offsets.errors import ApprovalMismatchError, BatchStateError
-from airflow_kafka_offsets.service import operations as ops
 from airflow_kafka_offsets.service.context import OperationContext
-from airflow_kafka_offsets.service.spec_change import change_spec
+from airflow_kafka_offsets.service.operations.change_spec import change_spec
+from airflow_kafka_offsets.service.operations.reset import reset_offsets
 
 # The operations that change the ledger for good, and when (a dry run changes nothing).
 NEEDS_APPROVAL = ("reset", "abort", "change_spec")
@@ -69,7 +69,7 @@ def preview(request: OperationRequest, ctx: OperationContext) -> Preview:
     """The dry run of ``request`` (one of :data:`NEEDS_APPROVAL`); changes nothing."""
     pipeline = request.pipeline
     if request.operation == "reset":
-        table = ops.reset_offsets(ctx, pipeline, reset_request(request.values), dry_run=True).table
+        table = reset_offsets(ctx, pipeline, reset_request(request.values), dry_run=True).table
     elif request.operation == "change_spec":
         with ctx.ledger.transaction(read_only=True) as tx:
             stored = tx.pipeline_spec(pipeline)

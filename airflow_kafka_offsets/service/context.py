@@ -22,7 +22,7 @@ class Approval(Protocol):
     def check(self, operation: str, pipeline: str, table: str) -> None: ...
 
 
-# Runs one Spark job of the app (a job of :func:`airflow_kafka_offsets.service.batches.build_job`);
+# Runs one Spark job of the app (a job of :func:`airflow_kafka_offsets.service.jobs.build_job`);
 # ``airflow_kafka_offsets.spark.runner.BatchRunner`` is one.
 Submit = Callable[[dict[str, Any]], None]
 

@@ -1,5 +1,5 @@
 """One status model for every view of a pipeline: ``status`` (the CLI's text and ``--json``, the
-manual-operations operator's result; service/operations.py) and the Kafka pipelines page
+manual-operations operator's result; service/operations/status.py) and the Kafka pipelines page
 (service/overview.py).
 
 Per partition (:class:`PartitionStatus`): ``committed_offset`` is the ledger's cursor (the next

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat
+from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store
 from airflow_kafka_offsets.sinks.base import Publication, Sink
@@ -11,11 +15,14 @@ from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
 __all__ = [
+    "MULTI_TABLE_OPENER",
+    "OPENERS",
     "REPORT_NAME",
     "LocalDirectorySink",
     "ManifestDirectorySink",
     "Publication",
     "Sink",
+    "SinkOpening",
     "directory_sink",
     "open_sink",
 ]
@@ -26,6 +33,72 @@ def directory_sink(root: str, s3: S3Access | None = None) -> LocalDirectorySink 
     if is_object_store(root):
         return ManifestDirectorySink(root, s3)
     return LocalDirectorySink(root)
+
+
+@dataclass(frozen=True)
+class SinkOpening:
+    """What an opener gets: the pipeline's spec and where its catalog and storage are (see :func:`open_sink`)."""
+
+    spec: PipelineSpec
+    catalog_uri: str | None
+    catalog_name: str
+    s3: S3Access | None
+    external_catalog_uri: str | None
+
+
+def _open_directory(o: SinkOpening) -> Sink:
+    return directory_sink(o.spec.output_root, o.s3)
+
+
+def _open_iceberg(o: SinkOpening) -> Sink:
+    from airflow_kafka_offsets.object_storage.storage import Storage
+    from airflow_kafka_offsets.sinks.iceberg import IcebergSink
+
+    return IcebergSink(
+        o.spec.output_root,
+        o.spec.sink.table or "",
+        o.external_catalog_uri or o.catalog_uri,
+        o.catalog_name,
+        o.spec.sink.partition_by,
+        Storage(o.s3),
+        transactional=o.external_catalog_uri is None,
+    )
+
+
+def _open_delta(o: SinkOpening) -> Sink:
+    from airflow_kafka_offsets.object_storage.storage import Storage
+    from airflow_kafka_offsets.sinks.delta import DeltaSink
+
+    return DeltaSink(o.spec.output_root, o.spec.sink.table or "", o.spec.sink.partition_by, Storage(o.s3))
+
+
+def _open_many_tables(o: SinkOpening) -> Sink:
+    from airflow_kafka_offsets.object_storage.storage import Storage
+    from airflow_kafka_offsets.sinks.multi import MultiTableSink
+
+    assert o.spec.sink.routes is not None
+    return MultiTableSink(
+        o.spec.output_root,
+        o.spec.name,
+        o.spec.sink.routes,
+        o.spec.sink.format,
+        o.catalog_uri,
+        o.catalog_name,
+        Storage(o.s3),
+    )
+
+
+Opener = Callable[[SinkOpening], Sink]
+
+# One opener per format; what a format takes and its install extra: core.sink_formats.SINK_FORMATS.
+OPENERS: Mapping[SinkFormat, Opener] = {
+    SinkFormat.DIRECTORY: _open_directory,
+    SinkFormat.ICEBERG: _open_iceberg,
+    SinkFormat.DELTA: _open_delta,
+}
+# A spec with ``tables``/``route`` (a format whose SINK_FORMATS row has ``many_tables``): many tables
+# of that format, in the ledger's catalog (sinks/multi.py).
+MULTI_TABLE_OPENER: Opener = _open_many_tables
 
 
 def open_sink(
@@ -42,37 +115,18 @@ def open_sink(
     an ``s3://`` output root. ``external_catalog_uri``: the database of the spec's
     ``catalog_conn_id``, when its Iceberg catalog is not the ledger's.
 
-    The table sinks import their libraries only when a pipeline uses them.
+    The table sinks import their libraries only when a pipeline uses them; a missing one is a
+    :class:`ConfigurationError` naming the extra that installs it.
     """
-    if spec.sink.format is SinkFormat.DIRECTORY:
-        return directory_sink(spec.output_root, s3)
+    fmt = spec.sink.format
     try:
-        from airflow_kafka_offsets.object_storage.storage import Storage
-
-        storage = Storage(s3)
-        if spec.sink.routes is not None:
-            from airflow_kafka_offsets.sinks.multi import MultiTableSink
-
-            return MultiTableSink(
-                spec.output_root, spec.name, spec.sink.routes, spec.sink.format, catalog_uri, catalog_name, storage
-            )
-        if spec.sink.format is SinkFormat.ICEBERG:
-            from airflow_kafka_offsets.sinks.iceberg import IcebergSink
-
-            return IcebergSink(
-                spec.output_root,
-                spec.sink.table or "",
-                external_catalog_uri or catalog_uri,
-                catalog_name,
-                spec.sink.partition_by,
-                storage,
-                transactional=external_catalog_uri is None,
-            )
-        from airflow_kafka_offsets.sinks.delta import DeltaSink
-
-        return DeltaSink(spec.output_root, spec.sink.table or "", spec.sink.partition_by, storage)
+        opener = MULTI_TABLE_OPENER if spec.sink.routes is not None else OPENERS[fmt]
+        return opener(SinkOpening(spec, catalog_uri, catalog_name, s3, external_catalog_uri))
     except ImportError as exc:
+        extra = SINK_FORMATS[fmt].extra
+        if extra is None:
+            raise
         raise ConfigurationError(
-            f"pipeline {spec.name!r} writes {spec.sink.format.value} tables, which needs {exc.name}: "
-            f"pip install 'airflow-kafka-offsets[{spec.sink.format.value}]'"
+            f"pipeline {spec.name!r} writes {fmt.value} tables, which needs {exc.name}: "
+            f"pip install 'airflow-kafka-offsets[{extra}]'"
         ) from exc

@@ -1,6 +1,6 @@
 """The seam between the batch steps and where batches land.
 
-Plan, read and commit (service/batches.py), the manual operations and the sweep talk to a sink
+Plan, read and commit (service/plan.py, read.py, commit.py), the manual operations and the sweep talk to a sink
 only through :class:`Sink`. One implementation per file: ``local.py`` (Parquet directories,
 published by rename), ``iceberg.py`` and ``delta.py`` (tables, published by a table commit).
 

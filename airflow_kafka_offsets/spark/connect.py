@@ -244,7 +244,7 @@ def hadoop_keys_bare(conf: Mapping[str, Any]) -> dict[str, str]:
 
 
 class SparkConnectRunner:
-    """Callable that runs one job (see :func:`airflow_kafka_offsets.service.batches.build_job`) on a Connect server."""
+    """Callable that runs one job (see :func:`airflow_kafka_offsets.service.attempts.build_job`) on a Connect server."""
 
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings

@@ -84,7 +84,7 @@ class SubmitPlan:
 
 
 class SparkBatchSubmitter:
-    """Callable that runs one job (see :func:`airflow_kafka_offsets.service.batches.build_job`) with spark-submit."""
+    """Callable that runs one job (see :func:`airflow_kafka_offsets.service.attempts.build_job`) with spark-submit."""
 
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings

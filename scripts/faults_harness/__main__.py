@@ -213,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     info = devstack.up(spark_connect_server=args.spark_connect)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    logging.getLogger("airflow_kafka_offsets.service.sweep").setLevel(logging.WARNING)  # verify's sweep: noise
+    # verify's sweep: noise
+    logging.getLogger("airflow_kafka_offsets.service.operations.sweep").setLevel(logging.WARNING)
     for name in ("httpx", "httpx2"):  # the registry client's every request (--avro): noise
         logging.getLogger(name).setLevel(logging.WARNING)
     print(f"faults: stack {info!r}", flush=True)

@@ -34,7 +34,7 @@ from airflow_kafka_offsets.ledger import BatchRecord, Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.readers import committed_outputs, read_output
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
-from airflow_kafka_offsets.service.sweep import sweep
+from airflow_kafka_offsets.service.operations.sweep import sweep
 from airflow_kafka_offsets.sinks.manifest import manifest_uri
 from faults_harness import avro_values
 from faults_harness.lake_readers import COMMIT_KEYS, manifest_listing, read_table, table_commits

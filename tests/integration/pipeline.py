@@ -16,9 +16,11 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.service import faults
-from airflow_kafka_offsets.service.batches import CommitOutcome, PlanOutcome, commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.commit import CommitOutcome, commit_batch
 from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.decoding import RegistryClients, next_decode
+from airflow_kafka_offsets.service.plan import PlanOutcome, plan_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import Sink
 from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings

@@ -12,7 +12,7 @@ from airflow_kafka_offsets.core.operation_fields import parse_request
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import ApprovalMismatchError
 from airflow_kafka_offsets.service.approval import ApprovalCheck, preview
-from airflow_kafka_offsets.service.commands import run_operation
+from airflow_kafka_offsets.service.operations import run_operation
 
 from .helpers import ledger_ranges, produce, refused
 from .pipeline import operation_context, plan

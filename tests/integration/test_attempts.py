@@ -127,7 +127,7 @@ def test_a_run_waits_for_the_live_attempt_of_another_run_instead_of_reading_agai
 
 def test_two_replays_of_one_batch_at_once_both_publish_the_same_records(stack, ledger, pipe):
     """Issue 9.1 after replay: one replay's cleanup never removes the other's live staging."""
-    from airflow_kafka_offsets.service.operations import replay_batch
+    from airflow_kafka_offsets.service.operations.replay import replay_batch
 
     produced = pipe.produce(120, "a-")
     spec = spec_of(pipe)
@@ -165,8 +165,8 @@ def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
     """Issue 9.4: a worker killed during Spark leaves a 'running' attempt; once its lease expires it
     is dead for status, a new read starts its own attempt, and sweep (dry run first) removes its
     staging while a live attempt is never touched."""
-    from airflow_kafka_offsets.service.operations import pipeline_status, render_status
-    from airflow_kafka_offsets.service.sweep import sweep
+    from airflow_kafka_offsets.service.operations.status import pipeline_status, render_status
+    from airflow_kafka_offsets.service.operations.sweep import sweep
     from airflow_kafka_offsets.sinks import LocalDirectorySink
 
     produced = pipe.produce(90, "a-")
@@ -223,7 +223,7 @@ def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
 def test_abort_after_a_crash_between_publish_and_commit_leaves_nothing_visible(stack, ledger, pipe):
     """Issue 9.2: the aborted batch's published directory is withdrawn by the abort; the next batch
     reads the same records and a reader listing the output root sees each of them once."""
-    from airflow_kafka_offsets.service.operations import abort_planned_batch
+    from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
 
     produced = pipe.produce(90, "a-")
     spec = spec_of(pipe)

@@ -31,7 +31,7 @@ from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvoluti
 from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.ledger.decodings import batch_decode
-from airflow_kafka_offsets.service.operations import replay_batch
+from airflow_kafka_offsets.service.operations.replay import replay_batch
 from faults_harness import lake_readers
 
 from . import pipeline
@@ -346,7 +346,7 @@ def test_spark_submit_adds_spark_avro_by_packages_and_fetches_writer_schemas_fro
 
 
 def test_catch_up_plans_each_avro_batch_with_its_reader_schema(stack, ledger, make_topic, tmp_path):
-    from airflow_kafka_offsets.service.operations import catch_up
+    from airflow_kafka_offsets.service.operations.catch_up import catch_up
 
     topic = make_topic(partitions=1, prefix="avro")
     source = AvroTopic(stack, topic, partitions=1)

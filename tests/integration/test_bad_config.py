@@ -42,7 +42,8 @@ from airflow_kafka_offsets.operators import (
     KafkaBatchPlanOperator,
     KafkaBatchSparkOperator,
 )
-from airflow_kafka_offsets.service.batches import commit_batch, plan_batch
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.plan import plan_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import produce, refused

@@ -25,7 +25,8 @@ from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import BatchStateError, PipelineBusyError
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.service.batches import commit_batch, load_batch
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.plan import load_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from faults_harness.harness import Context, Pipeline, wait_paused
 from faults_harness.procs import Worker
@@ -185,7 +186,7 @@ def test_two_commits_started_together_commit_once_and_a_stale_run_of_an_aborted_
     offsets as a new batch and reads them; two committers of that batch start together: one
     commits, the other reports it committed; the stale run then tries to read or commit its
     old batch and is refused."""
-    from airflow_kafka_offsets.service.operations import abort_planned_batch
+    from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
 
     produced = pipe.produce(120, "a-")
     spec = spec_of(pipe)

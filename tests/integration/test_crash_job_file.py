@@ -26,7 +26,8 @@ import os, psycopg2
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.ledger import Actor, Ledger
-from airflow_kafka_offsets.service.batches import load_batch, run_batch
+from airflow_kafka_offsets.service.plan import load_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 ledger = Ledger(lambda: psycopg2.connect(os.environ["CHILD_DSN"]), schema=os.environ["CHILD_SCHEMA"])

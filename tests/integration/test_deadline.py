@@ -20,7 +20,7 @@ from confluent_kafka.admin import NewTopic
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.service.operations import reset_offsets
+from airflow_kafka_offsets.service.operations.reset import reset_offsets
 from airflow_kafka_offsets.triggers import freshness_missed
 
 from .helpers import produce

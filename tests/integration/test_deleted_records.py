@@ -23,7 +23,7 @@ from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import RecordsDeletedError
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.service.batches import run_batch
+from airflow_kafka_offsets.service.read import run_batch
 
 from . import pipeline
 from .helpers import ledger_ranges, local_path, produce

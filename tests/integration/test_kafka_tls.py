@@ -33,7 +33,9 @@ from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, KafkaAuthenticationError
 from airflow_kafka_offsets.operators import KafkaBatchCommitOperator, KafkaBatchPlanOperator, KafkaBatchSparkOperator
-from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.plan import plan_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark.connect import SparkConnectRunner
 from airflow_kafka_offsets.spark.settings import SparkSettings

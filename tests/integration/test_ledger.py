@@ -17,7 +17,9 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import BatchStateError, CursorMovedError, LedgerSchemaTooNewError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.ledger.schema import SCHEMA_VERSION
-from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.plan import plan_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink, Publication
 from benchmarks.scaling import fake_submit
 

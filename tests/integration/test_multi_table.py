@@ -27,8 +27,10 @@ from airflow_kafka_offsets.errors import SpecChangeRefusedError, UnroutableRecor
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.readers import committed_outputs
-from airflow_kafka_offsets.service.operations import abort_planned_batch, pipeline_status, render_status, replay_batch
-from airflow_kafka_offsets.service.spec_change import change_spec
+from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
+from airflow_kafka_offsets.service.operations.change_spec import change_spec
+from airflow_kafka_offsets.service.operations.replay import replay_batch
+from airflow_kafka_offsets.service.operations.status import pipeline_status, render_status
 from airflow_kafka_offsets.sinks.delta import DeltaSink
 
 from .helpers import produce, refused

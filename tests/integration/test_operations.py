@@ -18,9 +18,15 @@ from confluent_kafka import TopicPartition as KafkaTP
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.operation_fields import build_reset_request, parse_offset_ranges
+from airflow_kafka_offsets.core.operations.replay import ReplaySelection
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError
-from airflow_kafka_offsets.service import operations as ops
+from airflow_kafka_offsets.service.consumer_group import mirror_to_consumer_group
+from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
+from airflow_kafka_offsets.service.operations.catch_up import catch_up
+from airflow_kafka_offsets.service.operations.replay import replay_batch, resolve_replay
+from airflow_kafka_offsets.service.operations.reset import reset_offsets
+from airflow_kafka_offsets.service.operations.status import pipeline_status, render_status
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from . import pipeline
@@ -45,7 +51,7 @@ def test_status_reports_lag_in_records_and_time(stack, ledger, make_topic, tmp_p
     run_once(ledger, spec, stack)
     produce(stack.bootstrap_servers, topic, 6, partitions=2)
     time.sleep(1.2)
-    status = ops.pipeline_status(operation_context(ledger, stack), "st")
+    status = pipeline_status(operation_context(ledger, stack), "st")
     assert [
         (p["partition"], p["committed_offset"], p["log_end_offset"], p["lag_records"]) for p in status["partitions"]
     ] == [(0, 10, 13, 3), (1, 10, 13, 3)]
@@ -53,9 +59,9 @@ def test_status_reports_lag_in_records_and_time(stack, ledger, make_topic, tmp_p
     assert status["lag_records_total"] == 6 and status["in_flight"] is None
     assert [(b["batch_id"], b["state"], b["records_committed"]) for b in status["batches"]] == [(1, "committed", 20)]
     plan(ledger, spec, stack)
-    in_flight = ops.pipeline_status(operation_context(ledger, stack), "st")["in_flight"]
+    in_flight = pipeline_status(operation_context(ledger, stack), "st")["in_flight"]
     assert in_flight["batch_id"] == 2 and in_flight["records_planned"] == 6
-    assert "in flight: batch 2" in ops.render_status(ops.pipeline_status(operation_context(ledger, stack), "st"))
+    assert "in flight: batch 2" in render_status(pipeline_status(operation_context(ledger, stack), "st"))
 
 
 def test_replay_rebuilds_identical_output_in_place_and_elsewhere(stack, ledger, make_topic, tmp_path):
@@ -66,12 +72,12 @@ def test_replay_rebuilds_identical_output_in_place_and_elsewhere(stack, ledger, 
     original = sorted_rows(local_path(outcome.plan.output_uri))
     produce(stack.bootstrap_servers, topic, 50, partitions=2)  # new records must not leak into the replay
     cursors = ledger.cursors("rp")
-    ids = ops.resolve_replay(ledger, kafka_client(stack), "rp", ops.ReplaySelection(first_batch=1, last_batch=1))
+    ids = resolve_replay(ledger, kafka_client(stack), "rp", ReplaySelection(first_batch=1, last_batch=1))
     assert ids == [1]
     ctx = operation_context(ledger, stack, submitter(stack))
-    assert ops.replay_batch(ctx, "rp", 1) == outcome.plan.output_uri
+    assert replay_batch(ctx, "rp", 1) == outcome.plan.output_uri
     assert sorted_rows(local_path(outcome.plan.output_uri)) == original
-    other = ops.replay_batch(ctx, "rp", 1, target_root=str(tmp_path / "copy"))
+    other = replay_batch(ctx, "rp", 1, target_root=str(tmp_path / "copy"))
     assert other == f"file://{tmp_path}/copy/rp/batch=000000000001"
     assert sorted_rows(local_path(other)) == original
     assert ledger.cursors("rp") == cursors  # the cursor does not move
@@ -92,15 +98,15 @@ def test_replay_selection_by_offsets_and_time_and_bad_selections(stack, ledger, 
     produce(stack.bootstrap_servers, topic, 10, partitions=1)
     run_once(ledger, spec, stack)
     kafka = kafka_client(stack)
-    by_offsets = ops.ReplaySelection(offset_ranges=parse_offset_ranges(f"{topic}:0:9-11"))
-    assert ops.resolve_replay(ledger, kafka, "sel", by_offsets) == [1, 2]
-    assert ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection(since=middle)) == [2]
+    by_offsets = ReplaySelection(offset_ranges=parse_offset_ranges(f"{topic}:0:9-11"))
+    assert resolve_replay(ledger, kafka, "sel", by_offsets) == [1, 2]
+    assert resolve_replay(ledger, kafka, "sel", ReplaySelection(since=middle)) == [2]
     with pytest.raises(InvalidPipelineSpecError, match="matches no committed batch"):
-        ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection(first_batch=7, last_batch=9))
+        resolve_replay(ledger, kafka, "sel", ReplaySelection(first_batch=7, last_batch=9))
     with pytest.raises(InvalidPipelineSpecError, match="empty batch range"):
-        ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection(first_batch=2, last_batch=1))
+        resolve_replay(ledger, kafka, "sel", ReplaySelection(first_batch=2, last_batch=1))
     with pytest.raises(InvalidPipelineSpecError, match="needs batch numbers"):
-        ops.resolve_replay(ledger, kafka, "sel", ops.ReplaySelection())
+        resolve_replay(ledger, kafka, "sel", ReplaySelection())
 
 
 def test_reset_to_earlier_datetime_rewinds_and_reingests_exactly_that_span(stack, ledger, make_topic, tmp_path):
@@ -113,10 +119,10 @@ def test_reset_to_earlier_datetime_rewinds_and_reingests_exactly_that_span(stack
     run_once(ledger, spec, stack)
     ctx = operation_context(ledger, stack)
     request = build_reset_request("to-datetime", rewind_to.isoformat())
-    dry = ops.reset_offsets(ctx, "rw", request)  # dry run by default
+    dry = reset_offsets(ctx, "rw", request)  # dry run by default
     assert not dry.applied and ledger.cursors("rw") == {TP(topic, 0): 35, TP(topic, 1): 35}
     assert [(c["before"], c["after"], c["change"]) for c in dry.changes] == [(35, 20, "rewind 15")] * 2
-    applied = ops.reset_offsets(ctx, "rw", request, dry_run=False)
+    applied = reset_offsets(ctx, "rw", request, dry_run=False)
     assert applied.applied and applied.batch_id == 2
     assert ledger.cursors("rw") == {TP(topic, 0): 20, TP(topic, 1): 20}
     with ledger.transaction() as tx:
@@ -143,10 +149,10 @@ def test_reset_forward_records_the_skip_and_reset_while_planned_is_refused(stack
     ctx = operation_context(ledger, stack)
     plan(ledger, spec, stack)
     with pytest.raises(BatchStateError, match="batch 2 planned"):
-        ops.reset_offsets(ctx, "fw", build_reset_request("to-latest"), dry_run=False)
+        reset_offsets(ctx, "fw", build_reset_request("to-latest"), dry_run=False)
     assert ledger.cursors("fw") == {TP(topic, 0): 10}
-    assert ops.abort_planned_batch(ctx, "fw", "test") == 2
-    ops.reset_offsets(ctx, "fw", build_reset_request("to-latest"), dry_run=False)
+    assert abort_planned_batch(ctx, "fw", "test") == 2
+    reset_offsets(ctx, "fw", build_reset_request("to-latest"), dry_run=False)
     assert ledger.cursors("fw") == {TP(topic, 0): 20}
     assert [(r[0], r[1], r[4], r[5], r[6]) for r in ledger_ranges(ledger, "fw")] == [
         (1, "committed", 0, 0, 10),
@@ -166,8 +172,8 @@ def test_catch_up_drains_a_backlog_in_capped_batches_and_mirrors_the_consumer_gr
     ctx = operation_context(ledger, stack, submitter(stack))
     with ledger.transaction() as tx:
         tx.lock_pipeline(spec)
-    outcome = ops.catch_up(
-        ctx, "cu", max_batches=10, after_commit=lambda: ops.mirror_to_consumer_group(ledger, ctx.kafka, "cu")
+    outcome = catch_up(
+        ctx, "cu", max_batches=10, after_commit=lambda: mirror_to_consumer_group(ledger, ctx.kafka, "cu")
     )
     assert (outcome.batches, outcome.records, outcome.lag_left) == (3, 450, 0)
     assert [b.records_committed for b in ledger.committed_batches("cu")] == [200, 200, 50]

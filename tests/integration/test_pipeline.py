@@ -16,7 +16,7 @@ from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import DataLossError, NoStartingOffsetError, OutputLocationError
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.service.spec_change import change_spec
+from airflow_kafka_offsets.service.operations.change_spec import change_spec
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, local_path, produce

@@ -29,7 +29,7 @@ from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.service.operations import reset_offsets
+from airflow_kafka_offsets.service.operations.reset import reset_offsets
 
 from .helpers import produce
 from .pipeline import ACTOR, operation_context, plan, run_once

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from airflow_kafka_offsets.core.operation_fields import build_reset_request
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.readers import committed_outputs
-from airflow_kafka_offsets.service.operations import reset_offsets
+from airflow_kafka_offsets.service.operations.reset import reset_offsets
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA, output_schema
 
 from .helpers import assert_exactly_once, produce

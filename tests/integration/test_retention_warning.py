@@ -16,7 +16,8 @@ from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.service.operations import pipeline_status, render_status, reset_offsets
+from airflow_kafka_offsets.service.operations.reset import reset_offsets
+from airflow_kafka_offsets.service.operations.status import pipeline_status, render_status
 from airflow_kafka_offsets.triggers import KafkaRetentionRiskTrigger
 
 from .helpers import produce

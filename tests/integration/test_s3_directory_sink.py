@@ -26,8 +26,8 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.readers import committed_outputs, output_files, read_output
 from airflow_kafka_offsets.runtime import object_storage
 from airflow_kafka_offsets.service import faults
-from airflow_kafka_offsets.service.operations import abort_planned_batch
-from airflow_kafka_offsets.service.sweep import sweep
+from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
+from airflow_kafka_offsets.service.operations.sweep import sweep
 from airflow_kafka_offsets.sinks import ManifestDirectorySink, Publication
 from faults_harness.lake_readers import manifest_listing
 

@@ -36,7 +36,8 @@ from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
-from airflow_kafka_offsets.service.batches import plan_batch, run_batch
+from airflow_kafka_offsets.service.plan import plan_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark import submit as spark_module
 from airflow_kafka_offsets.spark.settings import SparkSettings

@@ -26,7 +26,9 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.runtime import object_storage
-from airflow_kafka_offsets.service.batches import commit_batch, plan_batch, run_batch
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.plan import plan_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark.connect import SparkConnectRunner, connection_url, remote_session
 from airflow_kafka_offsets.spark.settings import SparkSettings

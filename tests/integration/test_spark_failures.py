@@ -12,7 +12,7 @@ from confluent_kafka import TopicPartition as KafkaTP
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkConnectorMissingError, SparkDataLossError
-from airflow_kafka_offsets.service.batches import run_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter

@@ -28,7 +28,8 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkVersionMismatchError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
-from airflow_kafka_offsets.service.batches import commit_batch, run_batch
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_package

@@ -11,8 +11,8 @@ from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import PipelineSpecMismatchError, SpecChangeRefusedError, UnknownTopicError
 from airflow_kafka_offsets.operators import KafkaBatchPlanOperator
-from airflow_kafka_offsets.service.operations import abort_planned_batch
-from airflow_kafka_offsets.service.spec_change import change_spec
+from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
+from airflow_kafka_offsets.service.operations.change_spec import change_spec
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce, refused
 from .pipeline import commit, operation_context, plan, read, run_once

@@ -28,8 +28,9 @@ from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvoluti
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.runtime import object_storage
-from airflow_kafka_offsets.service.operations import abort_planned_batch, replay_batch
-from airflow_kafka_offsets.service.sweep import sweep
+from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
+from airflow_kafka_offsets.service.operations.replay import replay_batch
+from airflow_kafka_offsets.service.operations.sweep import sweep
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 from airflow_kafka_offsets.spark.versions import table_reader_package
 from faults_harness import lake_readers

@@ -23,7 +23,7 @@ from airflow_kafka_offsets.core.operation_fields import (
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import build_spec, updated_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
-from airflow_kafka_offsets.service.commands import HANDLERS
+from airflow_kafka_offsets.service.operations import HANDLERS
 
 FORM_DEFAULTS = {f.name: f.default for f in form_fields()}
 

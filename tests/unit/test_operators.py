@@ -37,7 +37,7 @@ from airflow_kafka_offsets.operators import (
 from airflow_kafka_offsets.operators import commit as commit_step
 from airflow_kafka_offsets.operators import plan as plan_step
 from airflow_kafka_offsets.operators import read as read_step
-from airflow_kafka_offsets.service.batches import PlanOutcome
+from airflow_kafka_offsets.service.plan import PlanOutcome
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 

@@ -103,3 +103,38 @@ def test_spark_table_readers_are_picked_by_spark_line_and_missing_ones_are_refus
         "no iceberg runtime for Spark 4.2 is released (known: Spark 3.5, Spark 4.0, Spark 4.1): read the table with "
         "Spark 3.5 or 4.0 or 4.1, or another engine (PyIceberg, delta-rs, Trino, DuckDB)"
     )
+
+
+def test_every_sink_format_has_its_rules_and_an_opener():
+    from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
+    from airflow_kafka_offsets.sinks import OPENERS
+
+    assert set(SINK_FORMATS) == set(OPENERS) == set(SinkFormat)
+    assert {f.value: r.extra for f, r in SINK_FORMATS.items()} == {
+        "directory": None,
+        "iceberg": "iceberg",
+        "delta": "delta",
+    }
+    import tomllib
+    from pathlib import Path
+
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert {r.extra for r in SINK_FORMATS.values() if r.extra} <= set(extras)
+
+
+def test_a_sink_of_many_tables_opens_through_the_registry(tmp_path):
+    from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
+    from airflow_kafka_offsets.core.spec import build_spec
+    from airflow_kafka_offsets.sinks import open_sink
+    from airflow_kafka_offsets.sinks.multi import MultiTableSink
+
+    assert {f.value for f, r in SINK_FORMATS.items() if r.many_tables} == {"iceberg", "delta"}
+    for fmt, tables in (("delta", {"a": "t_a", "b": "t_b"}), ("iceberg", {"a": "ns.t_a", "b": "ns.t_b"})):
+        spec = build_spec("p", ["a", "b"], str(tmp_path), sink={"format": fmt, "tables": tables})
+        sink = open_sink(spec, "sqlite://", "cat")
+        assert isinstance(sink, MultiTableSink)
+        assert sink.format.value == fmt
+    with pytest.raises(InvalidPipelineSpecError, match="tables and route need the iceberg or delta sink"):
+        build_spec("p", ["a"], str(tmp_path), sink={"format": "directory", "tables": {"a": "t"}})

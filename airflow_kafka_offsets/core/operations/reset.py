@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow_kafka_offsets.core.operation_input import (
     ISO,
+    CliInput,
     Field,
     Operation,
     OperationInputError,
@@ -146,3 +147,43 @@ def build_reset_request(mode: Any, value: Any = None, topic: Any = None, partiti
         "reset_partitions": field_named(FIELDS, "reset_partitions").value(partitions),
     }
     return reset_request(values)
+
+
+MODE_HELP: Mapping[ResetMode, str] = {
+    ResetMode.TO_EARLIEST: "mode (give exactly one): move the cursor to each partition's log start",
+    ResetMode.TO_LATEST: "mode: move the cursor to each partition's log end",
+    ResetMode.TO_DATETIME: "mode: move the cursor to the first record at or after this ISO 8601 time",
+    ResetMode.TO_OFFSET: "mode: move the cursor to this offset",
+    ResetMode.SHIFT_BY: "mode: move the cursor by this many records (negative: back)",
+}
+
+
+def _mode_from_cli(given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The one reset mode given (with its value); naming all of them when none or several are."""
+    modes: list[tuple[ResetMode, str | None]] = []
+    for mode in ResetMode:
+        value = given.get(f"reset_{mode.name}")
+        if mode.takes_value and value is not None:
+            modes.append((mode, value))
+        elif not mode.takes_value and value:
+            modes.append((mode, None))
+    if len(modes) != 1:
+        choices = ", ".join(f"--{mode.value}" + (" VALUE" if mode.takes_value else "") for mode in ResetMode)
+        got = " and ".join(f"--{mode.value}" for mode, _ in modes) or "none"
+        raise OperationInputError(f"give exactly one reset mode: {choices}; got {got}")
+    mode, value = modes[0]
+    return {"reset_mode": mode.value, "reset_value": value}, {"reset_value": f"--{mode.value}"}
+
+
+# On a command line the mode is its own flag, with the value when it takes one: --to-offset 42.
+CLI = CliInput(
+    tuple(
+        (
+            (f"--{mode.value}",),
+            {"dest": f"reset_{mode.name}", "help": MODE_HELP[mode]}
+            | ({"metavar": "VALUE"} if mode.takes_value else {"action": "store_true"}),
+        )
+        for mode in ResetMode
+    ),
+    _mode_from_cli,
+)

@@ -14,9 +14,15 @@ from typing import Any
 
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchState
+from airflow_kafka_offsets.core.operation_fields import OperationRequest
+from airflow_kafka_offsets.core.operations.sweep import OPERATION
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.ledger import Attempt, Ledger
+from airflow_kafka_offsets.service.context import OperationContext
+from airflow_kafka_offsets.service.operations.result import OperationResult, dry_run_heading
 from airflow_kafka_offsets.sinks import Sink
+
+__all__ = ["OPERATION", "SweepItem", "SweepOutcome", "handle", "sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -134,3 +140,11 @@ def sweep(
         outcome.table(),
     )
     return outcome
+
+
+def handle(request: OperationRequest, ctx: OperationContext) -> OperationResult:
+    dry_run = bool(request.get("dry_run"))
+    sink = ctx.sinks.for_pipeline(ctx.ledger, request.pipeline)
+    outcome = sweep(ctx.ledger, sink, request.pipeline, dry_run=dry_run, actor=ctx.actor)
+    head = dry_run_heading("removed") if dry_run else f"removed {len(outcome.items)} location(s)"
+    return OperationResult(outcome.to_json(), f"sweep {request.pipeline}: {head}\n{outcome.table()}")

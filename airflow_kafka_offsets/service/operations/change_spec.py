@@ -23,10 +23,16 @@ from dataclasses import dataclass
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import PipelineSpec, StartPolicy, TopicPartition
+from airflow_kafka_offsets.core.operation_fields import OperationRequest
+from airflow_kafka_offsets.core.operations.change_spec import OPERATION, spec_changes
+from airflow_kafka_offsets.core.spec import updated_spec
 from airflow_kafka_offsets.core.spec_diff import FieldChange, change_refusals, diff_specs
 from airflow_kafka_offsets.core.tables import render_table
 from airflow_kafka_offsets.errors import SpecChangeRefusedError
 from airflow_kafka_offsets.service.context import OperationContext
+from airflow_kafka_offsets.service.operations.result import OperationResult, change_heading
+
+__all__ = ["OPERATION", "SpecChangeOutcome", "change_spec", "handle"]
 
 log = logging.getLogger(__name__)
 
@@ -136,3 +142,25 @@ def _render(
     if retired:
         parts.append(render_table(["retired partition", "cursor kept at"], [[str(tp), off] for tp, off in retired]))
     return "\n\n".join(parts)
+
+
+def handle(request: OperationRequest, ctx: OperationContext) -> OperationResult:
+    dry_run = bool(request.get("dry_run"))
+    with ctx.ledger.transaction() as tx:
+        stored = tx.pipeline_spec(request.pipeline)
+    new_spec = updated_spec(stored, spec_changes(request.values))
+    outcome = change_spec(ctx, request.pipeline, new_spec, dry_run=dry_run)
+    applied = "applied: update the DAG that plans this pipeline to match" if outcome.applied else None
+    head = change_heading(applied, dry_run and bool(outcome.changes))
+    data = {
+        "applied": outcome.applied,
+        "dry_run": dry_run,
+        "changes": [{"field": c.field, "before": c.before, "after": c.after} for c in outcome.changes],
+        "spec": new_spec.to_json(),
+        "added_partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "starts_at": at, "how": how}
+            for tp, at, how in outcome.starts
+        ],
+        "retired_cursors": [{"topic": tp.topic, "partition": tp.partition, "cursor": at} for tp, at in outcome.retired],
+    }
+    return OperationResult(data, f"change-spec {request.pipeline}: {head}\n{outcome.table}")
