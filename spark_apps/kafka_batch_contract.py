@@ -191,6 +191,9 @@ GUID_FORM = (
 # marker is true only for a record that decoded.
 DECODED_MARKER = "__kafka_offsets_decoded"
 REGISTRY_TIMEOUT_S = 30.0
+# How many of the reader subject's newest versions an Avro batch decodes with before reading any record
+# (fetch_subject_writer_schemas); a record of another writer schema costs its batch a second write.
+CANDIDATE_VERSIONS = 20
 
 
 def wire_header(value: bytes | None, header_keys: Iterable[str] = ()) -> tuple[int | None, str | None]:
@@ -380,16 +383,6 @@ def fetch_writer_schemas(
     The registry's URLs are tried in order until one answers. A schema's references (named types of
     other subjects' versions) are fetched too and written into it (:func:`inline_references`).
     """
-
-    def version(subject: str, number: int) -> tuple[str, list[tuple[str, int]]]:
-        what = f"subject {subject!r} version {number} (a writer schema refers to it)"
-        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{number}"
-        body = _get(access, path, what, fetch)
-        if body is None:
-            raise LookupError(f"the schema registry does not have {what}")
-        _, schema, references = parse_schema_answer(body)
-        return schema, references
-
     avro: dict[int, str] = {}
     other: dict[int, str] = {}
     unknown: set[int] = set()
@@ -398,9 +391,48 @@ def fetch_writer_schemas(
         if body is None:
             unknown.add(schema_id)
             continue
-        kind, schema, references = parse_schema_answer(body)
-        if kind != "AVRO":
-            other[schema_id] = kind
-            continue
-        avro[schema_id] = inline_references(schema, collect_references(references, version)) if references else schema
+        _keep_writer(schema_id, body, avro, other, access, fetch)
     return avro, other, unknown
+
+
+def fetch_subject_writer_schemas(
+    access: Mapping[str, Any], subject: str, fetch: Fetch = _urlopen, limit: int = CANDIDATE_VERSIONS
+) -> tuple[dict[int, str], dict[int, str]]:
+    """The writer schemas a batch's records most likely carry, before reading any record: the subject's newest
+    ``limit`` versions, by schema id (Avro schemas self-contained, other schema types by id).
+
+    One request for the subject's versions and one per version, instead of a pass over the batch's values for
+    their ids. A subject the registry no longer has gives none (its records' ids are then fetched one by one,
+    as any id outside these: :func:`fetch_writer_schemas`).
+    """
+    quoted = urllib.parse.quote(subject, safe="")
+    body = _get(access, f"/subjects/{quoted}/versions", f"the versions of subject {subject!r}", fetch)
+    versions = sorted(int(v) for v in json.loads(body.decode("utf-8"))) if body is not None else []
+    avro: dict[int, str] = {}
+    other: dict[int, str] = {}
+    for number in versions[-limit:] if limit > 0 else []:
+        answer = _get(access, f"/subjects/{quoted}/versions/{number}", f"subject {subject!r} version {number}", fetch)
+        if answer is not None:  # a version deleted meanwhile: its id, if records carry it, is fetched by id
+            _keep_writer(int(json.loads(answer.decode("utf-8"))["id"]), answer, avro, other, access, fetch)
+    return avro, other
+
+
+def _keep_writer(
+    schema_id: int, body: bytes, avro: dict[int, str], other: dict[int, str], access: Mapping[str, Any], fetch: Fetch
+) -> None:
+    """File the registry's answer for a writer schema under ``avro`` (self-contained) or ``other`` (its type)."""
+
+    def version(subject: str, number: int) -> tuple[str, list[tuple[str, int]]]:
+        what = f"subject {subject!r} version {number} (a writer schema refers to it)"
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{number}"
+        found = _get(access, path, what, fetch)
+        if found is None:
+            raise LookupError(f"the schema registry does not have {what}")
+        _, schema, references = parse_schema_answer(found)
+        return schema, references
+
+    kind, schema, references = parse_schema_answer(body)
+    if kind != "AVRO":
+        other[schema_id] = kind
+        return
+    avro[schema_id] = inline_references(schema, collect_references(references, version)) if references else schema

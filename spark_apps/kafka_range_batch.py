@@ -48,10 +48,11 @@ With decode, the output gains ``decoded`` (struct, null when undecodable) and
 ``<staging_uri>/_errors/`` with their offsets. Raw ``key``/``value`` are always kept.
 
 Avro values (Confluent wire format: magic byte 0, a 4-byte writer schema id, the Avro binary) are
-decoded by their writer schema into the reader schema's shape: the batch's distinct schema ids come
-from one aggregate over the values' headers, each writer schema is fetched from the registry once
-(plain HTTP, the job's private access), and Spark's ``from_avro`` (``spark-avro``) decodes each
-record with its writer schema and the batch's reader schema (older writers get the reader's defaults).
+decoded by their writer schema into the reader schema's shape: the writer schemas of the reader subject's
+newest versions are fetched from the registry before the read (plain HTTP, the job's private access), and
+Spark's ``from_avro`` (``spark-avro``) decodes each record with its writer schema and the batch's reader
+schema (older writers get the reader's defaults). The write counts the ids it met beyond those (an
+observed metric); when the registry knows one, it is fetched and the batch written again with it.
 Records in Confluent's header form (the writer schema's GUID in header ``__value_schema_id``) are kept
 as errors: writer schemas are fetched by id only.
 """
@@ -63,7 +64,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from pyspark import SparkFiles
@@ -286,7 +287,6 @@ def with_decoded(df: DataFrame, schema: str, spark_version: str) -> DataFrame:
 
 
 # Avro in the Confluent wire format, as Spark SQL over the binary ``value``.
-WIRE_FORMAT = f"length(value) >= {contract.WIRE_HEADER_BYTES} AND substring(value, 1, 1) = X'00'"
 SCHEMA_ID = "CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS BIGINT)"
 PAYLOAD = f"substring(value, {contract.WIRE_HEADER_BYTES + 1})"
 # A record whose writer schema is named by GUID in a header (Confluent's header form: not read, kept as an error).
@@ -294,41 +294,76 @@ PAYLOAD = f"substring(value, {contract.WIRE_HEADER_BYTES + 1})"
 GUID_HEADER = f"coalesce(array_contains(headers.key, '{contract.GUID_HEADER}'), false)"
 
 
-def writer_schema_ids(df: DataFrame) -> list[int]:
-    """The distinct writer schema ids of the batch's values: one aggregate over their 4 header bytes."""
-    row = (
-        df.where(F.expr(f"value IS NOT NULL AND NOT {GUID_HEADER} AND {WIRE_FORMAT}"))
-        .agg(F.collect_set(F.expr(SCHEMA_ID)))
-        .first()
-    )
-    return sorted(int(i) for i in (row[0] if row is not None else None) or [])
-
-
 def _text(prefix_suffix: tuple[str, str], middle: Column) -> Column:
     return F.concat(F.lit(prefix_suffix[0]), middle, F.lit(prefix_suffix[1]))
 
 
-def with_avro_decoded(
-    df: DataFrame, decode: dict, registry: dict, fetch: Callable[..., tuple] = contract.fetch_writer_schemas
-) -> DataFrame:
+class AvroWriters:
+    """The writer schemas an Avro batch decodes with, fetched from the registry on the driver (or the Connect
+    client).
+
+    Up front, the reader subject's newest versions: a few requests, no pass over the records. A record whose
+    id is not among them gets "unknown schema id" in the first write, which counts those ids as it goes
+    (:func:`late_writer_ids`); :meth:`learn` then asks the registry for them, and when it knows one the batch
+    is written again with it, so the output is what decoding with every id known up front gives.
+    """
+
+    def __init__(
+        self,
+        registry: dict,
+        subject: str,
+        fetch_subject: Callable[..., tuple] = contract.fetch_subject_writer_schemas,
+        fetch_ids: Callable[..., tuple] = contract.fetch_writer_schemas,
+    ) -> None:
+        self.registry = registry
+        self.fetch_ids = fetch_ids
+        self.avro, self.other = fetch_subject(registry, subject)
+        self.asked = set(self.avro) | set(self.other)
+
+    def learn(self, seen: Iterable[int]) -> bool:
+        """Fetch the ids records carried that were not asked for yet; True when the registry knows one of them."""
+        new = {int(i) for i in seen} - self.asked
+        if not new:
+            return False
+        avro, other, _unknown = self.fetch_ids(self.registry, new)
+        self.asked |= new
+        self.avro.update(avro)
+        self.other.update(other)
+        return bool(avro or other)
+
+
+def late_writer_ids(df: DataFrame) -> tuple[DataFrame, Callable[[], list[int]]]:
+    """``df`` counting, while it is written, the writer schema ids its records carry that the decode did not
+    know (an observed metric: no pass of its own), and how to get them after the write."""
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect.observation import Observation
+    else:
+        from pyspark.sql import Observation
+    observation = Observation("kafka_offsets_late_writer_ids")
+    unknown = F.col("decode_error").startswith(contract.UNKNOWN_SCHEMA_ID[0])
+    # as text: Spark 3.5 and 4.0's classic Observation hands an array back as a Java object
+    ids = F.array_join(F.collect_set(F.when(unknown, F.expr(SCHEMA_ID).cast("string"))), ",")
+    observed = df.observe(observation, ids.alias("ids"))
+    return observed, lambda: sorted(int(i) for i in str(observation.get["ids"] or "").split(",") if i)
+
+
+def with_avro_decoded(df: DataFrame, decode: dict, writers: AvroWriters) -> DataFrame:
     """Add ``decoded`` (the value decoded by its writer schema into the reader schema's shape, typed as the
     job's DDL) and ``decode_error`` (unknown magic byte, unknown schema id, a payload that does not decode).
 
-    One CASE over the writer schema ids picks each record's ``from_avro``, so the Kafka read stays one
-    pass; the writer schemas are fetched from the registry on the driver (or the Connect client), once.
+    One CASE over the writer schema ids picks each record's ``from_avro``, so the Kafka read stays one pass.
     """
     from pyspark.sql.avro.functions import from_avro
 
-    writers, others, _unknown = fetch(registry, writer_schema_ids(df))
     reader, marker = contract.marked_reader_schema(decode["reader"]["schema"])
     schema_id = F.expr(SCHEMA_ID)
     parsed: Column | None = None
-    for writer_id, writer in sorted(writers.items()):
+    for writer_id, writer in sorted(writers.avro.items()):
         branch = from_avro(F.expr(PAYLOAD), writer, {"avroSchema": reader, "mode": "PERMISSIVE"})
         parsed = (
             F.when(schema_id == writer_id, branch) if parsed is None else parsed.when(schema_id == writer_id, branch)
         )
-    known = F.lit(False) if not writers else schema_id.isin(sorted(writers))
+    known = F.lit(False) if not writers.avro else schema_id.isin(sorted(writers.avro))
     error = (
         F.when(F.col("value").isNull(), F.lit(None))
         .when(F.expr(GUID_HEADER), F.lit(contract.GUID_FORM))
@@ -339,7 +374,7 @@ def with_avro_decoded(
         )
         .when(F.length("value") < contract.WIRE_HEADER_BYTES, F.lit(contract.SHORT_HEADER))
     )
-    for other_id, kind in sorted(others.items()):
+    for other_id, kind in sorted(writers.other.items()):
         error = error.when(schema_id == other_id, F.lit(contract.not_avro(other_id, kind)))
     error = error.when(~known, _text(contract.UNKNOWN_SCHEMA_ID, schema_id.cast("string")))
     if parsed is not None:
@@ -347,21 +382,31 @@ def with_avro_decoded(
         decoded = F.when(
             F.col("decode_error").isNull(), F.col("_parsed").dropFields(marker).cast(f"STRUCT<{decode['schema']}>")
         )
-    else:  # no record has an Avro writer schema the registry knows
+    else:  # none of the registry's writer schemas known so far is Avro
         decoded = F.lit(None).cast(f"STRUCT<{decode['schema']}>")
     out = df.withColumn("_parsed", parsed if parsed is not None else F.lit(None)).withColumn("decode_error", error)
     return out.withColumn("decoded", decoded).drop("_parsed")
 
 
-def decode_records(df: DataFrame, job: dict, spark_version: str) -> DataFrame:
-    """The job's decode step: JSON with its DDL schema, or Avro through the schema registry."""
+def write_decoded(records: DataFrame, job: dict, spark_version: str) -> DataFrame:
+    """Decode the records as the job says (JSON with its DDL schema, or Avro through the schema registry),
+    write them (:func:`write_staged`), and give the frame written.
+
+    Avro: a write that met writer schema ids the registry knows but the decode did not is done again with
+    them (:class:`AvroWriters`); the Kafka ranges are then read a second time.
+    """
     decode = job["decode"]
-    if decode.get("format", "json") == "avro":
-        registry = job.get(contract.REGISTRY_ACCESS)
-        if not registry:
-            raise ValueError("the job decodes Avro values but gives no schema registry access")
-        return with_avro_decoded(df, decode, registry)
-    return with_decoded(df, decode["schema"], spark_version)
+    if decode.get("format", "json") != "avro":
+        return write_staged(with_decoded(records, decode["schema"], spark_version), job)
+    registry = job.get(contract.REGISTRY_ACCESS)
+    if not registry:
+        raise ValueError("the job decodes Avro values but gives no schema registry access")
+    writers = AvroWriters(registry, decode["reader"]["subject"])
+    while True:
+        decoded, late_ids = late_writer_ids(with_avro_decoded(records, decode, writers))
+        written = write_staged(decoded, job)
+        if not writers.learn(late_ids()):
+            return written
 
 
 def planned_offsets(job: dict) -> int:
@@ -476,14 +521,10 @@ def write_errors(written: DataFrame, staging: str, decode: dict | None, routing:
     )
 
 
-def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
-    runtime.check_versions()
-    staging = job["staging_uri"]
-    decode = job.get("decode")
+def write_staged(records: DataFrame, job: dict) -> DataFrame:
+    """Write the records to the job's staging location (a directory per table or per day when asked); the
+    frame written."""
     routing = job.get("routing")
-    records = read_ranges(spark, job, runtime)
-    if decode:
-        records = decode_records(records, job, spark.version)
     writer = records.write.mode("overwrite")
     if routing:
         # One write for every table: a directory per table (no route: Spark's default partition).
@@ -496,7 +537,17 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
             contract.DAY_COLUMN, F.expr("date_from_unix_date(CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
         )
         writer = records.write.mode("overwrite").partitionBy(contract.DAY_COLUMN)
-    writer.parquet(staging)
+    writer.parquet(job["staging_uri"])
+    return records
+
+
+def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
+    runtime.check_versions()
+    staging = job["staging_uri"]
+    decode = job.get("decode")
+    routing = job.get("routing")
+    records = read_ranges(spark, job, runtime)
+    records = write_decoded(records, job, spark.version) if decode else write_staged(records, job)
     # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
     written = spark.read.schema(records.schema).parquet(staging)
     partitions = read_back_check(job)(written, decoding=bool(decode))

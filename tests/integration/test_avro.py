@@ -57,6 +57,7 @@ VERSIONS = [order_schema(n) for n in range(3)]
 # What the reader (version 3) makes of each writer version's fields it lacks.
 DEFAULTS = {"currency": None, "channel": "web"}
 UNKNOWN_ID = 2_000_000_000
+JSON_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}}  # a JSON Schema, not Avro
 
 
 class AvroTopic:
@@ -210,6 +211,66 @@ def test_three_writer_versions_and_corrupted_records_land_once_typed_in_every_si
     assert list(types) == ["id", "amount", "currency", "channel"]
     assert pa.types.is_int64(types["id"]) and pa.types.is_float64(types["amount"])
     assert all(pa.types.is_string(t) or pa.types.is_large_string(t) for t in (types["currency"], types["channel"]))
+
+
+def test_a_writer_schema_of_another_subject_is_met_in_the_write_and_lands_typed_once_unknown_ids_stay_errors(
+    stack, ledger, make_topic, tmp_path, monkeypatch
+):
+    """The app decodes with the reader subject's versions, fetched before the read. A record whose writer
+    schema was registered elsewhere (another subject: never among them) is met during the write, its id fetched,
+    and the batch written once more: it lands typed, once, as if its id had been known up front; so does a
+    replay. An id the registry does not have stays in the errors output with its offset; a JSON schema's id is
+    named as such."""
+    from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+    topic = make_topic(partitions=1, prefix="avro")
+    source = AvroTopic(stack, topic, partitions=1)
+    source.produce_records(1, 2)
+    elsewhere = f"{topic}-elsewhere"
+    # the same record with one more field, which the reader (version 3) does not have
+    wider = {**order_schema(2), "fields": [*order_schema(2)["fields"], {"name": "origin", "type": "string"}]}
+    wider_id = int(source.client.register_schema(elsewhere, Schema(json.dumps(wider), "AVRO")))
+    json_id = int(source.client.register_schema(f"{topic}-json", Schema(json.dumps(JSON_SCHEMA), "JSON")))
+    assert wider_id not in source.ids and json_id not in source.ids
+    serializer = AvroSerializer(
+        source.client,
+        json.dumps(wider),
+        conf={"auto.register.schemas": False, "subject.name.strategy": lambda ctx, record_name: elsewhere},
+    )
+    context = SerializationContext(topic, MessageField.VALUE)
+    for n in (101, 102):
+        value = serializer({"id": n, "amount": 1.5, "currency": "CHF", "origin": "pos"}, context)
+        want = {"id": n, "amount": 1.5, "currency": "CHF", "channel": "web"}
+        source._send(0, f"elsewhere-{n}".encode(), value, {"decoded": want})
+    not_avro = f"schema id {json_id} is a JSON schema, not Avro"
+    source._send(0, b"json", b"\x00" + json_id.to_bytes(4, "big") + b"{}", {"decoded": None, "error": not_avro})
+    source.produce_corrupted()  # among them an id the registry does not have
+    source.produce_records(3, 2)
+    writes: list[str] = []
+    write_staged = app.write_staged
+
+    def counted(records, job):
+        writes.append(job["staging_uri"])
+        return write_staged(records, job)
+
+    monkeypatch.setattr(app, "write_staged", counted)
+    spec = avro_spec("avro_elsewhere", topic, str(tmp_path))
+    outcome = run_once(ledger, spec, stack)
+    assert outcome is not None and outcome.records == len(source.expected) == 2 + 2 + 1 + 4 + 2
+    assert len(writes) == 2  # the first write met the two ids; the registry knows them: written again
+    rows = output_rows(stack, ledger, spec)
+    assert_every_record_once(rows, source)
+    errors = pq.read_table(local_path(outcome.plan.output_uri) / "_errors").to_pylist()
+    assert sorted((e["offset"], e["decode_error"]) for e in errors) == sorted(
+        (o, row["error"]) for (_, o), row in source.expected.items() if row.get("error")
+    )
+    assert f"unknown schema id {UNKNOWN_ID} (the schema registry does not have it)" in {
+        e["decode_error"] for e in errors
+    }
+    assert decode_errors_in_ledger(ledger, spec.name, 1) == {0: 4}
+
+    replay_batch(pipeline.operation_context(ledger, stack, submitter(stack)), spec.name, 1)
+    assert output_rows(stack, ledger, spec) == rows
 
 
 def test_a_replay_after_a_fourth_version_decodes_as_the_commit_did_and_the_next_batch_takes_it(

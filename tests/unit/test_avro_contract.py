@@ -7,6 +7,7 @@ import base64
 import io
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -161,6 +162,79 @@ def test_a_registry_that_refuses_or_does_not_answer_fails_the_batch() -> None:
         contract.fetch_writer_schemas({"urls": []}, [1], FakeRegistry({}))
     assert contract.fetch_writer_schemas({"urls": ["http://sr"]}, [], FakeRegistry({}, status=500)) == ({}, {}, set())
 
+
+class FakeSubjects:
+    """Answers a registry's subject requests: GET <url>/subjects/<subject>/versions[/<n>]."""
+
+    def __init__(self, versions: dict[tuple[str, int], tuple[int, str, str, list[dict[str, Any]]]]) -> None:
+        self.versions = versions  # (subject, version) -> (id, type, schema text, references)
+        self.asked: list[str] = []
+
+    def __call__(self, request: urllib.request.Request, timeout: float, context: Any) -> bytes:
+        path = request.full_url.split("/subjects/", 1)[1]
+        self.asked.append(path)
+        quoted, _, rest = path.partition("/versions")
+        subject = urllib.parse.unquote(quoted)
+        if rest == "" and any(s == subject for s, _ in self.versions):
+            return json.dumps(sorted(v for s, v in self.versions if s == subject)).encode()
+        if rest and (subject, int(rest[1:])) in self.versions:
+            schema_id, kind, text, references = self.versions[(subject, int(rest[1:]))]
+            answer = {"subject": subject, "version": int(rest[1:]), "id": schema_id, "schema": text}
+            answer |= {"schemaType": kind} if kind != "AVRO" else {}
+            return json.dumps(answer | ({"references": references} if references else {})).encode()
+        raise urllib.error.HTTPError(request.full_url, 404, "Not Found", {}, io.BytesIO(b"{}"))  # type: ignore[arg-type]
+
+
+def order_version(fields: int) -> str:
+    extra = [{"name": f"f{n}", "type": "long", "default": 0} for n in range(fields)]
+    return json.dumps({**ORDER, "fields": [*ORDER["fields"], *extra]})
+
+
+def test_the_subjects_newest_versions_are_fetched_by_id_before_any_record_is_read() -> None:
+    shipping = json.dumps({**ORDER, "fields": [{"name": "ship", "type": "geo.Address"}]})
+    address = [{"name": "geo.Address", "subject": "geo", "version": 1}]
+    registry = FakeSubjects(
+        {
+            **{("orders value", v): (10 + v, "AVRO", order_version(v), []) for v in (1, 2, 3, 5)},
+            ("orders value", 4): (14, "PROTOBUF", "syntax = 'proto3';", []),
+            ("orders value", 6): (16, "AVRO", shipping, address),
+            ("geo", 1): (30, "AVRO", json.dumps(ADDRESS), []),
+        }
+    )
+    access = {"urls": ["http://sr"]}
+    avro, other = contract.fetch_subject_writer_schemas(access, "orders value", registry, limit=4)
+    assert sorted(avro) == [13, 15, 16] and other == {14: "PROTOBUF"}
+    assert avro[13] == order_version(3)
+    assert json.loads(avro[16])["fields"][0]["type"] == {**ADDRESS, "name": "Address", "namespace": "geo"}
+    assert registry.asked == [
+        "orders%20value/versions",
+        *(f"orders%20value/versions/{v}" for v in (3, 4, 5, 6)),
+        "geo/versions/1",
+    ]
+    assert contract.fetch_subject_writer_schemas(access, "gone-value", registry) == ({}, {})
+    assert contract.fetch_subject_writer_schemas(access, "orders value", registry, limit=0) == ({}, {})
+
+
+def test_writer_ids_met_in_a_write_are_fetched_once_and_only_known_ones_ask_for_another_write() -> None:
+    from airflow_kafka_offsets.spark_apps.kafka_range_batch import AvroWriters
+
+    asked: list[set[int]] = []
+
+    def by_id(access: Any, ids: set[int]) -> tuple[dict[int, str], dict[int, str], set[int]]:
+        asked.append(set(ids))
+        return {i: order_version(1) for i in ids if i == 7}, {i: "JSON" for i in ids if i == 8}, ids - {7, 8}
+
+    writers = AvroWriters({"urls": ["http://sr"]}, "s", lambda access, subject: ({1: ORDER_TEXT}, {}), by_id)
+    assert (writers.avro, writers.other) == ({1: ORDER_TEXT}, {})
+    assert writers.learn([1]) is False and asked == []  # known up front: nothing to fetch
+    assert writers.learn([1, 9]) is False and asked == [{9}]  # unknown to the registry: the records' error stands
+    assert writers.learn([9, 7]) is True and asked[-1] == {7}
+    assert writers.learn([8]) is True and writers.other == {8: "JSON"}
+    assert writers.learn([7, 8, 9]) is False and len(asked) == 3
+    assert sorted(writers.avro) == [1, 7]
+
+
+ORDER_TEXT = json.dumps(ORDER)
 
 SPARK_42 = ClusterSpark("4.2.0", "2.13", "test")
 SPARK_35 = ClusterSpark("3.5.7", "2.12", "test")
