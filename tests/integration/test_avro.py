@@ -270,7 +270,11 @@ def test_a_writer_schema_of_another_subject_is_met_in_the_write_and_lands_typed_
     assert decode_errors_in_ledger(ledger, spec.name, 1) == {0: 4}
 
     replay_batch(pipeline.operation_context(ledger, stack, submitter(stack)), spec.name, 1)
-    assert output_rows(stack, ledger, spec) == rows
+    assert output_rows(stack, ledger, spec, 1) == rows
+
+    writes.clear()
+    source.produce_records(2, 2)  # the subject's own versions only: known before the read, written once
+    assert run_once(ledger, spec, stack).records == 2 and len(writes) == 1
 
 
 def test_a_replay_after_a_fourth_version_decodes_as_the_commit_did_and_the_next_batch_takes_it(
