@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .errors import StackError
+
 STATE_ENV = "AKO_STACK_DIR"
 CACHE_ENV = "AKO_CACHE_DIR"
 STACK_FILE = "stack.json"
@@ -81,3 +83,11 @@ def cache_lock(dest: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def require() -> dict[str, Any]:
+    """The recorded stack, which must be up (PostgreSQL and Kafka at least)."""
+    stack = load()
+    if not stack.get("postgres") or not stack.get("kafka"):
+        raise StackError(f"the stack is not up (no {state_dir() / STACK_FILE}); run `scripts/stack up`")
+    return stack
