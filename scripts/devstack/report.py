@@ -5,7 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import airflow, info, kafka, postgres, procs, schema_registry, seaweedfs, spark_connect, spark_lines, state, tls
+from . import (
+    airflow,
+    info,
+    kafka,
+    kafka_probe,
+    postgres,
+    procs,
+    schema_registry,
+    seaweedfs,
+    spark_connect,
+    spark_lines,
+    state,
+    tls,
+)
 from . import spark_cluster as spark
 
 
@@ -80,7 +93,7 @@ def status() -> dict[str, Any]:
             "pid": kc.get("pid"),
             "alive": alive,
             "answers": alive
-            and kafka.probe(kc["host"], kc["port"])
+            and kafka_probe.probe(kc["host"], kc["port"])
             and (not kafka.has_sasl_ssl(kc) or tls.handshake(kc["host"], kc["sasl_ssl_port"], kc["ssl_ca_file"])),
             "address": f"{kc['host']}:{kc['port']}",
             "sasl_address": (f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None),
