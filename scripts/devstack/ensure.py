@@ -3,6 +3,7 @@ its recorded ports and data, or configure a new one. Each returns the service's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +61,34 @@ def kafka_broker(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[st
     return kc
 
 
+# A service module's function of its record: where it serves, or whether it answers there.
+Of = Callable[[dict[str, Any]], Any]
+
+
+def _reused(what: str, cfg: dict[str, Any] | None, service: Any, where: Of, answers: Of) -> dict[str, Any] | None:
+    """The recorded service if it runs and ``answers``; one that runs but does not answer is stopped,
+    to be started again."""
+    if not (cfg and service.is_running(cfg)):
+        return None
+    if answers(cfg):
+        say(f"{what} already running (pid {cfg['pid']}, {where(cfg)})")
+        return cfg
+    say(f"{what} pid {cfg['pid']} does not answer; restarting it")
+    service.stop(cfg)
+    return None
+
+
+def _s3_answers(s3: dict[str, Any]) -> bool:
+    """The S3 server answers with the stack's key, and its bucket is there."""
+    if not seaweedfs.probe(s3):
+        return False
+    seaweedfs.ensure_bucket(s3)
+    return True
+
+
 def s3_server(sd: Path, s3: dict[str, Any] | None) -> dict[str, Any]:
-    if s3 and seaweedfs.is_running(s3):
-        if seaweedfs.probe(s3):
-            seaweedfs.ensure_bucket(s3)
-            say(f"S3 server already running (pid {s3['pid']}, {seaweedfs.endpoint(s3)})")
-            return s3
-        say(f"S3 server pid {s3['pid']} does not answer; restarting it")
-        seaweedfs.stop(s3)
+    if reused := _reused("S3 server", s3, seaweedfs, seaweedfs.endpoint, _s3_answers):
+        return reused
     if s3 and Path(s3["credentials_file"]).is_file():
         say(f"starting existing S3 server on {seaweedfs.endpoint(s3)}")
     else:
@@ -78,12 +99,8 @@ def s3_server(sd: Path, s3: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def schema_registry_server(sd: Path, sr: dict[str, Any] | None) -> dict[str, Any]:
-    if sr and schema_registry.is_running(sr):
-        if schema_registry.probe(sr):
-            say(f"schema registry already running (pid {sr['pid']}, {schema_registry.url(sr)})")
-            return sr
-        say(f"schema registry pid {sr['pid']} does not answer; restarting it")
-        schema_registry.stop(sr)
+    if reused := _reused("schema registry", sr, schema_registry, schema_registry.url, schema_registry.probe):
+        return reused
     if sr and Path(sr["config"]).is_file():
         say(f"starting existing schema registry on {schema_registry.url(sr)}")
     else:

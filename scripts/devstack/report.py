@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from . import (
@@ -20,6 +22,13 @@ from . import (
     tls,
 )
 from . import spark_cluster as spark
+
+
+def _service(
+    cfg: dict[str, Any], alive: bool, answers: Callable[[], bool], address: str, **details: Any
+) -> dict[str, Any]:
+    """One service's line: its pid, whether it is alive and answers (asked only of a live one), where."""
+    return {"pid": cfg.get("pid"), "alive": alive, "answers": alive and answers(), "address": address, **details}
 
 
 def _spark_services(stack: dict[str, Any]) -> dict[str, Any]:
@@ -44,28 +53,33 @@ def _spark_services(stack: dict[str, Any]) -> dict[str, Any]:
         }
     cs = stack.get("spark_connect")
     if cs:
-        alive = spark_connect.is_running(cs)
-        services["spark_connect"] = {
-            "pid": cs.get("pid"),
-            "alive": alive,
-            "answers": alive and procs.port_open(cs["port"], cs["host"]),
-            "address": f"sc://{spark_connect.CLIENT_HOST}:{cs['port']}",
-            "log": cs["log"],
-        }
+        services["spark_connect"] = _service(
+            cs,
+            spark_connect.is_running(cs),
+            partial(procs.port_open, cs["port"], cs["host"]),
+            f"sc://{spark_connect.CLIENT_HOST}:{cs['port']}",
+            log=cs["log"],
+        )
     for version, cl in stack.get("spark_connect_lines", {}).items():
-        alive = spark_connect.is_running(cl)
-        services[f"spark_connect_{version}"] = {
-            "pid": cl.get("pid"),
-            "alive": alive,
-            "answers": alive and procs.port_open(cl["port"], cl["host"]),
-            "address": f"sc://{spark_connect.CLIENT_HOST}:{cl['port']}",
-            "spark_version": version,
-            "spark_home": cl["spark_home"],
-            "conn_id": cl["conn_id"],
-            "token_file": cl["token_file"],
-            "log": cl["log"],
-        }
+        services[f"spark_connect_{version}"] = _service(
+            cl,
+            spark_connect.is_running(cl),
+            partial(procs.port_open, cl["port"], cl["host"]),
+            f"sc://{spark_connect.CLIENT_HOST}:{cl['port']}",
+            spark_version=version,
+            spark_home=cl["spark_home"],
+            conn_id=cl["conn_id"],
+            token_file=cl["token_file"],
+            log=cl["log"],
+        )
     return services
+
+
+def _kafka_answers(kc: dict[str, Any]) -> bool:
+    """Metadata on the PLAINTEXT listener, and a TLS handshake on the SASL_SSL one where there is one."""
+    return kafka_probe.probe(kc["host"], kc["port"]) and (
+        not kafka.has_sasl_ssl(kc) or tls.handshake(kc["host"], kc["sasl_ssl_port"], kc["ssl_ca_file"])
+    )
 
 
 def status() -> dict[str, Any]:
@@ -78,56 +92,50 @@ def status() -> dict[str, Any]:
     services = out["services"]
     pg, kc = stack.get("postgres"), stack.get("kafka")
     if pg:
-        alive = postgres.is_running(pg)
-        services["postgres"] = {
-            "pid": pg.get("pid"),
-            "alive": alive,
-            "answers": alive and postgres.ready(pg),
-            "address": f"{pg['host']}:{pg['port']}",
-            "data_dir": pg["data_dir"],
-            "log": pg["log"],
-        }
+        services["postgres"] = _service(
+            pg,
+            postgres.is_running(pg),
+            partial(postgres.ready, pg),
+            f"{pg['host']}:{pg['port']}",
+            data_dir=pg["data_dir"],
+            log=pg["log"],
+        )
     if kc:
-        alive = kafka.is_running(kc)
-        services["kafka"] = {
-            "pid": kc.get("pid"),
-            "alive": alive,
-            "answers": alive
-            and kafka_probe.probe(kc["host"], kc["port"])
-            and (not kafka.has_sasl_ssl(kc) or tls.handshake(kc["host"], kc["sasl_ssl_port"], kc["ssl_ca_file"])),
-            "address": f"{kc['host']}:{kc['port']}",
-            "sasl_address": (f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None),
-            "sasl_ssl_address": (f"{kc['host']}:{kc['sasl_ssl_port']}" if kafka.has_sasl_ssl(kc) else None),
-            "controller": f"{kc['host']}:{kc['controller_port']}",
-            "log_dirs": kc["log_dirs"],
-            "log": kc["log"],
-        }
+        services["kafka"] = _service(
+            kc,
+            kafka.is_running(kc),
+            partial(_kafka_answers, kc),
+            f"{kc['host']}:{kc['port']}",
+            sasl_address=f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None,
+            sasl_ssl_address=f"{kc['host']}:{kc['sasl_ssl_port']}" if kafka.has_sasl_ssl(kc) else None,
+            controller=f"{kc['host']}:{kc['controller_port']}",
+            log_dirs=kc["log_dirs"],
+            log=kc["log"],
+        )
     services.update(_spark_services(stack))
     s3 = stack.get("s3")
     if s3:
-        alive = seaweedfs.is_running(s3)
-        services["s3"] = {
-            "pid": s3.get("pid"),
-            "alive": alive,
-            "answers": alive and seaweedfs.probe(s3),
-            "address": seaweedfs.endpoint(s3),
-            "data_dir": s3["data_dir"],
-            "log": s3["stdout"],
-        }
+        services["s3"] = _service(
+            s3,
+            seaweedfs.is_running(s3),
+            partial(seaweedfs.probe, s3),
+            seaweedfs.endpoint(s3),
+            data_dir=s3["data_dir"],
+            log=s3["stdout"],
+        )
     sr = stack.get("schema_registry")
     if sr:
-        alive = schema_registry.is_running(sr)
         rss = schema_registry.rss_bytes(sr)
-        services["schema_registry"] = {
-            "pid": sr.get("pid"),
-            "alive": alive,
-            "answers": alive and schema_registry.probe(sr),
-            "address": schema_registry.url(sr),
-            "version": f"Apicurio Registry {sr['version']}",
-            "rss_mb": round(rss / 2**20) if rss else None,
-            "data_dir": sr["data_dir"],
-            "log": sr["stdout"],
-        }
+        services["schema_registry"] = _service(
+            sr,
+            schema_registry.is_running(sr),
+            partial(schema_registry.probe, sr),
+            schema_registry.url(sr),
+            version=f"Apicurio Registry {sr['version']}",
+            rss_mb=round(rss / 2**20) if rss else None,
+            data_dir=sr["data_dir"],
+            log=sr["stdout"],
+        )
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:
