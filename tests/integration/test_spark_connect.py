@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -246,6 +247,9 @@ def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_o
     assert app.contract.range_problems(planned, summary[:1]) == ["a-0: 9 records but 8 distinct offsets"]
 
 
+DICTIONARY_COLUMNS = {"value": False, "offset": False, "timestamp": False, "topic": True, "partition": True}
+
+
 @pytest.mark.parametrize("mode", ["spark-submit", "spark-connect"])
 def test_a_large_batch_counts_its_bytes_exactly_while_writing(stack, spark_connect, ledger, make_topic, tmp_path, mode):
     """Above the collected check's 50,000 offsets, the key + value bytes are an observed metric of the
@@ -257,6 +261,15 @@ def test_a_large_batch_counts_its_bytes_exactly_while_writing(stack, spark_conne
     assert run_once(ledger, spec, stack, spark_connect if mode == "spark-connect" else None).records == 51_000
     expected = payload_per_partition(produced, 3)
     assert range_bytes(ledger, spec.name) == [(p, 17_000, expected[p]) for p in range(3)]
+    # the columns that hold a new value in every record are written without a dictionary; the others keep one
+    files = sorted((tmp_path / "out").rglob("*.parquet"))
+    assert files
+    for file in files:
+        meta = pq.ParquetFile(file).metadata
+        chunks = {meta.schema.column(i).path: meta.row_group(0).column(i) for i in range(meta.num_columns)}
+        assert {path: chunk.has_dictionary_page for path, chunk in chunks.items() if path in DICTIONARY_COLUMNS} == (
+            DICTIONARY_COLUMNS
+        )
 
 
 def test_the_read_back_of_a_large_batch_catches_a_record_written_twice(
