@@ -56,8 +56,10 @@ CONTENDERS = (
     "python_consumer",
     "kafka_consumer_perf",
 )
-SECTIONS = ("throughput", "overhead", "connect", "plan", "scheduler", "pipelines", "scaling", "avro")
-DEFAULT_SECTIONS = SECTIONS[:-1]  # avro (decoded against raw, benchmarks/avro_decode.py) when asked for
+SECTIONS = ("throughput", "overhead", "connect", "plan", "scheduler", "pipelines", "scaling", "avro", "catch_up")
+# avro (decoded against raw, benchmarks/avro_decode.py) and catch_up (a 10M backlog, benchmarks/catch_up.py)
+# when asked for
+DEFAULT_SECTIONS = SECTIONS[:-2]
 
 
 def _ints(text: str) -> list[int]:
@@ -74,7 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--only",
         default=",".join(DEFAULT_SECTIONS),
-        help=f"comma list of {', '.join(SECTIONS)} (default: all but avro)",
+        help=f"comma list of {', '.join(SECTIONS)} (default: all but avro and catch_up)",
     )
     p.add_argument("--records", type=int, help="throughput data set size (default 2,000,000; quick 100,000)")
     p.add_argument("--partitions", type=int, default=8, help="partitions of the throughput topic (default 8)")
@@ -101,6 +103,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--pipelines", type=int, help="pipelines batched at once in the pipelines section (default 20)")
     p.add_argument("--pipeline-records", type=int, default=10_000, help="records a pipeline reads (default 10,000)")
+    p.add_argument("--catch-up-records", type=int, help="the catch_up section's backlog (default 10,000,000)")
+    p.add_argument("--catch-up-cap", type=int, help="its max_records_per_batch (default 2,000,000)")
+    p.add_argument("--driver-memory", default="1g", help="its spark-submit driver memory (default 1g)")
     p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
     p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
     p.add_argument(
@@ -173,6 +178,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.plan_rounds = args.plan_rounds or (2 if q else 5)
     args.scheduler_rounds = args.scheduler_rounds or (2 if q else 5)
     args.pipelines = args.pipelines or (3 if q else 20)
+    args.catch_up_records = args.catch_up_records or 10_000_000
+    args.catch_up_cap = args.catch_up_cap or 2_000_000
     args.scaling_partitions = args.scaling_partitions or ([10, 100, 1000] if q else [10, 100, 1000, 10_000])
     args.scaling_history = args.scaling_history or ([10, 10_000] if q else [10, 10_000, 1_000_000])
     args.scaling_batches = args.scaling_batches or (3 if q else 5)
@@ -470,6 +477,13 @@ def _pg_version(info: Any) -> str | None:
         return None
 
 
+def catch_up(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """A backlog drained by the catch-up operation in capped spark-submit batches, the driver's memory bounded."""
+    from benchmarks.catch_up import measure
+
+    return measure(info, args.catch_up_records, args.catch_up_cap, args.driver_memory)
+
+
 def avro(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """The same batch raw and decoded from Avro on the warm Spark Connect server (``--records`` records)."""
     from benchmarks import avro_decode
@@ -527,6 +541,9 @@ def main(argv: list[str] | None = None) -> int:
             "quick": args.quick,
             "baseline_app": str(args.baseline_app) if args.baseline_app else None,
             "baseline_conf": args.baseline_conf,
+            "catch_up_records": args.catch_up_records,
+            "catch_up_cap": args.catch_up_cap,
+            "driver_memory": args.driver_memory,
         },
         "machine": machine_info(info, _pg_version(info)),
     }
@@ -542,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             "pipelines": pipelines,
             "scaling": scaling,
             "avro": avro,
+            "catch_up": catch_up,
         }
         for section in (s for s in SECTIONS if s in args.sections):
             say(f"--- {section}")
