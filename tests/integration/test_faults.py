@@ -26,7 +26,7 @@ import os
 import pytest
 
 from faults_harness.__main__ import run
-from faults_harness.harness import CHAINABLE
+from faults_harness.kinds import CHAINABLE
 
 
 def run_one(kind: str, workdir, **options):
