@@ -250,6 +250,16 @@ def throughput_lines(results: dict[str, Any]) -> list[str]:
         "the consumer), median; records per CPU s: records over those CPU seconds. The machine is shared "
         "with other work.",
     ]
+    if tp.get("warmup"):
+        out += ["", f"Every contender ran {tp['warmup']} untimed time(s) first (warm-up), then the timed runs in turn."]
+    for pair, ratios in (tp.get("round_ratios") or {}).items():
+        package, other = pair.split("_vs_")
+        out += [
+            "",
+            f"{LABELS.get(package, package)} ÷ {LABELS.get(other, other)}, records/s, round by round: "
+            + ", ".join(f"{r:.2f}x" for r in ratios)
+            + (f" (median {median_of(ratios):.2f}x, {min(ratios):.2f}-{max(ratios):.2f}x)" if ratios else ""),
+        ]
     perf = tp["contenders"].get("kafka_consumer_perf", {})
     tool = (perf.get("runs") or [{}])[0].get("tool_reported") if perf else None
     if tool:

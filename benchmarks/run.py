@@ -80,6 +80,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=8, help="partitions of the throughput topic (default 8)")
     p.add_argument("--record-bytes", type=int, default=500, help="approximate key + value size (default 500)")
     p.add_argument("--repeat", type=int, help="runs per contender, medians reported (default 3; quick 1)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        help="untimed runs of every contender before the timed ones (default 1; quick 0): a Connect "
+        "server's first Kafka read and Parquet write, the page cache, the JIT",
+    )
     p.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma list of {', '.join(CONTENDERS)}")
     p.add_argument("--overhead-records", type=int, default=10_000, help="size of the small batch (default 10,000)")
     p.add_argument("--overhead-repeat", type=int, help="small batches timed (default 3; quick 2)")
@@ -160,6 +166,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     q = args.quick
     args.records = args.records or (100_000 if q else 2_000_000)
     args.repeat = args.repeat or (1 if q else 3)
+    args.warmup = args.warmup if args.warmup is not None else (0 if q else 1)
     args.overhead_repeat = args.overhead_repeat or (2 if q else 3)
     args.connect_records = args.connect_records or args.overhead_records
     args.connect_batches = args.connect_batches or (2 if q else 5)
@@ -251,6 +258,24 @@ def _connect_pid(args: argparse.Namespace) -> int | None:
     return int(devstack.status()["services"]["spark_connect"]["pid"])
 
 
+# Same-mode pairs whose ratio is also given per round (the package's runs beside its contenders' in the
+# same round, minutes apart at most), so a lead can be told from the machine's noise.
+SAME_MODE_PAIRS = [
+    ("package_connect", "structured_streaming_connect"),
+    ("package_connect", "python_consumer"),
+    ("package", "structured_streaming"),
+]
+
+
+def round_ratios(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]:
+    """Per round, the package's records/s over its same-mode contender's (their seconds inverted)."""
+    return {
+        f"{package}_vs_{other}": [round(o["seconds"] / p["seconds"], 3) for p, o in zip(runs[package], runs[other])]
+        for package, other in SAME_MODE_PAIRS
+        if runs.get(package) and runs.get(other)
+    }
+
+
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
@@ -275,6 +300,12 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
     }
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.contender_list}
     try:
+        for rep in range(args.warmup):
+            for name in args.contender_list:
+                runner = runners[name]
+                assert runner is not None, name
+                result = runner(dataset.topic, dataset.records)
+                say(f"throughput warm-up {rep + 1}/{args.warmup}: {name}: {result['seconds']:.1f}s (not counted)")
         for rep in range(args.repeat):  # round robin, so a noisy minute hurts every contender alike
             for name in args.contender_list:
                 runner = runners[name]
@@ -291,7 +322,14 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
         _drop(ledger)
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)
     cores = os.cpu_count() or 1
-    out: dict[str, Any] = {"dataset": dataset.to_json(), "repeat": args.repeat, "cores": cores, "contenders": {}}
+    out: dict[str, Any] = {
+        "dataset": dataset.to_json(),
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "cores": cores,
+        "contenders": {},
+        "round_ratios": round_ratios(runs),
+    }
     base = None
     for name in args.contender_list:
         seconds = spread([r["seconds"] for r in runs[name]])
