@@ -33,7 +33,10 @@ from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark.connect import SparkConnectRunner, connection_url, remote_session
 from airflow_kafka_offsets.spark.settings import SparkSettings
-from faults_harness.harness import Context, Pipeline, crash
+from faults_harness.context import Context
+from faults_harness.driver import run_dag
+from faults_harness.kinds import crash
+from faults_harness.pipeline import Pipeline
 from faults_harness.verify import verify
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, payload_per_partition, produce, range_bytes
@@ -94,7 +97,7 @@ def test_a_worker_killed_inside_the_commit_transaction_loses_and_duplicates_noth
     pipe = Pipeline(ctx, "cxcrash", 0, random.Random(0))
     pipe.produce(150, "a-")
     fault = crash("commit", "in_commit_transaction")(pipe)
-    outcome = pipe.run("run1", faults=[fault])
+    outcome = run_dag(pipe, "run1", faults=[fault])
 
     assert outcome.ok and outcome.committed_now, pipe.failure_tails()
     assert [(s.step, s.try_number, s.ok) for s in pipe.steps] == [
