@@ -213,13 +213,14 @@ class PackageRunner:
         t2 = time.time()
         committed = commit_batch(self.ledger, sink, spec.name, outcome.plan.batch_id, ACTOR)
         t3 = time.time()
+        cpu = self._cpu() - cpu0  # before the output is counted below
         rows, files, size = parquet_rows(run_dir / "out")
         if committed.records != expected or rows != expected:
             raise RuntimeError(f"package: committed {committed.records}, Parquet holds {rows}, expected {expected}")
         split = {} if on_connect else parse_event_log(events, marks["submit_start"], marks["submit_end"])
         result = {
             "seconds": round(t3 - t0, 3),
-            "cpu_s": round(self._cpu() - cpu0, 1),
+            "cpu_s": round(cpu, 1),
             "records": rows,
             "output_files": files,
             "output_bytes": size,

@@ -250,6 +250,16 @@ def throughput_lines(results: dict[str, Any]) -> list[str]:
         "the consumer), median; records per CPU s: records over those CPU seconds. The machine is shared "
         "with other work.",
     ]
+    if tp.get("warmup"):
+        out += ["", f"Every contender ran {tp['warmup']} untimed time(s) first (warm-up), then the timed runs in turn."]
+    for pair, ratios in (tp.get("round_ratios") or {}).items():
+        package, other = pair.split("_vs_")
+        out += [
+            "",
+            f"{LABELS.get(package, package)} ÷ {LABELS.get(other, other)}, records/s, round by round: "
+            + ", ".join(f"{r:.2f}x" for r in ratios)
+            + (f" (median {median_of(ratios):.2f}x, {min(ratios):.2f}-{max(ratios):.2f}x)" if ratios else ""),
+        ]
     perf = tp["contenders"].get("kafka_consumer_perf", {})
     tool = (perf.get("runs") or [{}])[0].get("tool_reported") if perf else None
     if tool:
@@ -585,6 +595,25 @@ def baseline_lines(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def catch_up_lines(results: dict[str, Any]) -> list[str]:
+    cu = results.get("catch_up")
+    if not cu:
+        return []
+    from benchmarks.catch_up import summary_line
+
+    return [
+        "## Catch-up of a backlog in capped batches, the driver's memory bounded",
+        "",
+        summary_line(cu) + ".",
+        "",
+        "Records per batch: " + ", ".join(f"{n:,}" for n in cu["batch_records"]) + "; "
+        f"{cu['output_files']} Parquet files, {cu['output_bytes'] / 1e6:,.0f} MB. Resident memory: the largest sum "
+        "over the processes spark-submit started (its JVM, where the local[2] driver and executors run, and the "
+        "app's Python), sampled every 0.2 s.",
+        "",
+    ]
+
+
 def avro_lines(results: dict[str, Any]) -> list[str]:
     av = results.get("avro")
     if not av:
@@ -628,6 +657,7 @@ def render(results: dict[str, Any], before: dict[str, Any] | None = None, before
     lines += baseline_lines(results)
     lines += scaling_lines(results)
     lines += avro_lines(results)
+    lines += catch_up_lines(results)
     if before:
         lines += comparison_lines(before, results, before_name)
     return "\n".join(lines).rstrip() + "\n"

@@ -56,8 +56,10 @@ CONTENDERS = (
     "python_consumer",
     "kafka_consumer_perf",
 )
-SECTIONS = ("throughput", "overhead", "connect", "plan", "scheduler", "pipelines", "scaling", "avro")
-DEFAULT_SECTIONS = SECTIONS[:-1]  # avro (decoded against raw, benchmarks/avro_decode.py) when asked for
+SECTIONS = ("throughput", "overhead", "connect", "plan", "scheduler", "pipelines", "scaling", "avro", "catch_up")
+# avro (decoded against raw, benchmarks/avro_decode.py) and catch_up (a 10M backlog, benchmarks/catch_up.py)
+# when asked for
+DEFAULT_SECTIONS = SECTIONS[:-2]
 
 
 def _ints(text: str) -> list[int]:
@@ -74,12 +76,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--only",
         default=",".join(DEFAULT_SECTIONS),
-        help=f"comma list of {', '.join(SECTIONS)} (default: all but avro)",
+        help=f"comma list of {', '.join(SECTIONS)} (default: all but avro and catch_up)",
     )
     p.add_argument("--records", type=int, help="throughput data set size (default 2,000,000; quick 100,000)")
     p.add_argument("--partitions", type=int, default=8, help="partitions of the throughput topic (default 8)")
     p.add_argument("--record-bytes", type=int, default=500, help="approximate key + value size (default 500)")
     p.add_argument("--repeat", type=int, help="runs per contender, medians reported (default 3; quick 1)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        help="untimed runs of every contender before the timed ones (default 1; quick 0): a Connect "
+        "server's first Kafka read and Parquet write, the page cache, the JIT",
+    )
     p.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma list of {', '.join(CONTENDERS)}")
     p.add_argument("--overhead-records", type=int, default=10_000, help="size of the small batch (default 10,000)")
     p.add_argument("--overhead-repeat", type=int, help="small batches timed (default 3; quick 2)")
@@ -95,6 +103,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--pipelines", type=int, help="pipelines batched at once in the pipelines section (default 20)")
     p.add_argument("--pipeline-records", type=int, default=10_000, help="records a pipeline reads (default 10,000)")
+    p.add_argument("--catch-up-records", type=int, help="the catch_up section's backlog (default 10,000,000)")
+    p.add_argument("--catch-up-cap", type=int, help="its max_records_per_batch (default 2,000,000)")
+    p.add_argument("--driver-memory", default="1g", help="its spark-submit driver memory (default 1g)")
     p.add_argument("--scaling-partitions", type=_ints, help="default 10,100,1000,10000 (quick 10,100,1000)")
     p.add_argument("--scaling-history", type=_ints, help="default 10,10000,1000000 (quick 10,10000)")
     p.add_argument(
@@ -160,12 +171,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     q = args.quick
     args.records = args.records or (100_000 if q else 2_000_000)
     args.repeat = args.repeat or (1 if q else 3)
+    args.warmup = args.warmup if args.warmup is not None else (0 if q else 1)
     args.overhead_repeat = args.overhead_repeat or (2 if q else 3)
     args.connect_records = args.connect_records or args.overhead_records
     args.connect_batches = args.connect_batches or (2 if q else 5)
     args.plan_rounds = args.plan_rounds or (2 if q else 5)
     args.scheduler_rounds = args.scheduler_rounds or (2 if q else 5)
     args.pipelines = args.pipelines or (3 if q else 20)
+    args.catch_up_records = args.catch_up_records or 10_000_000
+    args.catch_up_cap = args.catch_up_cap or 2_000_000
     args.scaling_partitions = args.scaling_partitions or ([10, 100, 1000] if q else [10, 100, 1000, 10_000])
     args.scaling_history = args.scaling_history or ([10, 10_000] if q else [10, 10_000, 1_000_000])
     args.scaling_batches = args.scaling_batches or (3 if q else 5)
@@ -251,6 +265,24 @@ def _connect_pid(args: argparse.Namespace) -> int | None:
     return int(devstack.status()["services"]["spark_connect"]["pid"])
 
 
+# Same-mode pairs whose ratio is also given per round (the package's runs beside its contenders' in the
+# same round, minutes apart at most), so a lead can be told from the machine's noise.
+SAME_MODE_PAIRS = [
+    ("package_connect", "structured_streaming_connect"),
+    ("package_connect", "python_consumer"),
+    ("package", "structured_streaming"),
+]
+
+
+def round_ratios(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]:
+    """Per round, the package's records/s over its same-mode contender's (their seconds inverted)."""
+    return {
+        f"{package}_vs_{other}": [round(o["seconds"] / p["seconds"], 3) for p, o in zip(runs[package], runs[other])]
+        for package, other in SAME_MODE_PAIRS
+        if runs.get(package) and runs.get(other)
+    }
+
+
 def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
@@ -275,6 +307,12 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
     }
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.contender_list}
     try:
+        for rep in range(args.warmup):
+            for name in args.contender_list:
+                runner = runners[name]
+                assert runner is not None, name
+                result = runner(dataset.topic, dataset.records)
+                say(f"throughput warm-up {rep + 1}/{args.warmup}: {name}: {result['seconds']:.1f}s (not counted)")
         for rep in range(args.repeat):  # round robin, so a noisy minute hurts every contender alike
             for name in args.contender_list:
                 runner = runners[name]
@@ -291,7 +329,14 @@ def throughput(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, 
         _drop(ledger)
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)
     cores = os.cpu_count() or 1
-    out: dict[str, Any] = {"dataset": dataset.to_json(), "repeat": args.repeat, "cores": cores, "contenders": {}}
+    out: dict[str, Any] = {
+        "dataset": dataset.to_json(),
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "cores": cores,
+        "contenders": {},
+        "round_ratios": round_ratios(runs),
+    }
     base = None
     for name in args.contender_list:
         seconds = spread([r["seconds"] for r in runs[name]])
@@ -432,6 +477,13 @@ def _pg_version(info: Any) -> str | None:
         return None
 
 
+def catch_up(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """A backlog drained by the catch-up operation in capped spark-submit batches, the driver's memory bounded."""
+    from benchmarks.catch_up import measure
+
+    return measure(info, args.catch_up_records, args.catch_up_cap, args.driver_memory)
+
+
 def avro(info: Any, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """The same batch raw and decoded from Avro on the warm Spark Connect server (``--records`` records)."""
     from benchmarks import avro_decode
@@ -489,6 +541,9 @@ def main(argv: list[str] | None = None) -> int:
             "quick": args.quick,
             "baseline_app": str(args.baseline_app) if args.baseline_app else None,
             "baseline_conf": args.baseline_conf,
+            "catch_up_records": args.catch_up_records,
+            "catch_up_cap": args.catch_up_cap,
+            "driver_memory": args.driver_memory,
         },
         "machine": machine_info(info, _pg_version(info)),
     }
@@ -504,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             "pipelines": pipelines,
             "scaling": scaling,
             "avro": avro,
+            "catch_up": catch_up,
         }
         for section in (s for s in SECTIONS if s in args.sections):
             say(f"--- {section}")

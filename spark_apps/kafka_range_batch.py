@@ -98,6 +98,11 @@ READ_DEFAULTS = {"fetch.max.wait.ms": "0", "max.poll.records": "5000"}
 # (medians, seconds, collected against aggregate): 10,000 records 0.24-0.30 against 0.45-0.63,
 # 30,000 0.48-0.51 against 0.60-0.70, 100,000 0.99-1.29 against 0.72-0.78 (benchmarks/README.md).
 COLLECTED_CHECK_MAX_OFFSETS = 50_000
+# Parquet dictionaries for the columns that hold a new value in nearly every record cost the writer
+# CPU for nothing (it falls back to plain pages): about 8% of a 1M-record write's CPU on a Connect server.
+WRITE_OPTIONS = {f"parquet.enable.dictionary#{column}": "false" for column in ("value", "offset", "timestamp")}
+# A larger batch of at most this many ranges counts its key + value bytes while it is written.
+OBSERVED_PAYLOAD_MAX_RANGES = 256
 
 
 class BatchCheckError(RuntimeError):
@@ -335,10 +340,8 @@ class AvroWriters:
 def late_writer_ids(df: DataFrame) -> tuple[DataFrame, Callable[[], list[int]]]:
     """``df`` counting, while it is written, the writer schema ids its records carry that the decode did not
     know (an observed metric: no pass of its own), and how to get them after the write."""
-    if type(df).__module__.startswith("pyspark.sql.connect"):
-        from pyspark.sql.connect.observation import Observation
-    else:
-        from pyspark.sql import Observation
+    from pyspark.sql import Observation
+
     observation = Observation("kafka_offsets_late_writer_ids")
     unknown = F.col("decode_error").startswith(contract.UNKNOWN_SCHEMA_ID[0])
     # as text: Spark 3.5 and 4.0's classic Observation hands an array back as a Java object
@@ -388,9 +391,9 @@ def with_avro_decoded(df: DataFrame, decode: dict, writers: AvroWriters) -> Data
     return out.withColumn("decoded", decoded).drop("_parsed")
 
 
-def write_decoded(records: DataFrame, job: dict, spark_version: str) -> DataFrame:
-    """Decode the records as the job says (JSON with its DDL schema, or Avro through the schema registry),
-    write them (:func:`write_staged`), and give the frame written.
+def write_decoded(records: DataFrame, job: dict, spark_version: str) -> tuple[DataFrame, Callable[[], dict] | None]:
+    """Decode the records as the job says (JSON with its DDL schema, or Avro through the schema registry) and
+    write them (:func:`write_staged`, whose result it gives).
 
     Avro: a write that met writer schema ids the registry knows but the decode did not is done again with
     them (:class:`AvroWriters`); the Kafka ranges are then read a second time.
@@ -404,9 +407,9 @@ def write_decoded(records: DataFrame, job: dict, spark_version: str) -> DataFram
     writers = AvroWriters(registry, decode["reader"]["subject"])
     while True:
         decoded, late_ids = late_writer_ids(with_avro_decoded(records, decode, writers))
-        written = write_staged(decoded, job)
+        staged = write_staged(decoded, job)
         if not writers.learn(late_ids()):
-            return written
+            return staged
 
 
 def planned_offsets(job: dict) -> int:
@@ -422,42 +425,78 @@ def read_back_check(job: dict) -> Callable[..., list[dict]]:
     return summarize_collected if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS else summarize
 
 
-def summarize_collected(written: DataFrame, decoding: bool = False) -> list[dict]:
+def summarize_collected(written: DataFrame, decoding: bool = False, payload: None = None) -> list[dict]:
     """:func:`summarize` of a small batch, computed on the driver from the rows' offsets and sizes."""
     decode_error = F.col("decode_error").isNotNull() if decoding else F.lit(False)
     rows = written.select("topic", "partition", "offset", payload_bytes(), decode_error).collect()
     return contract.summarize_rows((tuple(row) for row in rows), decoding)
 
 
-def summarize(written: DataFrame, decoding: bool = False) -> list[dict]:
+def summarize(
+    written: DataFrame, decoding: bool = False, payload: Callable[[], dict[tuple[str, int], int]] | None = None
+) -> list[dict]:
     """Per topic partition: records, min and max offset, distinct offsets, key + value bytes (+ decode errors).
 
     Distinct offsets are counted exactly without shuffling every offset (as countDistinct does):
     offsets are grouped in blocks of 64 (``offset >> 6``), each block ORs ``1 << (offset & 63)``
     into a 64-bit mask, and the bits set in a block's mask are its distinct offsets (a repeated
     offset sets no new bit). Consecutive offsets collapse 64 to 1 before the shuffle.
+    With ``payload`` (the bytes counted while the write ran) only the offsets' columns are read
+    back: the keys and values, nearly all of the files, are not read again.
     """
-    payload = payload_bytes()
     per_block = [
         F.count(F.lit(1)).alias("records"),
         F.min("offset").alias("min_offset"),
         F.max("offset").alias("max_offset"),
         F.expr("bit_or(shiftleft(1L, CAST(offset & 63 AS INT)))").alias("offset_bits"),
-        F.sum(payload).alias("payload_bytes"),
     ]
     per_partition = [
         F.sum("records").alias("records"),
         F.min("min_offset").alias("min_offset"),
         F.max("max_offset").alias("max_offset"),
         F.sum(F.expr("bit_count(offset_bits)")).alias("distinct_offsets"),
-        F.sum("payload_bytes").alias("payload_bytes"),
     ]
+    if payload is None:
+        per_block.append(F.sum(payload_bytes()).alias("payload_bytes"))
+        per_partition.append(F.sum("payload_bytes").alias("payload_bytes"))
     if decoding:
         per_block.append(F.count("decode_error").alias("decode_errors"))
         per_partition.append(F.sum("decode_errors").alias("decode_errors"))
     blocks = written.groupBy("topic", "partition", F.shiftright("offset", 6).alias("offset_block")).agg(*per_block)
     rows = blocks.groupBy("topic", "partition").agg(*per_partition).collect()
-    return sorted((row.asDict() for row in rows), key=lambda r: (r["topic"], r["partition"]))
+    partitions = sorted((row.asDict() for row in rows), key=lambda r: (r["topic"], r["partition"]))
+    if payload is not None:
+        counted = payload()
+        for part in partitions:
+            part["payload_bytes"] = counted.get((part["topic"], part["partition"]), 0)
+    return partitions
+
+
+def with_payload_metric(
+    records: DataFrame, job: dict
+) -> tuple[DataFrame, Callable[[], dict[tuple[str, int], int]] | None]:
+    """The records with their key + value bytes per planned range counted as the write runs (an
+    observed metric), and how to get the counts after it; no metric for a batch of many ranges
+    (one sum per range) or one small enough to be checked from its collected rows."""
+    ranges = sorted({(str(r["topic"]), int(r["partition"])) for r in job["ranges"]})
+    if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS or len(ranges) > OBSERVED_PAYLOAD_MAX_RANGES:
+        return records, None
+    from pyspark.sql import Observation
+
+    observation = Observation("kafka_batch_payload_bytes")
+    size = payload_bytes()
+    sums = [
+        F.sum(F.when((F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition)), size)).alias(
+            f"range_{index}"
+        )
+        for index, (topic, partition) in enumerate(ranges)
+    ]
+
+    def counted() -> dict[tuple[str, int], int]:
+        metrics = observation.get
+        return {key: int(metrics.get(f"range_{index}") or 0) for index, key in enumerate(ranges)}
+
+    return records.observe(observation, *sums), counted
 
 
 def check_against_ranges(job: dict, partitions: list[dict]) -> None:
@@ -521,24 +560,26 @@ def write_errors(written: DataFrame, staging: str, decode: dict | None, routing:
     )
 
 
-def write_staged(records: DataFrame, job: dict) -> DataFrame:
+def write_staged(records: DataFrame, job: dict) -> tuple[DataFrame, Callable[[], dict] | None]:
     """Write the records to the job's staging location (a directory per table or per day when asked); the
-    frame written."""
+    frame written and how to get its payload metric (:func:`with_payload_metric`)."""
     routing = job.get("routing")
-    writer = records.write.mode("overwrite")
+    partition_columns: list[str] = []
     if routing:
         # One write for every table: a directory per table (no route: Spark's default partition).
         records = records.withColumn(contract.TABLE_COLUMN, route_column(routing))
-        writer = records.write.mode("overwrite").partitionBy(contract.TABLE_COLUMN)
+        partition_columns = [contract.TABLE_COLUMN]
     elif job.get("partition_by") == "day":
         # The UTC day whatever the session time zone: Iceberg's day() transform and Delta's
         # partition values are computed the same way.
         records = records.withColumn(
             contract.DAY_COLUMN, F.expr("date_from_unix_date(CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
         )
-        writer = records.write.mode("overwrite").partitionBy(contract.DAY_COLUMN)
-    writer.parquet(job["staging_uri"])
-    return records
+        partition_columns = [contract.DAY_COLUMN]
+    records, payload = with_payload_metric(records, job)
+    writer = records.write.mode("overwrite").options(**WRITE_OPTIONS)
+    (writer.partitionBy(*partition_columns) if partition_columns else writer).parquet(job["staging_uri"])
+    return records, payload
 
 
 def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
@@ -547,10 +588,10 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     decode = job.get("decode")
     routing = job.get("routing")
     records = read_ranges(spark, job, runtime)
-    records = write_decoded(records, job, spark.version) if decode else write_staged(records, job)
+    records, payload = write_decoded(records, job, spark.version) if decode else write_staged(records, job)
     # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
     written = spark.read.schema(records.schema).parquet(staging)
-    partitions = read_back_check(job)(written, decoding=bool(decode))
+    partitions = read_back_check(job)(written, decoding=bool(decode), payload=payload)
     check_against_ranges(job, partitions)
     if decode or routing:
         write_errors(written, staging, decode, routing)

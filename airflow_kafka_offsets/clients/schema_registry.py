@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow_kafka_offsets.core.connection_form import ConnectionForm, text_field
 from airflow_kafka_offsets.errors import ConfigurationError
 
 CONN_TYPE = "kafka_offsets_schema_registry"
@@ -31,50 +32,45 @@ SSL_CA_LOCATION = "ssl_ca_location"
 EXAMPLE_URL = "https://registry.example.com:8081"
 
 FIELDS: dict[str, dict[str, Any]] = {
-    BEARER_TOKEN: {
-        "label": "Bearer token",
-        "description": "Instead of a user and password: a token sent as 'Authorization: Bearer ...' (an OAuth "
+    BEARER_TOKEN: text_field(
+        "Bearer token",
+        "Instead of a user and password: a token sent as 'Authorization: Bearer ...' (an OAuth "
         "access token, e.g. for Confluent Cloud or an Apicurio Registry behind OIDC).",
-        "schema": {"type": ["string", "null"], "format": "password"},
-    },
-    LOGICAL_CLUSTER: {
-        "label": "Logical cluster (bearer)",
-        "description": "With a bearer token on Confluent Cloud: the registry's logical cluster id (lsrc-...). "
+        secret=True,
+    ),
+    LOGICAL_CLUSTER: text_field(
+        "Logical cluster (bearer)",
+        "With a bearer token on Confluent Cloud: the registry's logical cluster id (lsrc-...). "
         "Leave empty for other registries.",
-        "schema": {"type": ["string", "null"]},
-    },
-    IDENTITY_POOL: {
-        "label": "Identity pool id (bearer)",
-        "description": "With a bearer token on Confluent Cloud, if its identity pool asks for it (pool-...). "
-        "Leave empty otherwise.",
-        "schema": {"type": ["string", "null"]},
-    },
-    SSL_CA_LOCATION: {
-        "label": "CA certificate file",
-        "description": "For an https registry whose certificate is not signed by a public CA: the path, on the "
+    ),
+    IDENTITY_POOL: text_field(
+        "Identity pool id (bearer)",
+        "With a bearer token on Confluent Cloud, if its identity pool asks for it (pool-...). Leave empty otherwise.",
+    ),
+    SSL_CA_LOCATION: text_field(
+        "CA certificate file",
+        "For an https registry whose certificate is not signed by a public CA: the path, on the "
         "workers, of a PEM file of the CA(s) that sign it. Empty: the system's and certifi's CAs.",
-        "schema": {"type": ["string", "null"]},
-    },
+    ),
 }
+FORM = ConnectionForm(
+    CONN_TYPE,
+    HOOK_CLASS,
+    HOOK_NAME,
+    hidden_fields=("port", "schema", "extra"),
+    relabeling={"host": "Registry URL", "login": "User (basic auth)", "password": "Password (basic auth)"},
+    placeholders={
+        "host": f"{EXAMPLE_URL} (several: comma-separated); Apicurio: http(s)://host:port/apis/ccompat/v7",
+        "login": "e.g. the API key on Confluent Cloud; empty: no basic auth",
+        "password": "e.g. the API secret on Confluent Cloud",
+    },
+    fields=FIELDS,
+)
 
 
 def connection_type_info() -> dict[str, Any]:
     """The ``connection-types`` entry of the provider info: the form Airflow's UI shows for the type."""
-    return {
-        "connection-type": CONN_TYPE,
-        "hook-class-name": HOOK_CLASS,
-        "hook-name": HOOK_NAME,
-        "ui-field-behaviour": {
-            "hidden-fields": ["port", "schema", "extra"],
-            "relabeling": {"host": "Registry URL", "login": "User (basic auth)", "password": "Password (basic auth)"},
-            "placeholders": {
-                "host": f"{EXAMPLE_URL} (several: comma-separated); Apicurio: http(s)://host:port/apis/ccompat/v7",
-                "login": "e.g. the API key on Confluent Cloud; empty: no basic auth",
-                "password": "e.g. the API secret on Confluent Cloud",
-            },
-        },
-        "conn-fields": FIELDS,
-    }
+    return FORM.provider_entry()
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,10 @@ class Operation:
     help: str
     uses_spark: bool = False
 
+    def field(self, name: str, label: str, description: str, parse: Callable[[Any], Any], **form: Any) -> Field:
+        """A field only this operation reads, shown in its own section of the form as "<title>: <label>"."""
+        return Field(name, f"{self.title}: {label}", description, (self.name,), parse, section=self.title, **form)
+
 
 # One command-line argument: its flags and ``ArgumentParser.add_argument`` keywords.
 CliOption = tuple[tuple[str, ...], Mapping[str, Any]]

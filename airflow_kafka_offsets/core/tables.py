@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionOffsets, PartitionRange, TopicPartition
 
@@ -15,6 +16,18 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     lines = [line.format(*row) for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+# A column of a table of JSON rows: its header, and the row's key or a function of the row.
+Column = tuple[str, str | Callable[[Mapping[str, Any]], object]]
+
+
+def rows_table(columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> str:
+    """A table of JSON rows (a status's partitions, batches, attempts), one column a key or a function."""
+    return render_table(
+        [header for header, _ in columns],
+        [[cell(row) if callable(cell) else row[cell] for _, cell in columns] for row in rows],
+    )
 
 
 def abort_table(plan: BatchPlan) -> str:

@@ -56,16 +56,23 @@ class Ledger:
         connect: Callable[[], Any],
         schema: str = "kafka_offsets",
         lock_timeout_s: float = 60.0,
-        catalog_uri: str | None = None,
+        catalog_uri: str | Callable[[], str] | None = None,
     ):
-        """``catalog_uri``: the same database as a SQLAlchemy URL, for the Iceberg catalog kept beside the ledger."""
+        """``catalog_uri``: the same database as a SQLAlchemy URL, for the Iceberg catalog kept beside the ledger
+        (or how to make it, once, when a sink first asks)."""
         quote_schema(schema)
         self.schema = schema
-        self.catalog_uri = catalog_uri
+        self._catalog_uri: str | Callable[[], str] | None = catalog_uri
         self._connect = connect
         self._lock_timeout_ms = int(lock_timeout_s * 1000)
         self._idle: Any = None  # one connection kept between transactions (a task runs about five)
         self._idle_lock = threading.Lock()
+
+    @property
+    def catalog_uri(self) -> str | None:
+        if callable(self._catalog_uri):
+            self._catalog_uri = self._catalog_uri()
+        return self._catalog_uri
 
     def _checkout(self) -> Any:
         """The idle connection if it still answers, else a new one; either way with the lock timeout set."""

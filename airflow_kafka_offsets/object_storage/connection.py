@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_kafka_offsets.core.connection_form import ConnectionForm, text_field
 from airflow_kafka_offsets.errors import ConfigurationError
 
 CONN_TYPE = "kafka_offsets_object_storage"
@@ -26,49 +27,46 @@ SESSION_TOKEN = "aws_session_token"
 ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 FIELDS: dict[str, dict[str, Any]] = {
-    ENDPOINT_URL: {
-        "label": "Endpoint URL",
-        "description": "The S3 API of an S3-compatible server (MinIO, SeaweedFS, Ceph, Cloudflare R2 ...) as "
+    ENDPOINT_URL: text_field(
+        "Endpoint URL",
+        "The S3 API of an S3-compatible server (MinIO, SeaweedFS, Ceph, Cloudflare R2 ...) as "
         "http(s)://host[:port], e.g. http://minio:9000. Leave empty for Amazon S3 itself.",
-        "schema": {"type": ["string", "null"]},
-    },
-    REGION: {
-        "label": "Region",
-        "description": "The region requests are signed for, e.g. eu-west-1. Empty: us-east-1 on a custom "
+    ),
+    REGION: text_field(
+        "Region",
+        "The region requests are signed for, e.g. eu-west-1. Empty: us-east-1 on a custom "
         "endpoint (most S3-compatible servers accept any), or the AWS SDK's own lookup on Amazon S3.",
-        "schema": {"type": ["string", "null"]},
-    },
+    ),
     ADDRESSING_STYLE: {
         "label": "Addressing style",
         "description": "path: http(s)://endpoint/bucket/key, what servers on a host:port need. virtual: "
         "http(s)://bucket.endpoint/key. auto: path style with an endpoint URL, virtual without.",
         "schema": {"type": "string", "enum": list(ADDRESSING_STYLES), "default": "auto"},
     },
-    SESSION_TOKEN: {
-        "label": "Session token",
-        "description": "Only for temporary credentials (AWS STS); they need the access key ID and the secret too.",
-        "schema": {"type": ["string", "null"], "format": "password"},
-    },
+    SESSION_TOKEN: text_field(
+        "Session token",
+        "Only for temporary credentials (AWS STS); they need the access key ID and the secret too.",
+        secret=True,
+    ),
 }
+FORM = ConnectionForm(
+    CONN_TYPE,
+    HOOK_CLASS,
+    HOOK_NAME,
+    hidden_fields=("host", "port", "schema", "extra"),
+    relabeling={"login": "Access key ID", "password": "Secret access key"},
+    placeholders={
+        "login": "e.g. AKIAIOSFODNN7EXAMPLE; empty with the secret: the AWS SDK's own credentials "
+        "(environment, instance role)",
+        "password": "the key's secret; empty together with the access key ID",
+    },
+    fields=FIELDS,
+)
 
 
 def connection_type_info() -> dict[str, Any]:
     """The ``connection-types`` entry of the provider info: the form Airflow's UI shows for the type."""
-    return {
-        "connection-type": CONN_TYPE,
-        "hook-class-name": HOOK_CLASS,
-        "hook-name": HOOK_NAME,
-        "ui-field-behaviour": {
-            "hidden-fields": ["host", "port", "schema", "extra"],
-            "relabeling": {"login": "Access key ID", "password": "Secret access key"},
-            "placeholders": {
-                "login": "e.g. AKIAIOSFODNN7EXAMPLE; empty with the secret: the AWS SDK's own credentials "
-                "(environment, instance role)",
-                "password": "the key's secret; empty together with the access key ID",
-            },
-        },
-        "conn-fields": FIELDS,
-    }
+    return FORM.provider_entry()
 
 
 def check_conn_type(conn_id: str, conn_type: str | None) -> None:

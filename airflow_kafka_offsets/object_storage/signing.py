@@ -30,6 +30,17 @@ class S3Credentials:
 
 
 @dataclass(frozen=True)
+class S3Request:
+    """One request to sign and send: ``path`` is ``/bucket/key``; its headers and query are signed too."""
+
+    method: str
+    path: str
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class S3Response:
     status: int
     headers: Mapping[str, str]
@@ -47,22 +58,14 @@ def _signing_key(secret_key: str, day: str, region: str) -> bytes:
     return key
 
 
-def signed_headers(
-    creds: S3Credentials,
-    method: str,
-    path: str,
-    body: bytes = b"",
-    headers: Mapping[str, str] | None = None,
-    query: Mapping[str, str] | None = None,
-    now: datetime.datetime | None = None,
-) -> dict[str, str]:
+def signed_headers(creds: S3Credentials, req: S3Request, now: datetime.datetime | None = None) -> dict[str, str]:
     """The request's headers with ``Authorization`` (SigV4 over every header given)."""
     now = now or datetime.datetime.now(datetime.UTC)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     host = urllib.parse.urlsplit(creds.endpoint).netloc
-    payload_hash = hashlib.sha256(body).hexdigest()
+    payload_hash = hashlib.sha256(req.body).hexdigest()
     all_headers = {
-        **{k.lower(): str(v).strip() for k, v in (headers or {}).items()},
+        **{k.lower(): str(v).strip() for k, v in req.headers.items()},
         "host": host,
         "x-amz-date": stamp,
         "x-amz-content-sha256": payload_hash,
@@ -72,12 +75,12 @@ def signed_headers(
     names = sorted(all_headers)
     canonical_query = "&".join(
         f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
-        for k, v in sorted((query or {}).items())
+        for k, v in sorted(req.query.items())
     )
     canonical = "\n".join(
         [
-            method,
-            urllib.parse.quote(path, safe="/-_.~"),
+            req.method,
+            urllib.parse.quote(req.path, safe="/-_.~"),
             canonical_query,
             "".join(f"{n}:{all_headers[n]}\n" for n in names),
             ";".join(names),
@@ -94,24 +97,16 @@ def signed_headers(
     return all_headers
 
 
-def request(
-    creds: S3Credentials,
-    method: str,
-    path: str,
-    body: bytes = b"",
-    headers: Mapping[str, str] | None = None,
-    query: Mapping[str, str] | None = None,
-    timeout: float = 10.0,
-) -> S3Response:
-    """Send one signed request (``path`` is ``/bucket/key``); raises OSError when nothing answers."""
+def send(creds: S3Credentials, req: S3Request, timeout: float = 10.0) -> S3Response:
+    """Send one signed request; raises OSError when nothing answers."""
     parts = urllib.parse.urlsplit(creds.endpoint)
     conn_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = conn_class(parts.netloc, timeout=timeout)
-    target = urllib.parse.quote(path, safe="/-_.~")
-    if query:
-        target += "?" + urllib.parse.urlencode(sorted(query.items()), quote_via=urllib.parse.quote)
+    target = urllib.parse.quote(req.path, safe="/-_.~")
+    if req.query:
+        target += "?" + urllib.parse.urlencode(sorted(req.query.items()), quote_via=urllib.parse.quote)
     try:
-        conn.request(method, target, body=body, headers=signed_headers(creds, method, path, body, headers, query))
+        conn.request(req.method, target, body=req.body, headers=signed_headers(creds, req))
         resp = conn.getresponse()
         return S3Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
     finally:

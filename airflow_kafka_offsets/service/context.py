@@ -49,7 +49,11 @@ class SinkOpener:
     def for_spec(self, ledger: Ledger, spec: PipelineSpec) -> Sink:
         """The sink a spec names, with the ledger's Iceberg catalog and the object storage of its location."""
         external = self.catalog_uri(spec.sink.catalog_conn_id) if spec.sink.catalog_conn_id else None
-        return open_sink(spec, ledger.catalog_uri, ledger.schema, self.object_storage(spec.output_root), external)
+
+        def catalog() -> str | None:  # asked for only by the sinks that use the ledger's catalog
+            return ledger.catalog_uri
+
+        return open_sink(spec, catalog, ledger.schema, self.object_storage(spec.output_root), external)
 
     def for_pipeline(self, ledger: Ledger, pipeline: str) -> Sink:
         """The sink the pipeline's stored spec names."""

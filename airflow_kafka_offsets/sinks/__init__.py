@@ -40,10 +40,15 @@ class SinkOpening:
     """What an opener gets: the pipeline's spec and where its catalog and storage are (see :func:`open_sink`)."""
 
     spec: PipelineSpec
-    catalog_uri: str | None
+    catalog: str | Callable[[], str | None] | None
     catalog_name: str
     s3: S3Access | None
     external_catalog_uri: str | None
+
+    @property
+    def catalog_uri(self) -> str | None:
+        """The ledger's database as a SQLAlchemy URL, made only for the sinks that use it."""
+        return self.catalog() if callable(self.catalog) else self.catalog
 
 
 def _open_directory(o: SinkOpening) -> Sink:
@@ -103,7 +108,7 @@ MULTI_TABLE_OPENER: Opener = _open_many_tables
 
 def open_sink(
     spec: PipelineSpec,
-    catalog_uri: str | None,
+    catalog_uri: str | Callable[[], str | None] | None,
     catalog_name: str,
     s3: S3Access | None = None,
     external_catalog_uri: str | None = None,
@@ -111,7 +116,8 @@ def open_sink(
     """The sink a pipeline's spec names.
 
     Iceberg tables are in the SQL catalog ``catalog_name`` (the ledger's schema name: one catalog
-    per ledger) in the ledger's database, ``catalog_uri`` (a SQLAlchemy URL). ``s3``: how to reach
+    per ledger) in the ledger's database, ``catalog_uri`` (a SQLAlchemy URL, or how to make it when a
+    sink needs it). ``s3``: how to reach
     an ``s3://`` output root. ``external_catalog_uri``: the database of the spec's
     ``catalog_conn_id``, when its Iceberg catalog is not the ledger's.
 

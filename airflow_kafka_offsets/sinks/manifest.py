@@ -32,7 +32,7 @@ from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.object_storage.access import S3Access, signing_credentials
 from airflow_kafka_offsets.object_storage.refusals import NO_SUCH_BUCKET, s3_refusal
-from airflow_kafka_offsets.object_storage.signing import S3Response, request
+from airflow_kafka_offsets.object_storage.signing import S3Request, S3Response, send
 from airflow_kafka_offsets.sinks.base import Publication
 from airflow_kafka_offsets.sinks.local import EMPTY_ATTEMPT, STAGING_DIR
 from airflow_kafka_offsets.sinks.schema import output_schema
@@ -115,9 +115,9 @@ class ManifestDirectorySink:
 
     def _send(self, method: str, uri: str, body: bytes = b"", headers: dict[str, str] | None = None) -> S3Response:
         """One signed request; refusals that retrying cannot fix become errors naming the bucket."""
-        key = "/" + uri.split("://", 1)[1]
+        req = S3Request(method, "/" + uri.split("://", 1)[1], body, headers or {})
         try:
-            response = request(signing_credentials(self.storage.s3_access(uri), uri), method, key, body, headers)
+            response = send(signing_credentials(self.storage.s3_access(uri), uri), req)
         except OSError as exc:  # stays an OSError: the task's retry tries again
             raise OSError(f"S3 did not answer {method} {uri}: {exc}") from exc
         if response.status in (401, 403) or (response.status == NOT_FOUND and _code(response) == NO_SUCH_BUCKET):

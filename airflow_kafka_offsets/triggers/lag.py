@@ -8,27 +8,21 @@ transactions, and (for the age threshold) the timestamp of the record at each la
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
-import psycopg2
 from airflow.sdk import Asset, AssetWatcher
-from airflow.triggers.base import TriggerEvent
 
-from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.core.lag import (
     Fired,
-    LagDecision,
     LagThresholds,
     decide,
     holding,
     read_positions,
     timestamps_needed,
 )
-from airflow_kafka_offsets.errors import KafkaOffsetsError
-from airflow_kafka_offsets.triggers.watch import PipelineWatchTrigger, in_thread
+from airflow_kafka_offsets.triggers.watch import PipelineWatchTrigger, Verdict, WatchArguments, in_thread
 
 CLASSPATH = "airflow_kafka_offsets.triggers.lag.KafkaLagTrigger"
 
@@ -41,8 +35,11 @@ class KafkaLagTrigger(PipelineWatchTrigger):
     Kafka's last stable offset. After firing it holds until a batch is committed (the cursors
     move) or ``rearm_after`` has passed, so one build-up starts one run. Kafka or the ledger not
     answering is logged and retried at the next poll. Connections are named by id; nothing secret
-    is part of the trigger's arguments.
+    is part of the trigger's arguments. ``poll_interval`` (30 s), ``rearm_after``, the connection ids
+    and ``ledger_schema`` are the keywords every watch trigger takes (:class:`WatchArguments`).
     """
+
+    watching = "lag"
 
     def __init__(
         self,
@@ -50,13 +47,9 @@ class KafkaLagTrigger(PipelineWatchTrigger):
         topics: Sequence[str] | str,
         max_lag_records: int | None = None,
         max_lag_age: float | timedelta | None = None,
-        poll_interval: float | timedelta = 30.0,
-        rearm_after: float | timedelta = 3600.0,
-        kafka_config_id: str = DEFAULT_KAFKA_CONN_ID,
-        postgres_conn_id: str = DEFAULT_POSTGRES_CONN_ID,
-        ledger_schema: str | None = None,
+        **watch: Unpack[WatchArguments],
     ) -> None:
-        super().__init__(pipeline, topics, poll_interval, rearm_after, kafka_config_id, postgres_conn_id, ledger_schema)
+        super().__init__(pipeline, topics, **watch)
         self.thresholds = LagThresholds.of(max_lag_records, max_lag_age)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -65,40 +58,21 @@ class KafkaLagTrigger(PipelineWatchTrigger):
             {**self.watched(), "max_lag_records": self.thresholds.records, "max_lag_age": self.thresholds.age_s},
         )
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        fired: Fired | None = None
-        logged: object = None  # what the last log line was about: another line only when that changes
-        while True:
-            try:
-                seen, verdict = await self._look(fired)
-            except (KafkaOffsetsError, psycopg2.Error) as exc:
-                if str(exc) != logged:
-                    self.log.warning(
-                        "pipeline %s: lag unknown, retrying every %gs: %s", self.pipeline, self.poll_interval_s, exc
-                    )
-                    logged = str(exc)
-            else:
-                # the age changes at every poll: a line when the lag, the verdict or the hold changes
-                line, about = (verdict, verdict) if isinstance(verdict, str) else (verdict.reason, verdict.brief)
-                if about != logged:
-                    self.log.info("pipeline %s: %s", self.pipeline, line)
-                    logged = about
-                if isinstance(verdict, LagDecision) and verdict.fire:
-                    fired = seen
-                    yield TriggerEvent(verdict.payload(self.pipeline, self.thresholds))  # type: ignore[no-untyped-call]
-            await asyncio.sleep(self.poll_interval_s)
-
-    async def _look(self, fired: Fired | None) -> tuple[Fired, LagDecision | str]:
-        """One poll: the read positions seen (recorded if the trigger fires) and the decision, or why
-        it holds after the last firing."""
+    async def look(self, fired: Fired | None) -> tuple[Fired, Verdict]:
         cursors, offsets = await in_thread(self.read_state)
         seen = Fired(read_positions(cursors, offsets), datetime.now(UTC))
         held = holding(fired, seen.positions, seen.at, self.rearm_after_s)
         if held is not None:
-            return seen, held
+            return seen, Verdict(f"pipeline {self.pipeline}: {held}", held)
         positions = timestamps_needed(cursors, offsets, self.thresholds)
         oldest = await in_thread(self.timestamps_at, positions) if positions else {}
-        return seen, decide(cursors, offsets, oldest, self.thresholds, datetime.now(UTC))
+        decision = decide(cursors, offsets, oldest, self.thresholds, datetime.now(UTC))
+        # the age changes at every poll: a line when the lag, the verdict or the hold changes
+        return seen, Verdict(
+            f"pipeline {self.pipeline}: {decision.reason}",
+            decision.brief,
+            decision.payload(self.pipeline, self.thresholds) if decision.fire else None,
+        )
 
 
 def lag_asset(trigger: KafkaLagTrigger) -> Asset:

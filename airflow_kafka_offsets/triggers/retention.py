@@ -9,21 +9,17 @@ looks, like the lag trigger (triggers/watch.py).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Sequence
+import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
-import psycopg2
 from airflow.sdk import Asset, AssetWatcher
-from airflow.triggers.base import TriggerEvent
 
-from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.core.lag import Fired, holding, read_positions, seconds, unread_positions
 from airflow_kafka_offsets.core.model import TopicPartition
 from airflow_kafka_offsets.core.retention import LogStartPace, PartitionRisk, at_risk, seconds_until_deletable, warning
-from airflow_kafka_offsets.errors import KafkaOffsetsError
-from airflow_kafka_offsets.triggers.watch import PipelineWatchTrigger, in_thread
+from airflow_kafka_offsets.triggers.watch import PipelineWatchTrigger, Verdict, WatchArguments, in_thread
 
 CLASSPATH = "airflow_kafka_offsets.triggers.retention.KafkaRetentionRiskTrigger"
 
@@ -33,63 +29,28 @@ class KafkaRetentionRiskTrigger(PipelineWatchTrigger):
     or a timedelta); checks every ``poll_interval``. The event's payload names the partitions at
     risk, soonest first, with their cursor, log start and ``deletable_in_s``. After firing it holds
     until a batch is committed or ``rearm_after`` has passed. Kafka or the ledger not answering is
-    logged and retried at the next poll."""
+    logged and retried at the next poll. ``poll_interval`` (60 s here), ``rearm_after``, the
+    connection ids and ``ledger_schema`` are the keywords every watch trigger takes
+    (:class:`WatchArguments`)."""
+
+    watching = "retention risk"
 
     def __init__(
         self,
         pipeline: str,
         topics: Sequence[str] | str,
         warn_within: float | timedelta = 3600.0,
-        poll_interval: float | timedelta = 60.0,
-        rearm_after: float | timedelta = 3600.0,
-        kafka_config_id: str = DEFAULT_KAFKA_CONN_ID,
-        postgres_conn_id: str = DEFAULT_POSTGRES_CONN_ID,
-        ledger_schema: str | None = None,
+        **watch: Unpack[WatchArguments],
     ) -> None:
-        super().__init__(pipeline, topics, poll_interval, rearm_after, kafka_config_id, postgres_conn_id, ledger_schema)
+        watch.setdefault("poll_interval", 60.0)
+        super().__init__(pipeline, topics, **watch)
         self.warn_within_s = seconds(warn_within, "warn_within") or 0.0
         self._paces: dict[TopicPartition, LogStartPace] = {}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return CLASSPATH, {**self.watched(), "warn_within": self.warn_within_s}
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        fired: Fired | None = None
-        logged: object = None
-        while True:
-            try:
-                seen, risks = await self._look(fired)
-            except (KafkaOffsetsError, psycopg2.Error) as exc:
-                if str(exc) != logged:
-                    self.log.warning(
-                        "pipeline %s: retention risk unknown, retrying every %gs: %s",
-                        self.pipeline,
-                        self.poll_interval_s,
-                        exc,
-                    )
-                    logged = str(exc)
-            else:
-                if isinstance(risks, str) or not risks:
-                    line = risks or f"no unread record retention may delete within {self.warn_within_s:g}s"
-                    if line != logged:
-                        self.log.info("pipeline %s: %s", self.pipeline, line)
-                        logged = line
-                else:
-                    reason = warning(self.pipeline, risks, self.warn_within_s)
-                    self.log.warning("%s", reason)
-                    logged, fired = reason, seen
-                    yield TriggerEvent(  # type: ignore[no-untyped-call]
-                        {
-                            "pipeline": self.pipeline,
-                            "reason": reason,
-                            "warn_within_s": self.warn_within_s,
-                            "partitions": [r.to_json() for r in risks],
-                        }
-                    )
-            await asyncio.sleep(self.poll_interval_s)
-
-    async def _look(self, fired: Fired | None) -> tuple[Fired, tuple[PartitionRisk, ...] | str]:
-        """One poll: the read positions seen and the partitions at risk, or why it holds."""
+    async def look(self, fired: Fired | None) -> tuple[Fired, Verdict]:
         cursors, offsets = await in_thread(self.read_state)
         now = datetime.now(UTC)
         for tp, bounds in offsets.items():  # where each log start was first seen, to measure its pace
@@ -99,7 +60,7 @@ class KafkaRetentionRiskTrigger(PipelineWatchTrigger):
         seen = Fired(positions, now)
         held = holding(fired, positions, now, self.rearm_after_s)
         if held is not None:
-            return seen, held
+            return seen, Verdict(f"pipeline {self.pipeline}: {held}", held)
         unread = unread_positions(cursors, offsets)
         retention = await in_thread(self.kafka().retention, list(self.topics)) if unread else {}
         oldest = await in_thread(self.timestamps_at, unread) if unread else {}
@@ -114,7 +75,21 @@ class KafkaRetentionRiskTrigger(PipelineWatchTrigger):
             )
             for tp in unread
         }
-        return seen, at_risk(positions, offsets, deletable, self.warn_within_s)
+        return seen, self._verdict(at_risk(positions, offsets, deletable, self.warn_within_s))
+
+    def _verdict(self, risks: tuple[PartitionRisk, ...]) -> Verdict:
+        """Quiet while nothing is at risk; else a warning, and an event naming the partitions at risk."""
+        if not risks:
+            line = f"no unread record retention may delete within {self.warn_within_s:g}s"
+            return Verdict(f"pipeline {self.pipeline}: {line}", line)
+        reason = warning(self.pipeline, risks, self.warn_within_s)
+        payload = {
+            "pipeline": self.pipeline,
+            "reason": reason,
+            "warn_within_s": self.warn_within_s,
+            "partitions": [r.to_json() for r in risks],
+        }
+        return Verdict(reason, reason, payload, logging.WARNING)
 
 
 def retention_risk_asset(trigger: KafkaRetentionRiskTrigger) -> Asset:

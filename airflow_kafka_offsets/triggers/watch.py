@@ -7,18 +7,23 @@ commits. Blocking client calls run off the triggerer's event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
-from airflow.triggers.base import BaseEventTrigger
+import psycopg2
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
-from airflow_kafka_offsets.core.lag import seconds
+from airflow_kafka_offsets.core.lag import Fired, seconds
 from airflow_kafka_offsets.core.model import PartitionOffsets, TopicPartition
 from airflow_kafka_offsets.core.spec import validate_pipeline_name, validate_topics
+from airflow_kafka_offsets.errors import KafkaOffsetsError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.runtime import AirflowRuntime
 
@@ -26,10 +31,35 @@ T = TypeVar("T")
 KAFKA_TIMEOUT_S = 10.0  # one poll's Kafka round trips; a slower answer is retried at the next poll
 
 
+class WatchArguments(TypedDict, total=False):
+    """The arguments every watch trigger takes after its own: how often it looks, how long it holds
+    after firing, and where (connection ids, the ledger's schema)."""
+
+    poll_interval: float | timedelta
+    rearm_after: float | timedelta
+    kafka_config_id: str
+    postgres_conn_id: str
+    ledger_schema: str | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One poll's outcome: ``line`` to log, ``about`` what it is about (an info line is logged again
+    only when that changes, a warning every time), and the event's ``payload`` if the trigger fires."""
+
+    line: str
+    about: object
+    payload: dict[str, Any] | None = None
+    level: int = logging.INFO
+
+
 class PipelineWatchTrigger(BaseEventTrigger):
     """Watches ``pipeline`` over ``topics`` every ``poll_interval``; after firing, holds until a batch
-    is committed or ``rearm_after`` has passed (subclasses decide when to fire). Connections are
-    named by id; nothing secret is part of a trigger's arguments."""
+    is committed or ``rearm_after`` has passed (subclasses decide when to fire, in ``look``).
+    Kafka or the ledger not answering is logged and retried at the next poll. Connections are named
+    by id; nothing secret is part of a trigger's arguments."""
+
+    watching = "state"  # what a failed poll leaves unknown, for its log line
 
     def __init__(
         self,
@@ -64,6 +94,35 @@ class PipelineWatchTrigger(BaseEventTrigger):
             "postgres_conn_id": self.postgres_conn_id,
             "ledger_schema": self.ledger_schema,
         }
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        fired: Fired | None = None
+        logged: object = None  # what the last log line was about: another line only when that changes
+        while True:
+            try:
+                seen, verdict = await self.look(fired)
+            except (KafkaOffsetsError, psycopg2.Error) as exc:
+                if str(exc) != logged:
+                    self.log.warning(
+                        "pipeline %s: %s unknown, retrying every %gs: %s",
+                        self.pipeline,
+                        self.watching,
+                        self.poll_interval_s,
+                        exc,
+                    )
+                    logged = str(exc)
+            else:
+                if verdict.level >= logging.WARNING or verdict.about != logged:
+                    self.log.log(verdict.level, "%s", verdict.line)
+                    logged = verdict.about
+                if verdict.payload is not None:
+                    fired = seen
+                    yield TriggerEvent(verdict.payload)  # type: ignore[no-untyped-call]
+            await asyncio.sleep(self.poll_interval_s)
+
+    async def look(self, fired: Fired | None) -> tuple[Fired, Verdict]:
+        """One poll: the read positions seen (recorded if the trigger fires) and the verdict."""
+        raise NotImplementedError
 
     async def cleanup(self) -> None:
         if self._ledger is not None:

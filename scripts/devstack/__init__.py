@@ -51,24 +51,18 @@ from __future__ import annotations
 
 from .errors import StackError
 from .info import StackInfo
-from .stack import (
+from .optional import (
     airflow_cli,
-    current,
-    down,
-    restart_kafka,
-    restart_postgres,
-    restart_s3,
-    restart_schema_registry,
     restart_spark_connect,
     start_airflow,
     start_spark_cluster,
     start_spark_connect,
-    status,
     stop_airflow,
     stop_spark_cluster,
     stop_spark_connect,
-    up,
 )
+from .report import status
+from .stack import current, down, restart_kafka, restart_postgres, restart_s3, restart_schema_registry, up
 
 __all__ = [
     "StackError",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, jars, spark_lines, stack
+from . import airflow, jars, optional, report, spark_lines, stack
 from .errors import StackError
 
 
@@ -150,12 +150,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 spark_version=args.spark_version,
             )
             if args.airflow:
-                stack.start_airflow()
-            _print_status(stack.status())
+                optional.start_airflow()
+            _print_status(report.status())
         elif args.cmd == "down":
             stack.down(keep_data=args.keep)
         elif args.cmd == "status":
-            st = stack.status()
+            st = report.status()
             print(json.dumps(st, indent=2)) if args.json else _print_status(st, show_password=True)
             return 0 if st["up"] else 3
         elif args.cmd == "env":
@@ -186,12 +186,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 stack.restart_schema_registry(hard=args.hard)
             else:
                 stack.restart_postgres(mode="immediate" if args.hard else "fast")
-            _print_status(stack.status())
+            _print_status(report.status())
         elif args.cmd == "spark":
             if args.action == "start":
-                print(stack.start_spark_cluster())
+                print(optional.start_spark_cluster())
             else:
-                stack.stop_spark_cluster()
+                optional.stop_spark_cluster()
     except StackError as exc:
         print(f"devstack: error: {exc}", file=sys.stderr)
         return 1

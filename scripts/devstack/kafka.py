@@ -5,8 +5,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import socket
-import struct
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any
 
 from . import procs, state, tls
 from .errors import StackError
+from .kafka_probe import probe
 
 MAIN_CLASS = "kafka.Kafka"
 HEAP = os.environ.get("AKO_KAFKA_HEAP", "512m")
@@ -384,34 +383,3 @@ def stop(cfg: dict[str, Any], hard: bool = False, timeout: float = 30) -> None:
 
 def is_running(cfg: dict[str, Any]) -> bool:
     return procs.pid_alive(cfg.get("pid"), marker=cfg["config"])
-
-
-def probe(host: str, port: int, timeout: float = 3.0) -> bool:
-    """True if the broker answers a Metadata (v4) request listing at least one broker.
-
-    Plain-socket Kafka protocol so the devstack needs no Kafka client library.
-    """
-    client_id = b"devstack"
-    # header v1: api_key=3 (Metadata), api_version=4, correlation_id, client_id
-    body = struct.pack(">hhih", 3, 4, 7, len(client_id)) + client_id
-    body += struct.pack(">ib", -1, 0)  # topics=null (all), allow_auto_topic_creation=false
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.settimeout(timeout)
-            s.sendall(struct.pack(">i", len(body)) + body)
-            size = struct.unpack(">i", _recv(s, 4))[0]
-            resp = _recv(s, size)
-    except (OSError, struct.error):
-        return False
-    corr, _throttle, n_brokers = struct.unpack(">iii", resp[:12])
-    return bool(corr == 7 and n_brokers >= 1)
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return buf

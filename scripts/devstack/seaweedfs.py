@@ -20,7 +20,7 @@ from typing import Any
 
 from . import procs, state
 from .errors import StackError
-from .s3_request import S3Credentials, request
+from .s3_request import S3Credentials, S3Request, send
 
 BUCKET = "kafka-offsets"
 REGION = "us-east-1"
@@ -159,7 +159,7 @@ def probe(cfg: dict[str, Any]) -> bool:
     """True if S3 answers a ListBuckets signed with the stack's key with 200 and the master
     knows a volume server (S3 answers a few seconds before writes can land anywhere)."""
     try:
-        if request(credentials(cfg), "GET", "/", timeout=3).status != 200:
+        if send(credentials(cfg), S3Request("GET", "/"), timeout=3).status != 200:
             return False
         with urllib.request.urlopen(f"http://{cfg['host']}:{cfg['master_port']}/dir/status", timeout=3) as resp:
             topology = json.load(resp)["Topology"]
@@ -174,9 +174,9 @@ def ensure_bucket(cfg: dict[str, Any], timeout: float = 30) -> None:
     creds, path = credentials(cfg), f"/{cfg['bucket']}"
     deadline = time.monotonic() + timeout
     while True:
-        if request(creds, "HEAD", path).status == 200:
+        if send(creds, S3Request("HEAD", path)).status == 200:
             return
-        resp = request(creds, "PUT", path)
+        resp = send(creds, S3Request("PUT", path))
         if resp.status == 200:
             return
         if time.monotonic() > deadline:

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .errors import StackError
+
 STATE_ENV = "AKO_STACK_DIR"
 CACHE_ENV = "AKO_CACHE_DIR"
 STACK_FILE = "stack.json"
@@ -60,24 +62,33 @@ def lock() -> Iterator[None]:
     The lock file sits beside the state dir, not in it, so ``down`` can delete the
     state dir while still holding the lock.
     """
-    sd = state_dir()
-    sd.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{sd}.lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with _lock_beside(state_dir()):
+        yield
 
 
 @contextlib.contextmanager
 def cache_lock(dest: Path) -> Iterator[None]:
     """Serialise fetches or installs of one cached set (the cache is shared by every stack of the
     user, and by pytest-xdist workers): a lock file beside it."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{dest}.lock", "a+") as fh:
+    with _lock_beside(dest):
+        yield
+
+
+@contextlib.contextmanager
+def _lock_beside(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``<path>.lock``, held while the block runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def require() -> dict[str, Any]:
+    """The recorded stack, which must be up (PostgreSQL and Kafka at least)."""
+    stack = load()
+    if not stack.get("postgres") or not stack.get("kafka"):
+        raise StackError(f"the stack is not up (no {state_dir() / STACK_FILE}); run `scripts/stack up`")
+    return stack

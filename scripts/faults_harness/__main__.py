@@ -24,20 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import devstack
-from faults_harness.harness import (
-    CHAINABLE,
-    KINDS,
-    MODES,
-    SINKS,
-    STORAGES,
-    Context,
-    TrialResult,
-    describe,
-    kinds_of,
-    run_trial,
-    summarize,
-)
+from faults_harness.context import FORMS, MODES, SINKS, STORAGES, Context
+from faults_harness.kinds import CHAINABLE, KINDS
 from faults_harness.procs import kill_everything_started
+from faults_harness.results import TrialResult, describe, kinds_of, summarize
+from faults_harness.trial import run_trial
 
 # kinds that kill spark-submit's processes or wait for them: a Spark Connect read has none of its own
 SPARK_PROCESS_KINDS = (
@@ -78,13 +69,15 @@ def run(
     storage: str = "local",
     sink: str = "directory",
     avro: bool = False,
+    form: str = "three-task",
 ) -> tuple[list[TrialResult], list[str], bool]:
     """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok.
 
     ``spark_connect``: a ``spark_connect`` connection the read steps use as ``spark_default``.
     ``storage``: the output on local disk or on the stack's S3 bucket; ``sink``: its format.
     ``avro``: the topics carry Avro values of three writer versions and corrupted records, decoded through
-    the stack's schema registry (:mod:`faults_harness.avro_values`).
+    the stack's schema registry (:mod:`faults_harness.avro_values`). ``form``: the DAG's task form,
+    ``three-task`` (plan >> read >> commit) or ``one-task`` (``KafkaBatchOperator``).
     """
     left_out = (SPARK_PROCESS_KINDS if spark_connect else ()) + (S3_KINDS if storage != "s3" else ())
     kinds = kinds or [k for k in KINDS if k not in left_out]
@@ -101,6 +94,7 @@ def run(
         storage=storage,
         sink=sink,
         avro=avro,
+        form=form,
     )
     for name, value in info.airflow_env().items():  # the harness reads the output as the workers write it
         os.environ.setdefault(name, value)
@@ -114,7 +108,8 @@ def run(
         random.Random(seed).shuffle(order)
     out(
         f"faults: {len(order)} trials ({trials} of each of {', '.join(kinds)}), seed {seed}, {batches} batches "
-        f"per trial, {sink} sink on {storage} storage{', Avro values' if avro else ''}, ledger schema {ctx.schema}, "
+        f"per trial{', one-task form' if form == 'one-task' else ''}, {sink} sink on {storage} storage"
+        f"{', Avro values' if avro else ''}, ledger schema {ctx.schema}, "
         f"work dir {workdir}",
         flush=True,
     )
@@ -153,6 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="read on the stack's Spark Connect server (spark_default of type spark_connect); "
         f"{', '.join(SPARK_PROCESS_KINDS)} do not apply",
+    )
+    parser.add_argument(
+        "--form",
+        choices=FORMS,
+        default="three-task",
+        help="the DAG's task form: three-task (default; plan, read and commit each a task, as "
+        "kafka_ingest_task_group) or one-task (KafkaBatchOperator: the whole batch in one task, its "
+        "retries replaying the planned batch); every fault kind applies to both",
     )
     parser.add_argument(
         "--storage",
@@ -234,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             storage=args.storage,
             sink=args.sink,
             avro=args.avro,
+            form=args.form,
         )
     finally:
         if started_here and not args.keep_stack:

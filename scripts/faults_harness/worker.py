@@ -1,11 +1,12 @@
 """One step of a batch in a process of its own, the way an Airflow task runs it.
 
-    python -m faults_harness.worker plan|read|commit --pipeline P --topic T --output-root DIR
+    python -m faults_harness.worker plan|read|commit|batch --pipeline P --topic T --output-root DIR
         [--batch-id N] [--ledger-schema S] [--run-id R] [--try-number K] [--max-records N] [--sink JSON]
         [--value-format JSON]
 
 It instantiates the package's operator for the step (``KafkaBatchPlanOperator``,
-``KafkaBatchSparkOperator``, ``KafkaBatchCommitOperator``) and calls ``execute``
+``KafkaBatchSparkOperator``, ``KafkaBatchCommitOperator``, or for ``batch`` the one-task
+``KafkaBatchOperator``, which plans, reads and commits in one process) and calls ``execute``
 with a minimal task context, so connections come from the Airflow connection
 env vars (``scripts/stack env``) exactly as in a task. The last line on stdout
 is ``FAULTS_RESULT <json>`` (what the task would push to XCom); a failure exits
@@ -31,13 +32,14 @@ import signal
 import sys
 import traceback
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # imported where used: after the pause points are installed
     from airflow.sdk import Context
 
     from airflow_kafka_offsets.operators import (
         KafkaBatchCommitOperator,
+        KafkaBatchOperator,
         KafkaBatchPlanOperator,
         KafkaBatchSparkOperator,
     )
@@ -46,7 +48,7 @@ PAUSE_ENV = "FAULTS_PAUSE_AT"
 SPARK_CONF_ENV = "FAULTS_SPARK_CONF"  # JSON object: extra Spark settings for the read step
 RESULT_PREFIX = "FAULTS_RESULT "
 ERROR_PREFIX = "FAULTS_ERROR "
-STEPS = ("plan", "read", "commit")
+STEPS = ("plan", "read", "commit", "batch")
 
 
 def _pause_points() -> frozenset[str]:
@@ -82,32 +84,34 @@ def context(args: argparse.Namespace) -> Context:
 
 def operator(
     args: argparse.Namespace,
-) -> KafkaBatchPlanOperator | KafkaBatchSparkOperator | KafkaBatchCommitOperator:
+) -> KafkaBatchPlanOperator | KafkaBatchSparkOperator | KafkaBatchCommitOperator | KafkaBatchOperator:
     from airflow_kafka_offsets.operators import (
         KafkaBatchCommitOperator,
+        KafkaBatchOperator,
         KafkaBatchPlanOperator,
         KafkaBatchSparkOperator,
     )
 
-    common = {"pipeline": args.pipeline, "ledger_schema": args.ledger_schema}
+    common: dict[str, Any] = {"task_id": args.step, "pipeline": args.pipeline, "ledger_schema": args.ledger_schema}
+    plan = {
+        "topics": [args.topic],
+        "output_root": args.output_root,
+        "sink": json.loads(args.sink) if args.sink else None,
+        "max_records_per_batch": args.max_records,
+        "value_format": json.loads(args.value_format) if args.value_format else None,
+    }
+    spark_conf = json.loads(os.environ.get(SPARK_CONF_ENV) or "{}")
     if args.step == "plan":
-        return KafkaBatchPlanOperator(
-            task_id="plan",
-            topics=[args.topic],
-            output_root=args.output_root,
-            sink=json.loads(args.sink) if args.sink else None,
-            max_records_per_batch=args.max_records,
-            value_format=json.loads(args.value_format) if args.value_format else None,
-            **common,
-        )
+        return KafkaBatchPlanOperator(**plan, **common)
     if args.step == "read":
-        spark_conf = json.loads(os.environ.get(SPARK_CONF_ENV) or "{}")
-        return KafkaBatchSparkOperator(task_id="read", batch_id=args.batch_id, spark_conf=spark_conf, **common)
-    return KafkaBatchCommitOperator(task_id="commit", batch_id=args.batch_id, **common)
+        return KafkaBatchSparkOperator(batch_id=args.batch_id, spark_conf=spark_conf, **common)
+    if args.step == "batch":
+        return KafkaBatchOperator(spark_conf=spark_conf, **plan, **common)
+    return KafkaBatchCommitOperator(batch_id=args.batch_id, **common)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="run one step of a batch like an Airflow task")
+    parser = argparse.ArgumentParser(description="run one step of a batch (or all: batch) like an Airflow task")
     parser.add_argument("step", choices=STEPS)
     parser.add_argument("--pipeline", required=True)
     parser.add_argument("--topic", required=True)

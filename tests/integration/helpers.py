@@ -120,6 +120,27 @@ def ledger_ranges(ledger: Ledger, pipeline: str) -> list[tuple]:
         )
 
 
+def range_bytes(ledger: Ledger, pipeline: str) -> list[tuple[int, int, int]]:
+    """(partition, records, key + value bytes) of each of the pipeline's ranges, from the ledger."""
+    with ledger.transaction() as tx:
+        rows = tx.fetchall(
+            "SELECT partition, records, payload_bytes FROM {s}.batch_ranges WHERE pipeline = %s"
+            " ORDER BY batch_id, topic, partition",
+            (pipeline,),
+        )
+    return [(int(p), int(r), int(b)) for p, r, b in rows]
+
+
+def payload_per_partition(produced: list[dict], partitions: int) -> dict[int, int]:
+    """Key + value bytes per partition of :func:`produce`'s records (value ``{"id": id, "n": i}``,
+    record ``i`` in partition ``i % partitions``)."""
+    key_bytes = len(produced[0]["id"])  # every id of one call has the same length
+    totals = dict.fromkeys(range(partitions), 0)
+    for i in range(len(produced)):
+        totals[i % partitions] += 2 * key_bytes + len(json.dumps({"id": "", "n": i}).encode())
+    return totals
+
+
 class Refusal:
     """What :func:`refused` caught: ``value`` is the package's own error."""
 

@@ -23,7 +23,9 @@ import pytest
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.service.faults import CRASH_ENV
-from faults_harness.harness import Context, Pipeline, wait_until
+from faults_harness.context import Context
+from faults_harness.monitors import wait_until
+from faults_harness.pipeline import Pipeline
 from faults_harness.procs import Worker, group_members
 
 from .helpers import assert_exactly_once, committed_rows, local_path

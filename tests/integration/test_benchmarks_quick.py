@@ -270,3 +270,21 @@ def test_quick_avro_section_times_the_batch_raw_and_decoded(spark_connect: str, 
     markdown = (tmp_path / "quick-avro.md").read_text()
     assert "## Avro decoding: the same batch raw and decoded" in markdown
     assert "decoded / raw" in markdown
+
+
+def test_quick_catch_up_section_drains_a_backlog_in_capped_batches_with_the_drivers_memory(
+    stack, tmp_path: Path
+) -> None:
+    """The catch_up section on 3,000 records in batches of 1,500 by spark-submit with a 512 MiB driver:
+    every record committed once (the section checks the ledger and the Parquet rows), the driver's
+    processes' peak resident memory measured."""
+    args = ("--only", "catch_up", "--catch-up-records", "3000", "--catch-up-cap", "1500", "--driver-memory", "512m")
+    run_harness(*args, "--label", "quick-catch-up", "--out-dir", str(tmp_path), timeout=300)
+    result = json.loads((tmp_path / "quick-catch-up.json").read_text())["catch_up"]
+    figures = (result["records"], result["cap"], result["batches"], result["batch_records"])
+    assert figures == (3000, 1500, 2, [1500, 1500])
+    assert result["driver_memory"] == "512m"
+    assert 100 * 2**20 < result["peak_rss_bytes"] < 4 * 2**30
+    markdown = (tmp_path / "quick-catch-up.md").read_text()
+    assert "## Catch-up of a backlog in capped batches, the driver's memory bounded" in markdown
+    assert "catch-up of 3,000 records in 2 batches of at most 1,500 by spark-submit" in markdown

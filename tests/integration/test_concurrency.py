@@ -28,7 +28,9 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.commit import commit_batch
 from airflow_kafka_offsets.service.plan import load_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from faults_harness.harness import Context, Pipeline, wait_paused
+from faults_harness.context import Context
+from faults_harness.monitors import wait_paused
+from faults_harness.pipeline import Pipeline
 from faults_harness.procs import Worker
 from faults_harness.worker import PAUSE_ENV
 

@@ -23,7 +23,7 @@ import devstack
 from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
 from airflow_kafka_offsets.object_storage.access import signing_credentials
 from airflow_kafka_offsets.object_storage.connection import CONN_TYPE, FIELDS, HOOK_NAME
-from airflow_kafka_offsets.object_storage.signing import request
+from airflow_kafka_offsets.object_storage.signing import S3Request, send
 
 from .test_manual_ops_ui import SCREENSHOTS, login, page_text, pick, wait_until
 
@@ -132,5 +132,5 @@ def test_the_s3_connection_form_shows_its_fields_and_saves_what_the_hook_uses(
     )
     access = ObjectStorageHook(conn_id).get_conn()
     assert (access.endpoint_url, access.region, access.path_style) == (creds.endpoint, creds.region, True)
-    listing = request(signing_credentials(access, f"s3://{stack.s3_bucket}"), "GET", f"/{stack.s3_bucket}")
+    listing = send(signing_credentials(access, f"s3://{stack.s3_bucket}"), S3Request("GET", f"/{stack.s3_bucket}"))
     assert listing.status == 200, listing.body[:300]

@@ -15,7 +15,10 @@ partition) an Iceberg table's committer is killed between the table commit and t
 inside the ledger's: every id lands once with its fields typed in the reader's shape, every
 corrupted record as a decode error at its offset (``scripts/faults --avro --sink directory|delta``
 runs the other sinks, the directory's ``_errors/`` checked too). A batch into many Iceberg tables
-gets the commit's crash points, its tables read at every batch's snapshots.
+gets the commit's crash points, its tables read at every batch's snapshots. The one-task form
+(``--form one-task``: ``KafkaBatchOperator`` plans, reads and commits in one worker) gets a crash
+in its plan, its read and its commit on successive tries in each execution mode; every retry must
+replay the planned batch.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import os
 import pytest
 
 from faults_harness.__main__ import run
-from faults_harness.harness import CHAINABLE
+from faults_harness.kinds import CHAINABLE
 
 
 def run_one(kind: str, workdir, **options):
@@ -35,31 +38,31 @@ def run_one(kind: str, workdir, **options):
     (result,) = results
     assert result.fired, f"a fault was not injected: {result.fault}"
     assert ok, "\n".join(summary)
-    return summary
+    return summary, result
 
 
 def test_every_crash_point_on_successive_tries_of_one_batch(stack, tmp_path):
-    summary = run_one("+".join(CHAINABLE), tmp_path / "faults")
+    summary, _ = run_one("+".join(CHAINABLE), tmp_path / "faults")
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in CHAINABLE]
 
 
 @pytest.mark.parametrize("kind", ["spark_orphaned", "postgres_restart", "kafka_restart"])
 def test_fault_kind_loses_and_duplicates_nothing(stack, tmp_path, kind):
-    summary = run_one(kind, tmp_path / "faults")
+    summary, _ = run_one(kind, tmp_path / "faults")
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
 
 
 @pytest.mark.parametrize("sink", ["iceberg", "delta"])
 def test_s3_server_restarted_during_spark_and_inside_the_commit_of_a_table_sink(stack, spark_connect, tmp_path, sink):
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
-    summary = run_one("s3_restart", tmp_path / "faults", storage="s3", sink=sink, spark_connect=connect)
+    summary, _ = run_one("s3_restart", tmp_path / "faults", storage="s3", sink=sink, spark_connect=connect)
     assert summary == ["s3_restart: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
 
 
 def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(stack, spark_connect, tmp_path):
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     kinds = ["after_publish", "in_commit_transaction"]
-    summary = run_one("+".join(kinds), tmp_path / "faults", sink="iceberg", spark_connect=connect, avro=True)
+    summary, _ = run_one("+".join(kinds), tmp_path / "faults", sink="iceberg", spark_connect=connect, avro=True)
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in kinds]
 
 
@@ -68,8 +71,37 @@ def test_commit_crashes_of_a_batch_into_many_iceberg_tables_leave_no_torn_batch(
     and after it; every table read at each batch's recorded snapshots holds every batch or none."""
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     chain = "after_publish+in_commit_transaction+after_commit"
-    summary = run_one(chain, tmp_path / "faults", sink="iceberg-multi", spark_connect=connect)
+    summary, _ = run_one(chain, tmp_path / "faults", sink="iceberg-multi", spark_connect=connect)
     assert summary == [
         f"{kind}: trials 1, lost 0, duplicated 0, torn batches 0 (failed 0, faults fired 1/1)"
         for kind in chain.split("+")
     ]
+
+
+ONE_TASK_CHAINS = {
+    # spark-submit's processes are the task's own: its process group is killed in Spark's read too
+    "spark-submit": ["after_plan", "during_spark_read", "after_spark", "in_commit_transaction"],
+    "spark-connect": ["after_plan", "after_spark", "in_commit_transaction"],
+}
+
+
+@pytest.mark.parametrize("mode", sorted(ONE_TASK_CHAINS))
+def test_one_task_form_replays_its_batch_through_crashes_in_its_plan_read_and_commit(stack, request, tmp_path, mode):
+    """Each crash kills the whole batch task; each retry runs it again from the plan, which must
+    replay the planned batch (the harness refuses a try that started with a batch planned and ran
+    another), reuse the read that succeeded and commit once."""
+    connect = None
+    if mode == "spark-connect":
+        conn_id = request.getfixturevalue("spark_connect")
+        connect = json.loads(os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"])
+    kinds = ONE_TASK_CHAINS[mode]
+    summary, result = run_one(
+        "+".join(kinds), tmp_path / "faults", form="one-task", spark_connect=connect, records=(20, 40)
+    )
+    assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in kinds]
+    tries = [(s.run_id, s.step, s.try_number, s.ok) for s in result.steps]
+    faulted = [(f"w0-run{1 + i // 3}", "batch", 1 + i % 3, False) for i in range(len(kinds))]
+    assert tries == [*faulted, (f"w0-run{1 + len(kinds) // 3}", "batch", 1 + len(kinds) % 3, True)]
+    last = json.loads(result.steps[-1].detail)
+    assert (last["batch_id"], last["replayed"], last["committed_now"]) == (1, True, True)
+    assert last["records"] == last["records_planned"] == result.verdict.read

@@ -25,7 +25,7 @@ from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 from devstack.info import S3_CONN_ID
-from devstack.s3_request import S3Credentials, request
+from devstack.s3_request import S3Credentials, S3Request, send
 
 pytestmark = pytest.mark.integration
 
@@ -85,25 +85,26 @@ def test_conditional_put_if_none_match_refuses_the_second_writer(stack: devstack
     """SeaweedFS answers 412 PreconditionFailed to `If-None-Match: *` on an existing key, also in a race."""
     creds = stack.s3_credentials()
     key = f"/{stack.s3_bucket}/conditional/{uuid.uuid4().hex}/_manifest"
-    first = request(creds, "PUT", key, body=b"first", headers={"If-None-Match": "*"})
-    second = request(creds, "PUT", key, body=b"second", headers={"If-None-Match": "*"})
+    first = send(creds, S3Request("PUT", key, body=b"first", headers={"If-None-Match": "*"}))
+    second = send(creds, S3Request("PUT", key, body=b"second", headers={"If-None-Match": "*"}))
     assert (first.status, second.status) == (200, 412)
     assert b"<Code>PreconditionFailed</Code>" in second.body
-    assert request(creds, "GET", key).body == b"first"
+    assert send(creds, S3Request("GET", key)).body == b"first"
 
     race_key = f"/{stack.s3_bucket}/conditional/{uuid.uuid4().hex}/_manifest"
 
     def put(i: int) -> int:
-        return request(creds, "PUT", race_key, body=f"writer-{i}".encode(), headers={"If-None-Match": "*"}).status
+        put_once = S3Request("PUT", race_key, body=f"writer-{i}".encode(), headers={"If-None-Match": "*"})
+        return send(creds, put_once).status
 
     with ThreadPoolExecutor(12) as pool:
         statuses = list(pool.map(put, range(12)))
     winners = [i for i, s in enumerate(statuses) if s == 200]
     assert len(winners) == 1 and sorted(statuses) == [200] + [412] * 11
-    assert request(creds, "GET", race_key).body == f"writer-{winners[0]}".encode()
+    assert send(creds, S3Request("GET", race_key)).body == f"writer-{winners[0]}".encode()
 
     bad = S3Credentials(creds.endpoint, creds.access_key, "not-the-secret", creds.region)
-    assert request(bad, "PUT", f"/{stack.s3_bucket}/conditional/denied", body=b"x").status == 403
+    assert send(bad, S3Request("PUT", f"/{stack.s3_bucket}/conditional/denied", body=b"x")).status == 403
 
 
 APP = textwrap.dedent(
@@ -159,7 +160,7 @@ def test_a_crashed_s3_server_comes_back_with_its_objects_key_and_endpoint(stack:
     creds = stack.s3_credentials()
     key = f"/{stack.s3_bucket}/restart/{uuid.uuid4().hex}.bin"
     payload = os.urandom(256 * 1024)
-    assert request(creds, "PUT", key, body=payload).status == 200
+    assert send(creds, S3Request("PUT", key, body=payload)).status == 200
     old_pid = devstack.status()["services"]["s3"]["pid"]
 
     devstack.restart_s3(hard=True)
@@ -167,5 +168,5 @@ def test_a_crashed_s3_server_comes_back_with_its_objects_key_and_endpoint(stack:
     after = devstack.current()
     assert devstack.status()["services"]["s3"]["pid"] != old_pid
     assert after.s3_credentials() == creds
-    got = request(after.s3_credentials(), "GET", key)
+    got = send(after.s3_credentials(), S3Request("GET", key))
     assert (got.status, got.body == payload) == (200, True)

@@ -1,7 +1,8 @@
 """The one-task form (KafkaBatchOperator): plan, read and commit in one task, same ledger rows and guarantees.
 
 Real DAG runs of ``kafka_ingest_one_task_example`` (dag.test, and ``airflow dags test`` for a
-worker SIGKILLed inside the commit transaction), the read on the warm Spark Connect server.
+worker SIGKILLed inside the commit transaction), in both execution modes: the read by spark-submit
+(the stack's ``spark_default``) and on the warm Spark Connect server.
 """
 
 from __future__ import annotations
@@ -22,15 +23,21 @@ pytestmark = pytest.mark.integration
 DAG_ID = "kafka_ingest_one_task_example"
 
 
-@pytest.fixture()
-def one_task_env(monkeypatch, stack, airflow_db, spark_connect, make_topic, tmp_path, schema):
+@pytest.fixture(params=["spark-submit", "spark-connect"])
+def one_task_env(request, monkeypatch, stack, airflow_db, make_topic, tmp_path, schema):
+    """The DAG's variables for a fresh topic and pipeline; ``spark_default`` is the stack's spark-submit
+    connection, or the warm Spark Connect server's."""
+    if request.param == "spark-connect":
+        spark_connect = request.getfixturevalue("spark_connect")
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    else:
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", stack.airflow_env()["AIRFLOW_CONN_SPARK_DEFAULT"])
     topic = make_topic(partitions=3)
     pipeline = f"one_task_{schema}"
     monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_ONE_TASK_TOPIC", topic)
     monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_ONE_TASK_PIPELINE", pipeline)
     monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_ONE_TASK_OUTPUT", str(tmp_path / "out"))
     monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA", schema)
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     return topic, pipeline
 
 

@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -32,10 +33,13 @@ from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark.connect import SparkConnectRunner, connection_url, remote_session
 from airflow_kafka_offsets.spark.settings import SparkSettings
-from faults_harness.harness import Context, Pipeline, crash
+from faults_harness.context import Context
+from faults_harness.driver import run_dag
+from faults_harness.kinds import crash
+from faults_harness.pipeline import Pipeline
 from faults_harness.verify import verify
 
-from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, payload_per_partition, produce, range_bytes
 from .pipeline import ACTOR, commit, plan, read, run_once
 
 
@@ -93,7 +97,7 @@ def test_a_worker_killed_inside_the_commit_transaction_loses_and_duplicates_noth
     pipe = Pipeline(ctx, "cxcrash", 0, random.Random(0))
     pipe.produce(150, "a-")
     fault = crash("commit", "in_commit_transaction")(pipe)
-    outcome = pipe.run("run1", faults=[fault])
+    outcome = run_dag(pipe, "run1", faults=[fault])
 
     assert outcome.ok and outcome.committed_now, pipe.failure_tails()
     assert [(s.step, s.try_number, s.ok) for s in pipe.steps] == [
@@ -244,3 +248,53 @@ def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_o
     ]
     planned = [{"topic": "a", "partition": 0, "start": 0, "end": 100_001}]
     assert app.contract.range_problems(planned, summary[:1]) == ["a-0: 9 records but 8 distinct offsets"]
+
+
+DICTIONARY_COLUMNS = {"value": False, "offset": False, "timestamp": False, "topic": True, "partition": True}
+
+
+@pytest.mark.parametrize("mode", ["spark-submit", "spark-connect"])
+def test_a_large_batch_counts_its_bytes_exactly_while_writing(stack, spark_connect, ledger, make_topic, tmp_path, mode):
+    """Above the collected check's 50,000 offsets, the key + value bytes are an observed metric of the
+    write (the read-back reads only the offsets' columns): the ledger's bytes per partition are exact,
+    in a spark-submit driver (classic session) and on the Connect server."""
+    topic = make_topic(partitions=3)
+    spec = build_spec(f"bytes_{mode[6:]}", [topic], str(tmp_path / "out"))
+    produced = produce(stack.bootstrap_servers, topic, 51_000, 3, "a-")
+    assert run_once(ledger, spec, stack, spark_connect if mode == "spark-connect" else None).records == 51_000
+    expected = payload_per_partition(produced, 3)
+    assert range_bytes(ledger, spec.name) == [(p, 17_000, expected[p]) for p in range(3)]
+    # the columns that hold a new value in every record are written without a dictionary; the others keep one
+    files = sorted((tmp_path / "out").rglob("*.parquet"))
+    assert files
+    for file in files:
+        meta = pq.ParquetFile(file).metadata
+        chunks = {meta.schema.column(i).path: meta.row_group(0).column(i) for i in range(meta.num_columns)}
+        assert {path: chunk.has_dictionary_page for path, chunk in chunks.items() if path in DICTIONARY_COLUMNS} == (
+            DICTIONARY_COLUMNS
+        )
+
+
+def test_the_read_back_of_a_large_batch_catches_a_record_written_twice(
+    stack, spark_connect, ledger, make_topic, tmp_path, monkeypatch
+):
+    """The read-back that skips the values still sees every written offset: a write that holds a
+    partition's records twice fails the batch's check, and nothing is committed."""
+    from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+
+    monkeypatch.setattr(app, "COLLECTED_CHECK_MAX_OFFSETS", 1_000)
+    observed = app.with_payload_metric
+
+    def written_twice(records, job):  # the write gains a second copy of partition 1's records
+        records, payload = observed(records, job)
+        assert payload is not None  # the lean read-back is the one under test
+        return records.unionByName(records.where("partition = 1")), payload
+
+    monkeypatch.setattr(app, "with_payload_metric", written_twice)
+    topic = make_topic(partitions=3)
+    spec = build_spec("cxtwice", [topic], str(tmp_path / "out"))
+    produce(stack.bootstrap_servers, topic, 3_000, 3, "b-")
+    outcome = plan(ledger, spec, stack)
+    with pytest.raises(SparkJobError, match=f"{topic}-1: 2000 records but 1000 distinct offsets"):
+        read(ledger, spec, stack, outcome, spark_connect)
+    assert committed_rows(ledger, "cxtwice") == []

@@ -36,7 +36,15 @@ from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_
 from devstack import jars, spark_lines
 from faults_harness import lake_readers
 
-from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce, refused
+from .helpers import (
+    assert_exactly_once,
+    committed_rows,
+    ledger_ranges,
+    payload_per_partition,
+    produce,
+    range_bytes,
+    refused,
+)
 from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_of
 
 # The lines the test command runs (the worker's own 4.2 runs in every other test); scripts/spark-matrix
@@ -109,6 +117,24 @@ def test_a_batch_runs_on_the_clusters_spark_line_in_every_sink(
     assert_exactly_once(rows, produced)
     # the JSON decode step ran on this line too (is_valid_utf8 is Spark 4's; 3.5 checks otherwise)
     assert all(r["decode_error"] is None and r["decoded"] == json.loads(r["value"]) for r in rows)
+
+
+@pytest.mark.integration
+def test_a_large_batch_counts_its_bytes_while_writing_on_the_clusters_spark_line(
+    stack, ledger, make_topic, tmp_path, on_path
+):
+    """Above 50,000 offsets the app counts key + value bytes as an observed metric of the write (a
+    classic session's Observation on this line's Spark) and reads back only the offsets' columns."""
+    version, _, connector = on_path
+    topic = make_topic(partitions=2)
+    name = f"line_bytes_{version.replace('.', '_')}"
+    spec = build_spec(name, [topic], str(tmp_path / "out"))
+    produced = produce(stack.bootstrap_servers, topic, 51_000, 2)
+    _, report = run_line_batch(stack, ledger, spec, SparkSettings(jars=tuple(connector)))
+    assert report.spark_version == version
+    expected = payload_per_partition(produced, 2)
+    assert range_bytes(ledger, name) == [(0, 25_500, expected[0]), (1, 25_500, expected[1])]
+    assert_exactly_once(committed_rows(ledger, name), produced)
 
 
 @pytest.mark.integration

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.report import goals, readme_summary, render, update_readme
-from benchmarks.run import rate_figures
+from benchmarks.run import rate_figures, round_ratios
 
 
 def results() -> dict:
@@ -212,3 +212,26 @@ def test_the_connect_ratios_lead_with_the_same_mode_contender_and_name_the_cross
     assert "package ÷ Structured Streaming, records/s | 2.50x | - | - |" in markdown
     assert "the hand-written Python consumer, records/s | 0.50x | ≥ 1.5 | no |" in markdown
     assert "AvailableNow + checkpoint, on the same warm Spark Connect server" in markdown
+
+
+def test_same_mode_ratios_are_given_round_by_round_with_their_spread() -> None:
+    runs = {
+        "package_connect": [{"seconds": 4.0}, {"seconds": 5.0}, {"seconds": 8.0}],
+        "structured_streaming_connect": [{"seconds": 6.0}, {"seconds": 6.0}, {"seconds": 6.0}],
+        "python_consumer": [{"seconds": 7.0}, {"seconds": 7.0}, {"seconds": 7.0}],
+        "structured_streaming": [{"seconds": 20.0}],  # its package contender did not run
+    }
+    ratios = round_ratios(runs)
+    assert ratios == {
+        "package_connect_vs_structured_streaming_connect": [1.5, 1.2, 0.75],
+        "package_connect_vs_python_consumer": [1.75, 1.4, 0.875],
+    }
+    run = results()
+    run["throughput"].update(warmup=1, round_ratios=ratios)
+    markdown = render(run)
+    assert "Every contender ran 1 untimed time(s) first (warm-up), then the timed runs in turn." in markdown
+    assert (
+        "airflow-kafka-offsets batch on a warm Spark Connect server (plan + read + commit) ÷ Spark Structured "
+        "Streaming, AvailableNow + checkpoint, on the same warm Spark Connect server, records/s, round by round: "
+        "1.50x, 1.20x, 0.75x (median 1.20x, 0.75-1.50x)"
+    ) in markdown

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 
-from devstack.s3_request import S3Credentials, signed_headers
+from devstack.s3_request import S3Credentials, S3Request, signed_headers
 
 EXAMPLE = S3Credentials(
     "https://examplebucket.s3.amazonaws.com",
@@ -21,9 +21,7 @@ EXAMPLE = S3Credentials(
 def test_get_object_example_signature() -> None:
     headers = signed_headers(
         EXAMPLE,
-        "GET",
-        "/test.txt",
-        headers={"Range": "bytes=0-9"},
+        S3Request("GET", "/test.txt", headers={"Range": "bytes=0-9"}),
         now=datetime.datetime(2013, 5, 24, tzinfo=datetime.UTC),
     )
     assert headers["authorization"] == (

@@ -6,14 +6,12 @@ from airflow_kafka_offsets.core.operation_input import Field, Operation, optiona
 
 OPERATION = Operation("abort", "Abort", "abort the planned batch")
 FIELDS: tuple[Field, ...] = (
-    Field(
+    OPERATION.field(
         "abort_reason",
-        "Abort: reason",
+        "reason",
         "Recorded in the audit trail (empty: 'aborted by hand').",
-        (OPERATION.name,),
         optional_text,
         default="aborted by hand",
-        section="Abort",
         cli="--reason",
     ),
 )

@@ -14,15 +14,13 @@ def _max_batches(value: Any) -> int:
 
 
 FIELDS: tuple[Field, ...] = (
-    Field(
+    OPERATION.field(
         "catch_up_max_batches",
-        "Catch-up: at most this many batches",
+        "at most this many batches",
         "Between 1 and 10000 (empty: 10).",
-        (OPERATION.name,),
         _max_batches,
         json_type="integer",
         default=10,
-        section="Catch-up",
         minimum=1,
         maximum=10000,
         cli="--max-batches",

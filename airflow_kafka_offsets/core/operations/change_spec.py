@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
+from functools import partial
 from typing import Any
 
 from airflow_kafka_offsets.core.model import DataLossPolicy, StartPolicy
@@ -46,65 +48,48 @@ def parse_cap(value: Any) -> int | str | None:
     return parse_whole_number(value, minimum=1, example="100000")
 
 
-def _start_policy(value: Any) -> str:
-    return enum_text(tuple(p.value for p in StartPolicy), value)
+def _cap_field(per: str) -> Field:
+    """The two caps, per batch and per partition: one input each, read alike."""
+    return OPERATION.field(
+        f"spec_max_records_per_{per}",
+        f"max records per {per}",
+        "A positive number, or 'none' for no cap (empty: keep).",
+        parse_cap,
+        pattern=blank_or(_CAP),
+        cli=f"--max-records-per-{per}",
+    )
 
 
-def _data_loss_policy(value: Any) -> str:
-    return enum_text(tuple(p.value for p in DataLossPolicy), value)
+def _policy_field(name: str, label: str, description: str, policy: type[Enum]) -> Field:
+    """The two policies: one of the enum's values, or blank to keep the current one."""
+    allowed = tuple(str(p.value) for p in policy)
+    return OPERATION.field(
+        f"spec_{name}",
+        label,
+        description,
+        partial(enum_text, allowed),
+        enum=allowed,
+        cli=f"--{name.replace('_', '-')}",
+    )
 
 
 FIELDS: tuple[Field, ...] = (
-    Field(
+    OPERATION.field(
         "spec_topics",
-        "Change spec: topics",
+        "topics",
         "The pipeline's topics from now on, comma-separated (empty: keep). Added topics start by the"
         " new-partition policy; removed topics keep their cursors, retired.",
-        (OPERATION.name,),
         parse_topics,
-        section="Change spec",
         pattern=blank_or(rf"{_TOPIC}(\s*,\s*{_TOPIC})*"),
         cli="--topics",
     ),
-    Field(
-        "spec_max_records_per_batch",
-        "Change spec: max records per batch",
-        "A positive number, or 'none' for no cap (empty: keep).",
-        (OPERATION.name,),
-        parse_cap,
-        section="Change spec",
-        pattern=blank_or(_CAP),
-        cli="--max-records-per-batch",
+    _cap_field("batch"),
+    _cap_field("partition"),
+    _policy_field(
+        "new_partition_offsets", "where new partitions start", "earliest, latest or error (empty: keep).", StartPolicy
     ),
-    Field(
-        "spec_max_records_per_partition",
-        "Change spec: max records per partition",
-        "A positive number, or 'none' for no cap (empty: keep).",
-        (OPERATION.name,),
-        parse_cap,
-        section="Change spec",
-        pattern=blank_or(_CAP),
-        cli="--max-records-per-partition",
-    ),
-    Field(
-        "spec_new_partition_offsets",
-        "Change spec: where new partitions start",
-        "earliest, latest or error (empty: keep).",
-        (OPERATION.name,),
-        _start_policy,
-        section="Change spec",
-        enum=tuple(p.value for p in StartPolicy),
-        cli="--new-partition-offsets",
-    ),
-    Field(
-        "spec_on_data_loss",
-        "Change spec: on data loss",
-        "fail, or skip and record the lost span (empty: keep).",
-        (OPERATION.name,),
-        _data_loss_policy,
-        section="Change spec",
-        enum=tuple(p.value for p in DataLossPolicy),
-        cli="--on-data-loss",
+    _policy_field(
+        "on_data_loss", "on data loss", "fail, or skip and record the lost span (empty: keep).", DataLossPolicy
     ),
 )
 

@@ -77,27 +77,21 @@ def _batch_number(value: Any) -> int:
     return parse_whole_number(value, minimum=1, example="3")
 
 
+def _batch_field(end: str, description: str) -> Field:
+    """The first and the last batch number: one input each, read alike."""
+    return OPERATION.field(
+        f"replay_{end}_batch", f"{end} batch", description, _batch_number, json_type="integer", minimum=1
+    )
+
+
+def _window_field(end: str, description: str) -> Field:
+    """``since`` and ``until``, the time window's two ends: one input each, read alike."""
+    return OPERATION.field(f"replay_{end}", end, description, parse_timestamp, pattern=blank_or(ISO), cli=f"--{end}")
+
+
 FIELDS: tuple[Field, ...] = (
-    Field(
-        "replay_first_batch",
-        "Replay: first batch",
-        "First batch number to replay (empty: from the first).",
-        (OPERATION.name,),
-        _batch_number,
-        json_type="integer",
-        section="Replay",
-        minimum=1,
-    ),
-    Field(
-        "replay_last_batch",
-        "Replay: last batch",
-        "Last batch number to replay (empty: up to the newest).",
-        (OPERATION.name,),
-        _batch_number,
-        json_type="integer",
-        section="Replay",
-        minimum=1,
-    ),
+    _batch_field("first", "First batch number to replay (empty: from the first)."),
+    _batch_field("last", "Last batch number to replay (empty: up to the newest)."),
     Field(
         "replay_batches",
         "--batches",
@@ -107,43 +101,21 @@ FIELDS: tuple[Field, ...] = (
         in_form=False,
         cli="--batches",
     ),
-    Field(
+    OPERATION.field(
         "replay_offset_ranges",
-        "Replay: offset ranges",
+        "offset ranges",
         "topic:partition:start-end, comma-separated, end exclusive, e.g. orders:0:100-200, orders:1:0-50.",
-        (OPERATION.name,),
         parse_offset_ranges,
-        section="Replay",
         pattern=blank_or(rf"{_RANGE}(\s*,\s*{_RANGE})*"),
         cli="--offsets",
     ),
-    Field(
-        "replay_since",
-        "Replay: since",
-        "Start of a time window of record timestamps, ISO 8601, e.g. 2026-11-21T08:00:00Z.",
-        (OPERATION.name,),
-        parse_timestamp,
-        section="Replay",
-        pattern=blank_or(ISO),
-        cli="--since",
-    ),
-    Field(
-        "replay_until",
-        "Replay: until",
-        "End of the time window, ISO 8601 (empty: now).",
-        (OPERATION.name,),
-        parse_timestamp,
-        section="Replay",
-        pattern=blank_or(ISO),
-        cli="--until",
-    ),
-    Field(
+    _window_field("since", "Start of a time window of record timestamps, ISO 8601, e.g. 2026-11-21T08:00:00Z."),
+    _window_field("until", "End of the time window, ISO 8601 (empty: now)."),
+    OPERATION.field(
         "replay_output_root",
-        "Replay: separate output root",
+        "separate output root",
         "Rebuild under this root instead (empty: rebuild the batches' outputs in place).",
-        (OPERATION.name,),
         optional_text,
-        section="Replay",
         cli="--output-root",
     ),
 )

@@ -58,42 +58,34 @@ def parse_reset_value(value: Any) -> str | None:
 
 
 FIELDS: tuple[Field, ...] = (
-    Field(
+    OPERATION.field(
         "reset_mode",
-        "Reset: mode",
+        "mode",
         "Where to move the cursor, like kafka-consumer-groups --reset-offsets.",
-        (OPERATION.name,),
         parse_reset_mode,
         default=ResetMode.TO_LATEST.value,
-        section="Reset",
         enum=tuple(m.value for m in ResetMode),
     ),
-    Field(
+    OPERATION.field(
         "reset_value",
-        "Reset: value",
+        "value",
         "Offset (to-offset), delta (shift-by) or ISO timestamp (to-datetime); the other modes ignore it.",
-        (OPERATION.name,),
         parse_reset_value,
-        section="Reset",
         pattern=blank_or(rf"-?\d+|{ISO}"),
     ),
-    Field(
+    OPERATION.field(
         "reset_topic",
-        "Reset: topic",
+        "topic",
         "Empty: every topic of the pipeline.",
-        (OPERATION.name,),
         parse_topic,
-        section="Reset",
         pattern=blank_or(TOPIC_NAME.pattern),
         cli="--topic",
     ),
-    Field(
+    OPERATION.field(
         "reset_partitions",
-        "Reset: partitions",
+        "partitions",
         "Comma-separated partition numbers, e.g. 0,2 (empty: every partition).",
-        (OPERATION.name,),
         parse_partitions,
-        section="Reset",
         pattern=blank_or(_PARTITIONS),
         cli="--partitions",
     ),

@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow_kafka_offsets.core.operation_fields import OperationRequest
 from airflow_kafka_offsets.core.operations.status import OPERATION
-from airflow_kafka_offsets.core.tables import render_table
+from airflow_kafka_offsets.core.tables import Column, rows_table
 from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.operations.result import OperationResult
 from airflow_kafka_offsets.service.status import (
@@ -63,57 +63,44 @@ def pipeline_status(ctx: OperationContext, pipeline: str, last: int = 10) -> dic
     }
 
 
+_PARTITIONS: tuple[Column, ...] = (
+    ("partition", lambda p: f"{p['topic']}-{p['partition']}"),
+    ("committed", "committed_offset"),
+    ("log start", "log_start_offset"),
+    ("log end", "log_end_offset"),
+    ("lag", "lag_records"),
+    ("lag (s)", "lag_seconds"),
+    ("deletable in (s)", "deletable_in_s"),
+)
+_BATCHES: tuple[Column, ...] = (
+    ("batch", "batch_id"),
+    ("kind", "kind"),
+    ("state", "state"),
+    ("planned", "records_planned"),
+    ("committed", "records_committed"),
+    ("bytes", "output_bytes"),
+    ("at", lambda b: b["committed_at"] or b["planned_at"]),
+)
+_ATTEMPTS: tuple[Column, ...] = (
+    ("attempt", lambda a: a["attempt_id"][:12]),
+    ("batch", "batch_id"),
+    ("state", "state"),
+    ("run", "run_id"),
+    ("started", "started_at"),
+    ("ended / lease until", lambda a: a["finished_at"] or a["lease_expires_at"]),
+)
+
+
 def render_status(status: Mapping[str, Any]) -> str:
-    parts = render_table(
-        ["partition", "committed", "log start", "log end", "lag", "lag (s)", "deletable in (s)"],
-        [
-            [
-                f"{p['topic']}-{p['partition']}",
-                p["committed_offset"],
-                p["log_start_offset"],
-                p["log_end_offset"],
-                p["lag_records"],
-                p["lag_seconds"],
-                p["deletable_in_s"],
-            ]
-            for p in status["partitions"]
-        ],
-    )
-    batches = render_table(
-        ["batch", "kind", "state", "planned", "committed", "bytes", "at"],
-        [
-            [
-                b["batch_id"],
-                b["kind"],
-                b["state"],
-                b["records_planned"],
-                b["records_committed"],
-                b["output_bytes"],
-                b["committed_at"] or b["planned_at"],
-            ]
-            for b in status["batches"]
-        ],
-    )
+    parts = rows_table(_PARTITIONS, status["partitions"])
+    batches = rows_table(_BATCHES, status["batches"])
     flight = status["in_flight"]
     flight_line = (
         f"in flight: batch {flight['batch_id']} planned at {flight['planned_at']} ({flight['records_planned']} records)"
         if flight
         else "in flight: none"
     )
-    attempts = render_table(
-        ["attempt", "batch", "state", "run", "started", "ended / lease until"],
-        [
-            [
-                a["attempt_id"][:12],
-                a["batch_id"],
-                a["state"],
-                a["run_id"],
-                a["started_at"],
-                a["finished_at"] or a["lease_expires_at"],
-            ]
-            for a in status["attempts"]
-        ],
-    )
+    attempts = rows_table(_ATTEMPTS, status["attempts"])
     counts = ", ".join(f"{n} {state}" for state, n in status["attempt_counts"].items())
     sink = status["sink"]
     sink_line = f"output: {sink['format']}{' table ' + sink['table'] if sink['table'] else ''} at {sink['location']}"

@@ -1,0 +1,47 @@
+"""The form Airflow's UI draws for one of the provider's connection types.
+
+Declared in the provider info (``get_provider_info()["connection-types"]``: ``conn-fields`` with JSON
+schema and ``ui-field-behaviour``), so that Airflow 3.2 and later draw it without importing the hook.
+The S3 and schema registry types share this shape; only their fields and labels differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+def text_field(label: str, description: str, *, secret: bool = False) -> dict[str, Any]:
+    """An optional text field of the connection's extra; a secret one is masked in the form."""
+    schema: dict[str, Any] = {"type": ["string", "null"]}
+    if secret:
+        schema["format"] = "password"
+    return {"label": label, "description": description, "schema": schema}
+
+
+@dataclass(frozen=True)
+class ConnectionForm:
+    """One connection type: its hook, the standard fields it hides or relabels, and its own fields."""
+
+    conn_type: str
+    hook_class: str
+    hook_name: str
+    hidden_fields: tuple[str, ...]
+    relabeling: Mapping[str, str]
+    placeholders: Mapping[str, str]
+    fields: Mapping[str, Mapping[str, Any]]
+
+    def provider_entry(self) -> dict[str, Any]:
+        """The ``connection-types`` entry of the provider info."""
+        return {
+            "connection-type": self.conn_type,
+            "hook-class-name": self.hook_class,
+            "hook-name": self.hook_name,
+            "ui-field-behaviour": {
+                "hidden-fields": list(self.hidden_fields),
+                "relabeling": dict(self.relabeling),
+                "placeholders": dict(self.placeholders),
+            },
+            "conn-fields": self.fields,
+        }
