@@ -52,7 +52,7 @@ def timers(steps: Steps) -> Iterator[None]:
     from pyspark.sql.connect.readwriter import DataFrameWriter
 
     from airflow_kafka_offsets.spark import connect as spark_connect
-    from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+    from airflow_kafka_offsets.spark_apps import kafka_batch_check as check
 
     targets: list[tuple[Any, str, str]] = [
         (spark_connect, "remote_session", "session"),
@@ -60,8 +60,8 @@ def timers(steps: Steps) -> Iterator[None]:
         (spark_connect.ConnectRuntime, "check_versions", "version check"),
         (spark_connect.ConnectRuntime, "parallelism", "parallelism"),
         (DataFrameWriter, "parquet", "Kafka read + Parquet write job"),
-        (app, "summarize", "read-back check job"),
-        (app, "summarize_collected", "read-back check job"),
+        (check, "summarize", "read-back check job"),
+        (check, "summarize_collected", "read-back check job"),
         (spark_connect.ConnectRuntime, "output_bytes", "output size"),
         (spark_connect.ConnectRuntime, "write_report", "report"),
         (spark_connect, "_release", "session release"),
@@ -105,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.collected_check_max_offsets is not None:
-        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+        from airflow_kafka_offsets.spark_apps import kafka_batch_check as check
 
-        app.COLLECTED_CHECK_MAX_OFFSETS = args.collected_check_max_offsets
+        check.COLLECTED_CHECK_MAX_OFFSETS = args.collected_check_max_offsets
     import devstack
     from benchmarks.run import _drop, _ledger
 

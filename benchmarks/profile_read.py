@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
     info = devstack.up()
     prepare_environment(info)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_apps"))
+    import kafka_batch_check as check
     import kafka_range_batch as app
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import functions as F
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
             if "read_back" in args.steps:
                 write(out, {})
                 written = spark.read.schema(kafka({}).schema).parquet(out)
-                timed("read_back", functools.partial(app.summarize, written))
+                timed("read_back", functools.partial(check.summarize, written))
                 narrow = written.select(
                     "topic",
                     "partition",
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
                     F.lit(None).cast("binary").alias("key"),
                     F.lit(None).cast("binary").alias("value"),
                 )
-                timed("read_back_narrow", functools.partial(app.summarize, narrow))
+                timed("read_back_narrow", functools.partial(check.summarize, narrow))
     finally:
         spark.stop()
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)

@@ -6,7 +6,9 @@ run in the worker's process against the Connect server (``run`` with the package
 runtime; the Kafka read and the Parquet write run on the server). It imports nothing
 from Airflow (executors and cluster drivers do not have it) and shares only
 two documented JSON formats with the package, defined with the names and the range check
-in ``kafka_batch_contract.py`` beside it:
+in ``kafka_batch_contract.py`` beside it. Its other modules, shipped beside it with ``--py-files``
+too: ``kafka_batch_decode.py`` (the JSON and Avro decode step), ``kafka_batch_avro.py`` (the Confluent
+wire format and the schema registry's answers) and ``kafka_batch_check.py`` (the read-back check):
 
 job file (argument ``--job-file``, shipped with ``--files``; private: it holds
 the Kafka client settings, so secrets never reach the command line)::
@@ -64,19 +66,22 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Protocol
 
 from pyspark import SparkFiles
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-if __package__:  # imported by the package (Spark Connect mode): the contract is its sibling module
+if __package__:  # imported by the package (Spark Connect mode): its modules are siblings
+    from . import kafka_batch_check as check
     from . import kafka_batch_contract as contract
-else:  # spark-submit ships the contract beside this file (--py-files)
+    from . import kafka_batch_decode as decode_step
+else:  # spark-submit ships them beside this file (--py-files)
+    import kafka_batch_check as check
     import kafka_batch_contract as contract
+    import kafka_batch_decode as decode_step
 
-CORRUPT = "_corrupt_record"
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 RECORDS_PER_TASK = 1_000_000  # default split of long Kafka ranges (min_partitions null)
@@ -93,20 +98,9 @@ RECORDS_PER_TASK = 1_000_000  # default split of long Kafka ranges (min_partitio
 # (benchmarks/README.md, "Where the time of a small Spark Connect batch goes" and "Throughput on a
 # warm Spark Connect server")
 READ_DEFAULTS = {"fetch.max.wait.ms": "0", "max.poll.records": "5000"}
-# A batch of at most this many planned offsets is checked from its collected rows: one Spark job
-# without a shuffle instead of the aggregate's three stages. On a warm Spark Connect server
-# (medians, seconds, collected against aggregate): 10,000 records 0.24-0.30 against 0.45-0.63,
-# 30,000 0.48-0.51 against 0.60-0.70, 100,000 0.99-1.29 against 0.72-0.78 (benchmarks/README.md).
-COLLECTED_CHECK_MAX_OFFSETS = 50_000
 # Parquet dictionaries for the columns that hold a new value in nearly every record cost the writer
 # CPU for nothing (it falls back to plain pages): about 8% of a 1M-record write's CPU on a Connect server.
 WRITE_OPTIONS = {f"parquet.enable.dictionary#{column}": "false" for column in ("value", "offset", "timestamp")}
-# A larger batch of at most this many ranges counts its key + value bytes while it is written.
-OBSERVED_PAYLOAD_MAX_RANGES = 256
-
-
-class BatchCheckError(RuntimeError):
-    """What was written does not match the requested ranges."""
 
 
 def load_job(job_file: str) -> dict:
@@ -259,253 +253,6 @@ def read_ranges(spark: SparkSession, job: dict, runtime: Runtime) -> DataFrame:
     return spark.read.format("kafka").options(**options).load().select(*COLUMNS)
 
 
-def utf8_check(spark_version: str) -> str:
-    """A SQL expression true when ``value`` is valid UTF-8. ``is_valid_utf8`` is Spark 4's; on Spark 3
-    a string cast keeps the bytes and encoding it back replaces invalid ones, so the bytes differ."""
-    if int(contract.spark_release(spark_version).split(".")[0]) >= 4:
-        return "is_valid_utf8(CAST(value AS STRING))"
-    return "encode(CAST(value AS STRING), 'UTF-8') = value"
-
-
-def with_decoded(df: DataFrame, schema: str, spark_version: str) -> DataFrame:
-    """Add ``decoded`` (the value parsed as JSON with ``schema``) and ``decode_error`` (why not).
-
-    The raw ``value`` stays untouched; a tombstone (null value) is not an error.
-    """
-    parsed = F.from_json(
-        F.col("value").cast("string"),
-        f"{schema}, `{CORRUPT}` STRING",
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT},
-    )
-    error = (
-        F.when(F.col("value").isNull(), F.lit(None))
-        .when(~F.expr(utf8_check(spark_version)), F.lit("value is not valid UTF-8"))
-        .when(parsed.isNull(), F.lit("value is not a JSON object"))
-        .when(parsed[CORRUPT].isNotNull(), F.lit("value does not match the JSON schema"))
-    )
-    return (
-        df.withColumn("_parsed", parsed)
-        .withColumn("decode_error", error)
-        .withColumn("decoded", F.when(F.col("decode_error").isNull(), F.col("_parsed").dropFields(CORRUPT)))
-        .drop("_parsed")
-    )
-
-
-# Avro in the Confluent wire format, as Spark SQL over the binary ``value``.
-SCHEMA_ID = "CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS BIGINT)"
-PAYLOAD = f"substring(value, {contract.WIRE_HEADER_BYTES + 1})"
-# A record whose writer schema is named by GUID in a header (Confluent's header form: not read, kept as an error).
-# (array_contains, not exists with a lambda: Spark generates code for it, not for higher-order functions)
-GUID_HEADER = f"coalesce(array_contains(headers.key, '{contract.GUID_HEADER}'), false)"
-
-
-def _text(prefix_suffix: tuple[str, str], middle: Column) -> Column:
-    return F.concat(F.lit(prefix_suffix[0]), middle, F.lit(prefix_suffix[1]))
-
-
-class AvroWriters:
-    """The writer schemas an Avro batch decodes with, fetched from the registry on the driver (or the Connect
-    client).
-
-    Up front, the reader subject's newest versions: a few requests, no pass over the records. A record whose
-    id is not among them gets "unknown schema id" in the first write, which counts those ids as it goes
-    (:func:`late_writer_ids`); :meth:`learn` then asks the registry for them, and when it knows one the batch
-    is written again with it, so the output is what decoding with every id known up front gives.
-    """
-
-    def __init__(
-        self,
-        registry: dict,
-        subject: str,
-        fetch_subject: Callable[..., tuple] = contract.fetch_subject_writer_schemas,
-        fetch_ids: Callable[..., tuple] = contract.fetch_writer_schemas,
-    ) -> None:
-        self.registry = registry
-        self.fetch_ids = fetch_ids
-        self.avro, self.other = fetch_subject(registry, subject)
-        self.asked = set(self.avro) | set(self.other)
-
-    def learn(self, seen: Iterable[int]) -> bool:
-        """Fetch the ids records carried that were not asked for yet; True when the registry knows one of them."""
-        new = {int(i) for i in seen} - self.asked
-        if not new:
-            return False
-        avro, other, _unknown = self.fetch_ids(self.registry, new)
-        self.asked |= new
-        self.avro.update(avro)
-        self.other.update(other)
-        return bool(avro or other)
-
-
-def late_writer_ids(df: DataFrame) -> tuple[DataFrame, Callable[[], list[int]]]:
-    """``df`` counting, while it is written, the writer schema ids its records carry that the decode did not
-    know (an observed metric: no pass of its own), and how to get them after the write."""
-    from pyspark.sql import Observation
-
-    observation = Observation("kafka_offsets_late_writer_ids")
-    unknown = F.col("decode_error").startswith(contract.UNKNOWN_SCHEMA_ID[0])
-    # as text: Spark 3.5 and 4.0's classic Observation hands an array back as a Java object
-    ids = F.array_join(F.collect_set(F.when(unknown, F.expr(SCHEMA_ID).cast("string"))), ",")
-    observed = df.observe(observation, ids.alias("ids"))
-    return observed, lambda: sorted(int(i) for i in str(observation.get["ids"] or "").split(",") if i)
-
-
-def with_avro_decoded(df: DataFrame, decode: dict, writers: AvroWriters) -> DataFrame:
-    """Add ``decoded`` (the value decoded by its writer schema into the reader schema's shape, typed as the
-    job's DDL) and ``decode_error`` (unknown magic byte, unknown schema id, a payload that does not decode).
-
-    One CASE over the writer schema ids picks each record's ``from_avro``, so the Kafka read stays one pass.
-    """
-    from pyspark.sql.avro.functions import from_avro
-
-    reader, marker = contract.marked_reader_schema(decode["reader"]["schema"])
-    schema_id = F.expr(SCHEMA_ID)
-    parsed: Column | None = None
-    for writer_id, writer in sorted(writers.avro.items()):
-        branch = from_avro(F.expr(PAYLOAD), writer, {"avroSchema": reader, "mode": "PERMISSIVE"})
-        parsed = (
-            F.when(schema_id == writer_id, branch) if parsed is None else parsed.when(schema_id == writer_id, branch)
-        )
-    known = F.lit(False) if not writers.avro else schema_id.isin(sorted(writers.avro))
-    error = (
-        F.when(F.col("value").isNull(), F.lit(None))
-        .when(F.expr(GUID_HEADER), F.lit(contract.GUID_FORM))
-        .when(F.length("value") == 0, F.lit(contract.EMPTY_VALUE))
-        .when(
-            F.expr("substring(value, 1, 1) <> X'00'"),
-            _text(contract.UNKNOWN_MAGIC, F.lower(F.hex(F.expr("substring(value, 1, 1)")))),
-        )
-        .when(F.length("value") < contract.WIRE_HEADER_BYTES, F.lit(contract.SHORT_HEADER))
-    )
-    for other_id, kind in sorted(writers.other.items()):
-        error = error.when(schema_id == other_id, F.lit(contract.not_avro(other_id, kind)))
-    error = error.when(~known, _text(contract.UNKNOWN_SCHEMA_ID, schema_id.cast("string")))
-    if parsed is not None:
-        error = error.when(F.col("_parsed")[marker].isNull(), _text(contract.UNDECODABLE, schema_id.cast("string")))
-        decoded = F.when(
-            F.col("decode_error").isNull(), F.col("_parsed").dropFields(marker).cast(f"STRUCT<{decode['schema']}>")
-        )
-    else:  # none of the registry's writer schemas known so far is Avro
-        decoded = F.lit(None).cast(f"STRUCT<{decode['schema']}>")
-    out = df.withColumn("_parsed", parsed if parsed is not None else F.lit(None)).withColumn("decode_error", error)
-    return out.withColumn("decoded", decoded).drop("_parsed")
-
-
-def write_decoded(records: DataFrame, job: dict, spark_version: str) -> tuple[DataFrame, Callable[[], dict] | None]:
-    """Decode the records as the job says (JSON with its DDL schema, or Avro through the schema registry) and
-    write them (:func:`write_staged`, whose result it gives).
-
-    Avro: a write that met writer schema ids the registry knows but the decode did not is done again with
-    them (:class:`AvroWriters`); the Kafka ranges are then read a second time.
-    """
-    decode = job["decode"]
-    if decode.get("format", "json") != "avro":
-        return write_staged(with_decoded(records, decode["schema"], spark_version), job)
-    registry = job.get(contract.REGISTRY_ACCESS)
-    if not registry:
-        raise ValueError("the job decodes Avro values but gives no schema registry access")
-    writers = AvroWriters(registry, decode["reader"]["subject"])
-    while True:
-        decoded, late_ids = late_writer_ids(with_avro_decoded(records, decode, writers))
-        staged = write_staged(decoded, job)
-        if not writers.learn(late_ids()):
-            return staged
-
-
-def planned_offsets(job: dict) -> int:
-    return sum(int(r["end"]) - int(r["start"]) for r in job["ranges"])
-
-
-def payload_bytes() -> Column:
-    return F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
-
-
-def read_back_check(job: dict) -> Callable[..., list[dict]]:
-    """How the batch's written files are summarized: from collected rows when it is small."""
-    return summarize_collected if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS else summarize
-
-
-def summarize_collected(written: DataFrame, decoding: bool = False, payload: None = None) -> list[dict]:
-    """:func:`summarize` of a small batch, computed on the driver from the rows' offsets and sizes."""
-    decode_error = F.col("decode_error").isNotNull() if decoding else F.lit(False)
-    rows = written.select("topic", "partition", "offset", payload_bytes(), decode_error).collect()
-    return contract.summarize_rows((tuple(row) for row in rows), decoding)
-
-
-def summarize(
-    written: DataFrame, decoding: bool = False, payload: Callable[[], dict[tuple[str, int], int]] | None = None
-) -> list[dict]:
-    """Per topic partition: records, min and max offset, distinct offsets, key + value bytes (+ decode errors).
-
-    Distinct offsets are counted exactly without shuffling every offset (as countDistinct does):
-    offsets are grouped in blocks of 64 (``offset >> 6``), each block ORs ``1 << (offset & 63)``
-    into a 64-bit mask, and the bits set in a block's mask are its distinct offsets (a repeated
-    offset sets no new bit). Consecutive offsets collapse 64 to 1 before the shuffle.
-    With ``payload`` (the bytes counted while the write ran) only the offsets' columns are read
-    back: the keys and values, nearly all of the files, are not read again.
-    """
-    per_block = [
-        F.count(F.lit(1)).alias("records"),
-        F.min("offset").alias("min_offset"),
-        F.max("offset").alias("max_offset"),
-        F.expr("bit_or(shiftleft(1L, CAST(offset & 63 AS INT)))").alias("offset_bits"),
-    ]
-    per_partition = [
-        F.sum("records").alias("records"),
-        F.min("min_offset").alias("min_offset"),
-        F.max("max_offset").alias("max_offset"),
-        F.sum(F.expr("bit_count(offset_bits)")).alias("distinct_offsets"),
-    ]
-    if payload is None:
-        per_block.append(F.sum(payload_bytes()).alias("payload_bytes"))
-        per_partition.append(F.sum("payload_bytes").alias("payload_bytes"))
-    if decoding:
-        per_block.append(F.count("decode_error").alias("decode_errors"))
-        per_partition.append(F.sum("decode_errors").alias("decode_errors"))
-    blocks = written.groupBy("topic", "partition", F.shiftright("offset", 6).alias("offset_block")).agg(*per_block)
-    rows = blocks.groupBy("topic", "partition").agg(*per_partition).collect()
-    partitions = sorted((row.asDict() for row in rows), key=lambda r: (r["topic"], r["partition"]))
-    if payload is not None:
-        counted = payload()
-        for part in partitions:
-            part["payload_bytes"] = counted.get((part["topic"], part["partition"]), 0)
-    return partitions
-
-
-def with_payload_metric(
-    records: DataFrame, job: dict
-) -> tuple[DataFrame, Callable[[], dict[tuple[str, int], int]] | None]:
-    """The records with their key + value bytes per planned range counted as the write runs (an
-    observed metric), and how to get the counts after it; no metric for a batch of many ranges
-    (one sum per range) or one small enough to be checked from its collected rows."""
-    ranges = sorted({(str(r["topic"]), int(r["partition"])) for r in job["ranges"]})
-    if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS or len(ranges) > OBSERVED_PAYLOAD_MAX_RANGES:
-        return records, None
-    from pyspark.sql import Observation
-
-    observation = Observation("kafka_batch_payload_bytes")
-    size = payload_bytes()
-    sums = [
-        F.sum(F.when((F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition)), size)).alias(
-            f"range_{index}"
-        )
-        for index, (topic, partition) in enumerate(ranges)
-    ]
-
-    def counted() -> dict[tuple[str, int], int]:
-        metrics = observation.get
-        return {key: int(metrics.get(f"range_{index}") or 0) for index, key in enumerate(ranges)}
-
-    return records.observe(observation, *sums), counted
-
-
-def check_against_ranges(job: dict, partitions: list[dict]) -> None:
-    """Every offset inside its range, none twice; gaps (markers, compaction) are allowed."""
-    problems = contract.range_problems(job["ranges"], partitions)
-    if problems:
-        raise BatchCheckError("; ".join(problems))
-
-
 def hadoop_path(spark: SparkSession, uri: str):
     jvm = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(uri)
@@ -562,7 +309,7 @@ def write_errors(written: DataFrame, staging: str, decode: dict | None, routing:
 
 def write_staged(records: DataFrame, job: dict) -> tuple[DataFrame, Callable[[], dict] | None]:
     """Write the records to the job's staging location (a directory per table or per day when asked); the
-    frame written and how to get its payload metric (:func:`with_payload_metric`)."""
+    frame written and how to get its payload metric (:func:`kafka_batch_check.with_payload_metric`)."""
     routing = job.get("routing")
     partition_columns: list[str] = []
     if routing:
@@ -576,7 +323,7 @@ def write_staged(records: DataFrame, job: dict) -> tuple[DataFrame, Callable[[],
             contract.DAY_COLUMN, F.expr("date_from_unix_date(CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
         )
         partition_columns = [contract.DAY_COLUMN]
-    records, payload = with_payload_metric(records, job)
+    records, payload = check.with_payload_metric(records, job)
     writer = records.write.mode("overwrite").options(**WRITE_OPTIONS)
     (writer.partitionBy(*partition_columns) if partition_columns else writer).parquet(job["staging_uri"])
     return records, payload
@@ -588,11 +335,13 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     decode = job.get("decode")
     routing = job.get("routing")
     records = read_ranges(spark, job, runtime)
-    records, payload = write_decoded(records, job, spark.version) if decode else write_staged(records, job)
+    records, payload = (
+        decode_step.write_decoded(records, job, spark.version, write_staged) if decode else write_staged(records, job)
+    )
     # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
     written = spark.read.schema(records.schema).parquet(staging)
-    partitions = read_back_check(job)(written, decoding=bool(decode), payload=payload)
-    check_against_ranges(job, partitions)
+    partitions = check.read_back_check(job)(written, decoding=bool(decode), payload=payload)
+    check.check_against_ranges(job, partitions)
     if decode or routing:
         write_errors(written, staging, decode, routing)
     report = {

@@ -16,7 +16,7 @@ from airflow_kafka_offsets.clients.schema_registry import RegistryAccess
 from airflow_kafka_offsets.core.avro import AvroSchemaError, reader_columns
 from airflow_kafka_offsets.core.model import AvroFormat, AvroReader
 from airflow_kafka_offsets.errors import ConfigurationError, InvalidPipelineSpecError, SchemaRegistryUnavailableError
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import collect_references, inline_references
+from airflow_kafka_offsets.spark_apps.kafka_batch_avro import collect_references, inline_references
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient

@@ -13,7 +13,8 @@ from airflow_kafka_offsets.object_storage.access import S3Access
 
 APP_MODULE = "airflow_kafka_offsets.spark_apps"
 APP_FILE = "kafka_range_batch.py"
-CONTRACT_FILE = "kafka_batch_contract.py"
+# The app's own modules, shipped beside it with --py-files (the app imports them by file name).
+APP_MODULES = ("kafka_batch_contract.py", "kafka_batch_avro.py", "kafka_batch_check.py", "kafka_batch_decode.py")
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",

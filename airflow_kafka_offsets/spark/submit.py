@@ -25,7 +25,7 @@ from airflow_kafka_offsets.errors import (
 from airflow_kafka_offsets.spark import class_archive
 from airflow_kafka_offsets.spark.failures import FailureScanner, spark_job_error
 from airflow_kafka_offsets.spark.formats import job_dependencies, with_registry_access
-from airflow_kafka_offsets.spark.settings import CONTRACT_FILE, SparkSettings, app_file
+from airflow_kafka_offsets.spark.settings import APP_MODULES, SparkSettings, app_file
 from airflow_kafka_offsets.spark.versions import (
     ClusterSpark,
     check_connector_jars,
@@ -176,7 +176,7 @@ class SparkBatchSubmitter:
                 conf=conf,
                 conn_id=settings.conn_id,
                 files=str(job_file),
-                py_files=app_file(CONTRACT_FILE),
+                py_files=",".join(app_file(name) for name in APP_MODULES),
                 jars=",".join(jars) or None,
                 packages=",".join(packages) or None,
                 name=f"kafka-batch-{job['pipeline']}-{job['batch_id']}",

@@ -23,7 +23,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext, Se
 
 from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
 from airflow_kafka_offsets.ledger.decodings import batch_decode
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import GUID_FORM, GUID_HEADER
+from airflow_kafka_offsets.spark_apps.kafka_batch_avro import GUID_FORM, GUID_HEADER
 
 from .pipeline import run_once
 from .test_avro import avro_spec, output_rows

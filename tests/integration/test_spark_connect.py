@@ -204,7 +204,7 @@ def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_o
     offsets on both sides of the edges of its 64-offset blocks, a repeated offset, a null key and value;
     the aggregate of large batches and the collected rows of small ones alike."""
     from airflow_kafka_offsets.spark.connect import connect_mode
-    from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+    from airflow_kafka_offsets.spark_apps import kafka_batch_check as check
 
     rows = [("a", 0, offset, b"k", b"vv") for offset in (0, 1, 63, 64, 65, 32768, 65536, 100_000)]
     rows += [("a", 0, 64, b"k", b"vv")]  # offset 64 twice
@@ -214,7 +214,7 @@ def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_o
     with connect_mode():
         session = remote_session(connection_url(spark_connect))
         try:
-            summary = getattr(app, summarizer)(session.createDataFrame(rows, schema))
+            summary = getattr(check, summarizer)(session.createDataFrame(rows, schema))
         finally:
             session.stop()
     assert summary == [
@@ -247,7 +247,7 @@ def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_o
         },
     ]
     planned = [{"topic": "a", "partition": 0, "start": 0, "end": 100_001}]
-    assert app.contract.range_problems(planned, summary[:1]) == ["a-0: 9 records but 8 distinct offsets"]
+    assert check.contract.range_problems(planned, summary[:1]) == ["a-0: 9 records but 8 distinct offsets"]
 
 
 DICTIONARY_COLUMNS = {"value": False, "offset": False, "timestamp": False, "topic": True, "partition": True}
@@ -280,17 +280,17 @@ def test_the_read_back_of_a_large_batch_catches_a_record_written_twice(
 ):
     """The read-back that skips the values still sees every written offset: a write that holds a
     partition's records twice fails the batch's check, and nothing is committed."""
-    from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+    from airflow_kafka_offsets.spark_apps import kafka_batch_check as check
 
-    monkeypatch.setattr(app, "COLLECTED_CHECK_MAX_OFFSETS", 1_000)
-    observed = app.with_payload_metric
+    monkeypatch.setattr(check, "COLLECTED_CHECK_MAX_OFFSETS", 1_000)
+    observed = check.with_payload_metric
 
     def written_twice(records, job):  # the write gains a second copy of partition 1's records
         records, payload = observed(records, job)
         assert payload is not None  # the lean read-back is the one under test
         return records.unionByName(records.where("partition = 1")), payload
 
-    monkeypatch.setattr(app, "with_payload_metric", written_twice)
+    monkeypatch.setattr(check, "with_payload_metric", written_twice)
     topic = make_topic(partitions=3)
     spec = build_spec("cxtwice", [topic], str(tmp_path / "out"))
     produce(stack.bootstrap_servers, topic, 3_000, 3, "b-")

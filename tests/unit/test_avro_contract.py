@@ -1,4 +1,4 @@
-"""The Spark app's Avro helpers in the contract (wire format, registry answers, writer schema fetches) and
+"""The Spark app's Avro helpers (kafka_batch_avro: wire format, registry answers, writer schema fetches) and
 what an Avro batch adds to its spark-submit (Spark's Avro module, the registry's access): no Spark, no registry."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from airflow_kafka_offsets.errors import ConfigurationError, SparkVersionMismatc
 from airflow_kafka_offsets.spark.formats import avro_coordinates, job_dependencies, with_registry_access
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.versions import ClusterSpark
-from airflow_kafka_offsets.spark_apps import kafka_batch_contract as contract
+from airflow_kafka_offsets.spark_apps import kafka_batch_avro as contract
+from airflow_kafka_offsets.spark_apps import kafka_batch_contract as job_contract
 
 ORDER = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 
@@ -216,7 +217,7 @@ def test_the_subjects_newest_versions_are_fetched_by_id_before_any_record_is_rea
 
 
 def test_writer_ids_met_in_a_write_are_fetched_once_and_only_known_ones_ask_for_another_write() -> None:
-    from airflow_kafka_offsets.spark_apps.kafka_range_batch import AvroWriters
+    from airflow_kafka_offsets.spark_apps.kafka_batch_decode import AvroWriters
 
     asked: list[set[int]] = []
 
@@ -267,8 +268,8 @@ def test_an_avro_batch_gets_spark_avro_for_the_spark_that_runs_it() -> None:
 def test_the_registry_access_goes_into_the_private_job_only_for_avro() -> None:
     settings = SparkSettings(registry_access=lambda conn_id: {"urls": [f"http://{conn_id}"], "basic_auth": "u:secret"})
     private = with_registry_access(AVRO_JOB, settings)
-    assert private[contract.REGISTRY_ACCESS] == {"urls": ["http://sr"], "basic_auth": "u:secret"}
-    assert contract.REGISTRY_ACCESS not in AVRO_JOB  # the job itself (logged, in errors) stays without it
+    assert private[job_contract.REGISTRY_ACCESS] == {"urls": ["http://sr"], "basic_auth": "u:secret"}
+    assert job_contract.REGISTRY_ACCESS not in AVRO_JOB  # the job itself (logged, in errors) stays without it
     assert "secret" not in repr(settings)
     assert with_registry_access(JSON_JOB, SparkSettings()) == JSON_JOB
     with pytest.raises(ConfigurationError, match=r"batch 3 of pipeline 'p' decodes Avro values.*connection 'sr'"):

@@ -18,6 +18,7 @@ from airflow_kafka_offsets.spark_apps import kafka_batch_contract as contract
 
 APPS = Path(__file__).resolve().parents[2] / "spark_apps"
 sys.path.insert(0, str(APPS))  # the app imports its contract by file name, as under spark-submit --py-files
+import kafka_batch_check as check  # noqa: E402
 import kafka_range_batch as app  # noqa: E402
 
 PLAN = BatchPlan("orders", 7, 0, (PartitionRange("t", 0, 10, 20, 10), PartitionRange("t", 1, 5, 5, 5)), "file:///o")
@@ -26,6 +27,7 @@ PLAN = BatchPlan("orders", 7, 0, (PartitionRange("t", 0, 10, 20, 10), PartitionR
 def test_app_and_package_share_one_contract_module() -> None:
     assert Path(app.contract.__file__).resolve() == Path(contract.__file__).resolve()
     assert app.contract.REPORT_NAME == SINK_REPORT_NAME == contract.REPORT_NAME
+    assert check.contract is app.contract  # the app's modules import one another by file name under spark-submit
 
 
 def test_the_package_imports_the_app_with_its_sibling_contract() -> None:
@@ -45,11 +47,10 @@ def test_app_imports_nothing_from_airflow_or_the_package() -> None:
         assert not {m for m in modules if m.split(".")[0] in ("airflow", "airflow_kafka_offsets")}, path
 
 
-def test_submitter_ships_the_contract_beside_the_app() -> None:
-    assert (
-        Path(spark_settings.app_file(spark_settings.CONTRACT_FILE)).read_text()
-        == (APPS / "kafka_batch_contract.py").read_text()
-    )
+def test_submitter_ships_every_module_of_the_app_beside_it() -> None:
+    shipped = {name: Path(spark_settings.app_file(name)).read_text() for name in spark_settings.APP_MODULES}
+    on_disk = {path.name: path.read_text() for path in APPS.glob("kafka_batch_*.py")}
+    assert shipped == on_disk
     assert Path(spark_settings.app_file()).name == "kafka_range_batch.py"
 
 
@@ -119,11 +120,11 @@ def test_range_check_shared_by_app_and_package(part: dict[str, object], problem:
     assert contract.range_problems(RANGES, [part]) == ([problem] if problem else [])
     if problem:
         with pytest.raises(
-            app.BatchCheckError, match=problem.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")
+            check.BatchCheckError, match=problem.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")
         ):
-            app.check_against_ranges({"ranges": RANGES}, [part])
+            check.check_against_ranges({"ranges": RANGES}, [part])
     else:
-        app.check_against_ranges({"ranges": RANGES}, [part])
+        check.check_against_ranges({"ranges": RANGES}, [part])
 
 
 def test_reader_options_read_the_exact_ranges_with_read_tuned_fetches_that_the_connection_can_override() -> None:
@@ -171,5 +172,5 @@ def test_a_small_batchs_collected_rows_summarize_to_the_aggregates_figures() -> 
 @pytest.mark.parametrize(("end", "collected"), [(50_000, True), (50_001, False)])
 def test_batches_up_to_50000_planned_offsets_are_checked_from_collected_rows(end: int, collected: bool) -> None:
     job = {"ranges": [{"topic": "t", "partition": 0, "start": 10, "end": end}, RANGES[0]]}
-    assert app.planned_offsets(job) == end - 10 + 10
-    assert app.read_back_check(job) is (app.summarize_collected if collected else app.summarize)
+    assert check.planned_offsets(job) == end - 10 + 10
+    assert check.read_back_check(job) is (check.summarize_collected if collected else check.summarize)
