@@ -170,9 +170,9 @@ class WritesCounter:
 
 def measure(info: Any, records: int, partitions: int, record_bytes: int, repeat: int) -> dict[str, Any]:
     """The section's figures: every batch's seconds, the medians, and the decoded / raw ratios."""
-    from benchmarks.run import _drop, _ledger
+    from benchmarks.common import bench_ledger, drop_ledger
 
-    ledger = _ledger(info)
+    ledger = bench_ledger(info)
     workdir = tempfile.mkdtemp(prefix="ako-bench-avro-")
     runs: dict[str, list[dict[str, float]]] = {"raw": [], "avro": []}
     try:
@@ -186,7 +186,7 @@ def measure(info: Any, records: int, partitions: int, record_bytes: int, repeat:
                 steps = ", ".join(f"{k} {v:.2f}" for k, v in runs[kind][-1].items())
                 say(f"{kind} batch {n + 1}/{repeat}: {steps}")
     finally:
-        _drop(ledger)
+        drop_ledger(ledger)
         shutil.rmtree(workdir, ignore_errors=True)
     medians = {kind: {k: median(r[k] for r in batches) or 0.0 for k in batches[0]} for kind, batches in runs.items()}
     return {

@@ -93,10 +93,10 @@ def measure(
     from airflow_kafka_offsets.spark.runner import batch_runner
     from airflow_kafka_offsets.spark.settings import SparkSettings
     from benchmarks import datagen
-    from benchmarks.run import _drop, _ledger
+    from benchmarks.common import bench_ledger, drop_ledger
 
     dataset = datagen.produce(info.bootstrap_servers, records, partitions, record_bytes)
-    ledger = _ledger(info)
+    ledger = bench_ledger(info)
     workdir = Path(tempfile.mkdtemp(prefix="ako-bench-catch-up-"))
     pipeline = f"bench-catch-up-{uuid.uuid4().hex[:8]}"
     spec = build_spec(pipeline, [dataset.topic], str(workdir / "out"), max_records_per_batch=cap)
@@ -125,7 +125,7 @@ def measure(
             )
         batch_records = [b.records_committed for b in ledger.committed_batches(pipeline)]
     finally:
-        _drop(ledger)
+        drop_ledger(ledger)
         datagen.delete_topic(info.bootstrap_servers, dataset.topic)
         shutil.rmtree(workdir, ignore_errors=True)
     return {

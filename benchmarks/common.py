@@ -12,9 +12,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: Airflow's settings are made first (prepare_environment)
+    from airflow_kafka_offsets.ledger import Ledger
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -185,3 +189,19 @@ def dump_json(path: Path, payload: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
     tmp.replace(path)
+
+
+def bench_ledger(info: Any) -> Ledger:
+    """A throwaway ledger in a schema of its own on the stack's PostgreSQL (drop it with :func:`drop_ledger`)."""
+    import psycopg2
+
+    from airflow_kafka_offsets.ledger import Ledger
+
+    ledger = Ledger(lambda: psycopg2.connect(info.pg_dsn()), schema=f"bench_{uuid.uuid4().hex[:10]}")
+    ledger.migrate()
+    return ledger
+
+
+def drop_ledger(ledger: Any) -> None:
+    with ledger.transaction() as tx:
+        tx.execute("DROP SCHEMA {s} CASCADE")

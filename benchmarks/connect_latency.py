@@ -88,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO / "scripts"))  # the local stack's package, as scripts/bench puts it on PYTHONPATH
     import devstack
-    from benchmarks.run import _drop, _ledger
+    from benchmarks.common import bench_ledger, drop_ledger
 
     info = devstack.up(spark_connect_server=True)
     prepare_environment(info)
-    ledger = _ledger(info)
+    ledger = bench_ledger(info)
     workdir = tempfile.mkdtemp(prefix="ako-bench-connect-")
     try:
         say("warming the Connect server with one batch (not counted)")
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         connect = measure(info, ledger, CONNECT_CONN_ID, args.records, args.batches, workdir)
         submit = measure(info, ledger, "spark_default", args.records, args.submit_batches, workdir)
     finally:
-        _drop(ledger)
+        drop_ledger(ledger)
     result = {
         "records_per_batch": args.records,
         "partitions": PARTITIONS,

@@ -109,11 +109,11 @@ def main(argv: list[str] | None = None) -> int:
 
         check.COLLECTED_CHECK_MAX_OFFSETS = args.collected_check_max_offsets
     import devstack
-    from benchmarks.run import _drop, _ledger
+    from benchmarks.common import bench_ledger, drop_ledger
 
     info = devstack.up(spark_connect_server=True)
     prepare_environment(info)
-    ledger = _ledger(info)
+    ledger = bench_ledger(info)
     workdir = tempfile.mkdtemp(prefix="ako-profile-connect-")
     runs = []
     try:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(one_batch(info, ledger, args.records, workdir))
             say(f"batch {n + 1}/{args.batches}: " + ", ".join(f"{k} {v:.3f}" for k, v in runs[-1].items()))
     finally:
-        _drop(ledger)
+        drop_ledger(ledger)
     medians = {name: round(median(r[name] for r in runs) or 0.0, 3) for name in runs[0]}
     summary = {"records": args.records, "batches": args.batches, "loadavg": loadavg(), "median_s": medians}
     print(json.dumps(summary, indent=1))

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     import devstack
     from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
     from benchmarks import contenders, datagen
-    from benchmarks.run import _drop, _ledger
+    from benchmarks.common import bench_ledger, drop_ledger
 
     info = devstack.up()
     prepare_environment(info)
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = dict(kv.split("=", 1) for kv in args.spark_conf)
     workdir = Path(tempfile.mkdtemp(prefix="ako-profile-setup-"))
     data = datagen.produce(info.bootstrap_servers, args.records, args.partitions)
-    ledger = _ledger(info)
+    ledger = bench_ledger(info)
     runners: dict[str, contenders.Runner] = {
         "package": contenders.PackageRunner(
             info, ledger, workdir, extra, app=str(TIMED_APP), class_archive_dir=args.class_archive_dir
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[name]["timelines"].append(timeline(result, marks_file))
                 say(f"run {rep + 1}/{args.repeat}: {name}: {result['seconds']:.2f} s (load {loadavg()})")
     finally:
-        _drop(ledger)
+        drop_ledger(ledger)
         datagen.delete_topic(info.bootstrap_servers, data.topic)
     results["loadavg_after"] = loadavg()
     if args.out:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.report import goals, readme_summary, render, update_readme
-from benchmarks.run import rate_figures, round_ratios
+from benchmarks.sections import rate_figures, round_ratios
 
 
 def results() -> dict:
