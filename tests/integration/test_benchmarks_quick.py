@@ -190,6 +190,20 @@ def test_quick_profile_connect(spark_connect: str) -> None:
     assert steps["total"] > 0
 
 
+def test_quick_profile_against_available_now(spark_connect: str) -> None:
+    """The package's batch and AvailableNow in turn on one topic and server: wall and server CPU seconds, and
+    the package's steps (each checks its committed or written count)."""
+    args = ("--against-available-now", "--records", "60000", "--partitions", "2", "--batches", "1")
+    out = run_benchmark("profile_connect", *args, timeout=240).stdout
+    summary = json.loads(out[out.index('{\n "records"') :])
+    assert (summary["records"], summary["partitions"], summary["rounds"]) == (60_000, 2, 1)
+    median = summary["median"]
+    assert {"package_s", "package_server_cpu_s", "available_now_s", "available_now_server_cpu_s"} <= set(median)
+    assert "Kafka read + Parquet write job (server CPU s)" in median
+    assert "read-back check job (server CPU s)" in median  # 60,000 offsets: the aggregate, not the collected rows
+    assert median["ratio_records_per_s"] > 0 and median["ratio_server_cpu"] > 0
+
+
 def test_quick_profile_read(stack) -> None:
     """The app's Parquet write and read-back check as their own Spark jobs in a local session: the names
     it uses from the Spark app (its columns, read settings, summarize) still exist."""
