@@ -273,7 +273,7 @@ class SparkConnectRunner:
     def __call__(self, job: Mapping[str, Any]) -> None:
         from pyspark.errors import PySparkException
 
-        from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
+        from airflow_kafka_offsets.spark_apps.kafka_batch_check import BatchCheckError
 
         url = self.check()
         where = endpoint(url)
@@ -282,7 +282,7 @@ class SparkConnectRunner:
                 report = self._run(url, job)
         except KafkaOffsetsError:
             raise
-        except (PySparkException, app.BatchCheckError, RuntimeError, OSError) as exc:
+        except (PySparkException, BatchCheckError, RuntimeError, OSError) as exc:
             raise connect_job_error(job, where, exc) from exc
         records = sum(p["records"] for p in report["partitions"])
         log.info(
