@@ -42,16 +42,26 @@ def read_back_check(job: dict) -> Callable[..., list[dict]]:
     return summarize_collected if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS else summarize
 
 
-def summarize_collected(written: DataFrame, decoding: bool = False, payload: None = None) -> list[dict]:
+Counted = Callable[[], dict[tuple[str, int], int]]
+
+
+def summarize_collected(written: DataFrame, decoding: bool = False, payload: Counted | None = None) -> list[dict]:
     """:func:`summarize` of a small batch, computed on the driver from the rows' offsets and sizes."""
     decode_error = F.col("decode_error").isNotNull() if decoding else F.lit(False)
     rows = written.select("topic", "partition", "offset", payload_bytes(), decode_error).collect()
-    return contract.summarize_rows((tuple(row) for row in rows), decoding)
+    return with_counted_payload(contract.summarize_rows((tuple(row) for row in rows), decoding), payload)
 
 
-def summarize(
-    written: DataFrame, decoding: bool = False, payload: Callable[[], dict[tuple[str, int], int]] | None = None
-) -> list[dict]:
+def with_counted_payload(partitions: list[dict], payload: Counted | None) -> list[dict]:
+    """The partitions' key + value bytes as ``payload`` counted them, when it did (else as summarized)."""
+    if payload is not None:
+        counted = payload()
+        for part in partitions:
+            part["payload_bytes"] = counted.get((part["topic"], part["partition"]), 0)
+    return partitions
+
+
+def summarize(written: DataFrame, decoding: bool = False, payload: Counted | None = None) -> list[dict]:
     """Per topic partition: records, min and max offset, distinct offsets, key + value bytes (+ decode errors).
 
     Distinct offsets are counted exactly without shuffling every offset (as countDistinct does):
@@ -82,21 +92,17 @@ def summarize(
     blocks = written.groupBy("topic", "partition", F.shiftright("offset", 6).alias("offset_block")).agg(*per_block)
     rows = blocks.groupBy("topic", "partition").agg(*per_partition).collect()
     partitions = sorted((row.asDict() for row in rows), key=lambda r: (r["topic"], r["partition"]))
-    if payload is not None:
-        counted = payload()
-        for part in partitions:
-            part["payload_bytes"] = counted.get((part["topic"], part["partition"]), 0)
-    return partitions
+    return with_counted_payload(partitions, payload)
 
 
-def with_payload_metric(
-    records: DataFrame, job: dict
-) -> tuple[DataFrame, Callable[[], dict[tuple[str, int], int]] | None]:
+def with_payload_metric(records: DataFrame, job: dict) -> tuple[DataFrame, Counted | None]:
     """The records with their key + value bytes per planned range counted as the write runs (an
     observed metric), and how to get the counts after it; no metric for a batch of many ranges
-    (one sum per range) or one small enough to be checked from its collected rows."""
+    (one sum per range), nor for one small enough to be checked from its collected rows unless its
+    written values are not all there (:func:`kafka_batch_contract.keeps_raw_values`)."""
     ranges = sorted({(str(r["topic"]), int(r["partition"])) for r in job["ranges"]})
-    if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS or len(ranges) > OBSERVED_PAYLOAD_MAX_RANGES:
+    small = planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS and contract.keeps_raw_values(job)
+    if small or len(ranges) > OBSERVED_PAYLOAD_MAX_RANGES:
         return records, None
     from pyspark.sql import Observation
 
@@ -121,3 +127,15 @@ def check_against_ranges(job: dict, partitions: list[dict]) -> None:
     problems = contract.range_problems(job["ranges"], partitions)
     if problems:
         raise BatchCheckError("; ".join(problems))
+
+
+def counted_from_read(records: DataFrame) -> Counted:
+    """The key + value bytes per range summed over the Kafka read itself (``records``, before any decode): a
+    second read of the ranges, for a batch whose written values are not all there and whose ranges are too
+    many for an observed metric."""
+
+    def counted() -> dict[tuple[str, int], int]:
+        rows = records.groupBy("topic", "partition").agg(F.sum(payload_bytes())).collect()
+        return {(str(topic), int(partition)): int(size or 0) for topic, partition, size in rows}
+
+    return counted

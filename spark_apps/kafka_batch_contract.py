@@ -40,6 +40,14 @@ AVRO_ARTIFACT = "spark-avro"
 AVRO_JAR = re.compile(r"spark-avro_(2\.1[0-9])-([0-9][^/]*?)\.jar$")
 
 
+def keeps_raw_values(job: Mapping[str, Any]) -> bool:
+    """False when the job's decoding writes ``value`` only for the records that do not decode
+    (``"decode": {..., "keep_raw_value": false}``): the written values then do not give the key + value
+    bytes read, which are counted from the read itself."""
+    decode = job.get("decode")
+    return not decode or decode.get("keep_raw_value", True) is not False
+
+
 def spark_release(version: str) -> str:
     """``major.minor.patch`` of a Spark version string, without a vendor's suffix (``3.5.1-amzn-0``)."""
     found = _RELEASE.match(version.strip())

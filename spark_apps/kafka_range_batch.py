@@ -15,7 +15,7 @@ the Kafka client settings, so secrets never reach the command line)::
 
     {"format": 1, "pipeline": str, "batch_id": int, "attempt_id": str,
      "staging_uri": str, "min_partitions": int | null,
-     "decode": {"format": "json", "schema": "<Spark DDL>"}
+     "decode": {"format": "json", "schema": "<Spark DDL>", "keep_raw_value": false (optional)}
              | {"format": "avro", "schema": "<Spark DDL of the reader schema>",
                 "reader": {"subject", "version", "schema_id", "schema": "<Avro JSON>"}, ...}
              | null,
@@ -47,7 +47,8 @@ more tasks than ranges; Spark's default is one task per Kafka partition).
 
 With decode, the output gains ``decoded`` (struct, null when undecodable) and
 ``decode_error`` (null, or why), and undecodable records are also written to
-``<staging_uri>/_errors/`` with their offsets. Raw ``key``/``value`` are always kept.
+``<staging_uri>/_errors/`` with their offsets. Raw ``key``/``value`` are kept, unless the decode says
+``"keep_raw_value": false``: then ``value`` is written only for the records that did not decode.
 
 Avro values (Confluent wire format: magic byte 0, a 4-byte writer schema id, the Avro binary) are
 decoded by their writer schema into the reader schema's shape: the writer schemas of the reader subject's
@@ -339,6 +340,8 @@ def write_staged(records: DataFrame, job: dict) -> tuple[DataFrame, Callable[[],
         )
         partition_columns = [contract.DAY_COLUMN]
     records, payload = check.with_payload_metric(records, job)
+    if not contract.keeps_raw_values(job):  # the decoded content is in `decoded`; after the bytes are counted
+        records = records.withColumn("value", F.when(F.col("decode_error").isNotNull(), F.col("value")))
     writer = records.write.mode("overwrite").options(**WRITE_OPTIONS)
     (writer.partitionBy(*partition_columns) if partition_columns else writer).parquet(job["staging_uri"])
     return records, payload
@@ -349,10 +352,12 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     staging = job["staging_uri"]
     decode = job.get("decode")
     routing = job.get("routing")
-    records = read_ranges(spark, job, runtime)
+    read = read_ranges(spark, job, runtime)
     records, payload = (
-        decode_step.write_decoded(records, job, spark.version, write_staged) if decode else write_staged(records, job)
+        decode_step.write_decoded(read, job, spark.version, write_staged) if decode else write_staged(read, job)
     )
+    if payload is None and not contract.keeps_raw_values(job):
+        payload = check.counted_from_read(read)
     # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
     written = spark.read.schema(records.schema).parquet(staging)
     partitions = check.read_back_check(job)(written, decoding=bool(decode), payload=payload)

@@ -92,8 +92,8 @@ class AvroReader:
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    """Optional decoding of record values (JSON, or Avro through a schema registry); raw bytes are
-    always kept alongside.
+    """Optional decoding of record values (JSON, or Avro through a schema registry). The raw value is
+    kept beside the decoded one, or (``keep_raw_value`` False) only for records that do not decode.
 
     ``schema`` is the Spark DDL of the ``decoded`` column: the user's ``json_schema``, or for Avro the
     one derived from the reader schema when a batch is planned ("" in the pipeline's spec, where only
@@ -104,6 +104,7 @@ class DecodeSpec:
     max_errors: int | None = None  # fail the batch when more records than this cannot be decoded
     avro: AvroFormat | None = None
     reader: AvroReader | None = None
+    keep_raw_value: bool = True  # False: ``value`` is null for the records that decoded
 
     @property
     def format(self) -> str:
@@ -116,9 +117,11 @@ class DecodeSpec:
 
     def to_json(self) -> dict[str, Any]:
         """As the pipeline's spec stores it: what users chose, not what a batch resolved."""
+        # keep_raw_value only when it is not the default: specs and batches stored before it stay equal
+        raw = {} if self.keep_raw_value else {"keep_raw_value": False}
         if self.avro is not None:
-            return {"format": "avro", **self.avro.to_json(), "max_errors": self.max_errors}
-        return {"format": "json", "schema": self.schema, "max_errors": self.max_errors}
+            return {"format": "avro", **self.avro.to_json(), "max_errors": self.max_errors, **raw}
+        return {"format": "json", "schema": self.schema, "max_errors": self.max_errors, **raw}
 
     def batch_json(self) -> dict[str, Any]:
         """As a batch records it and its Spark job gets it: with Avro, the resolved DDL and reader schema."""
@@ -140,7 +143,8 @@ class DecodeSpec:
                 None if version in (None, "latest") else int(version),
             )
         reader = AvroReader.from_json(data["reader"]) if data.get("reader") else None
-        return cls(str(data.get("schema") or ""), data.get("max_errors"), avro, reader)
+        keep_raw_value = data.get("keep_raw_value", True) is not False
+        return cls(str(data.get("schema") or ""), data.get("max_errors"), avro, reader, keep_raw_value)
 
 
 class SinkFormat(str, Enum):

@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_kafka_offsets.core.resets import ResetError, parse_datetime
 from airflow_kafka_offsets.core.spec import PIPELINE_NAME, TOPIC_NAME
+from airflow_kafka_offsets.core.values import FALSE_WORDS, TRUE_WORDS
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
 
@@ -113,10 +114,8 @@ def parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     word = text(value).lower()
-    if word in ("true", "yes", "1"):
-        return True
-    if word in ("false", "no", "0"):
-        return False
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
     raise OperationInputError(f"expected true or false, got {value!r}")
 
 

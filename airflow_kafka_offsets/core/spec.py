@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from airflow_kafka_offsets.core.avro import build_value_format
@@ -21,7 +22,7 @@ from airflow_kafka_offsets.core.model import (
 )
 from airflow_kafka_offsets.core.routing import TABLE_NAME, build_routes
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
-from airflow_kafka_offsets.core.values import enum_value, optional_int
+from airflow_kafka_offsets.core.values import enum_value, optional_bool, optional_int
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
 PIPELINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -146,6 +147,7 @@ def build_spec(
     max_decode_errors: int | str | None = None,
     sink: str | Mapping[str, Any] | SinkSpec | None = None,
     value_format: Mapping[str, Any] | str | None = None,
+    keep_raw_value: bool | str | None = None,
 ) -> PipelineSpec:
     """Validate user input (often rendered templates) into a :class:`PipelineSpec`."""
     validate_pipeline_name(name)
@@ -167,6 +169,13 @@ def build_spec(
         raise InvalidPipelineSpecError(
             f"pipeline {name!r}: max_decode_errors needs a json_schema or a value_format to decode with"
         )
+    if not optional_bool(keep_raw_value, f"pipeline {name!r}: keep_raw_value", default=True):
+        if decode is None:
+            raise InvalidPipelineSpecError(
+                f"pipeline {name!r}: keep_raw_value=false needs a json_schema or a value_format to decode with "
+                "(without decoding, the raw value is the record)"
+            )
+        decode = replace(decode, keep_raw_value=False)
     if not isinstance(output_root, str) or not output_root.strip():
         raise InvalidPipelineSpecError(f"pipeline {name!r} needs an output_root")
     return PipelineSpec(
@@ -196,6 +205,7 @@ def updated_spec(stored: PipelineSpec, changes: Mapping[str, Any]) -> PipelineSp
         "json_schema": stored.decode.schema if stored.decode and not stored.decode.avro else None,
         "max_decode_errors": stored.decode.max_errors if stored.decode else None,
         "value_format": stored.decode.avro.to_json() if stored.decode and stored.decode.avro else None,
+        "keep_raw_value": stored.decode.keep_raw_value if stored.decode else None,
     }
     unknown = set(changes) - set(current) - {"topics", "sink"}
     if unknown:

@@ -12,6 +12,8 @@ from typing import TypeVar
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
 UNSET_TEXTS = frozenset({"", "None", "null"})
+TRUE_WORDS = frozenset({"true", "yes", "1"})
+FALSE_WORDS = frozenset({"false", "no", "0"})
 E = TypeVar("E", bound=Enum)
 
 
@@ -39,6 +41,18 @@ def optional_int(value: object, what: str, *, minimum: int | None = None) -> int
     if minimum is not None and number < minimum:
         raise InvalidPipelineSpecError(f"{what} must be {expected}, got {value!r}")
     return number
+
+
+def optional_bool(value: object, what: str, *, default: bool) -> bool:
+    """True or False (or their words, as templates render them); ``default`` when unset."""
+    if isinstance(value, bool):
+        return value
+    if is_unset(value):
+        return default
+    word = str(value).strip().lower() if isinstance(value, str) else ""
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise InvalidPipelineSpecError(f"{what} must be true or false, got {value!r}")
 
 
 def enum_value(enum_type: type[E], value: object, what: str) -> E:

@@ -35,7 +35,7 @@ from airflow_kafka_offsets.service.operations.replay import replay_batch
 from faults_harness import lake_readers
 
 from . import pipeline
-from .helpers import local_path, refused
+from .helpers import local_path, range_bytes, refused
 from .pipeline import ACTOR, plan, run_once, submitter
 from .test_spark_lines import LINES
 
@@ -275,6 +275,77 @@ def test_a_writer_schema_of_another_subject_is_met_in_the_write_and_lands_typed_
     writes.clear()
     source.produce_records(2, 2)  # the subject's own versions only: known before the read, written once
     assert run_once(ledger, spec, stack).records == 2 and len(writes) == 1
+
+
+# How the ledger's key + value bytes are counted when the written values are not all there: observed while
+# writing (any batch of at most OBSERVED_PAYLOAD_MAX_RANGES ranges, small ones too), or summed over a second
+# Kafka read for a batch of more ranges. The app's constants, lowered for a small topic (Spark Connect: the
+# app runs in this process).
+COUNTING = {
+    "observed": {},
+    "observed-large": {"COLLECTED_CHECK_MAX_OFFSETS": 1},
+    "summed-from-the-read": {"COLLECTED_CHECK_MAX_OFFSETS": 1, "OBSERVED_PAYLOAD_MAX_RANGES": 1},
+}
+
+
+@pytest.mark.parametrize(
+    ("sink_format", "counting", "mode"),
+    [
+        ("directory", "observed", "spark-connect"),
+        ("directory", "observed-large", "spark-connect"),
+        ("directory", "summed-from-the-read", "spark-connect"),
+        ("directory", "observed", "spark-submit"),
+        ("iceberg", "observed", "spark-connect"),
+        ("delta", "observed", "spark-connect"),
+    ],
+)
+def test_keep_raw_value_false_writes_values_only_where_they_did_not_decode_and_counts_the_bytes_read(
+    stack, ledger, make_topic, tmp_path, monkeypatch, sink_format, counting, mode
+):
+    from airflow_kafka_offsets.spark_apps import kafka_batch_check as check
+
+    for name, value in COUNTING[counting].items():
+        monkeypatch.setattr(check, name, value)
+    topic = make_topic(partitions=2, prefix="avro")
+    source = AvroTopic(stack, topic, partitions=2)
+    for version in (1, 2, 3):
+        source.produce_records(version, 5)
+    source.produce_corrupted()
+    name = f"avro_lean_{sink_format}_{counting.replace('-', '_')}_{mode[6:]}"
+    sink = None if sink_format == "directory" else {"format": sink_format, "table": f"lake.{name}"}
+    if sink_format == "delta":
+        sink = {"format": "delta", "table": name}
+    spec = build_spec(
+        name, [topic], str(tmp_path / "lake"), sink=sink, value_format={"type": "avro"}, keep_raw_value="false"
+    )
+    assert spec.decode is not None and spec.decode.to_json()["keep_raw_value"] is False
+
+    outcome = run_once(ledger, spec, stack, "spark_default" if mode == "spark-submit" else None)
+    assert outcome is not None and outcome.records == len(source.expected) == 15 + 8
+
+    rows = output_rows(stack, ledger, spec)
+    assert sorted((r["partition"], r["offset"]) for r in rows) == sorted(source.expected)
+    for row in rows:
+        want = source.expected[(row["partition"], row["offset"])]
+        assert (row["key"], row["decoded"], row["decode_error"]) == (want["key"], want["decoded"], want.get("error"))
+        # the raw value only where the record did not decode (a tombstone's is null anyway)
+        assert row["value"] == (want["value"] if want.get("error") else None), row["offset"]
+    # the ledger's bytes are the bytes read from Kafka, not the written values'
+    read_bytes: Counter[int] = Counter()
+    for (partition, _), want in source.expected.items():
+        read_bytes[partition] += len(want["key"]) + len(want["value"] or b"")
+    assert range_bytes(ledger, spec.name) == [
+        (p, sum(1 for q, _ in source.expected if q == p), read_bytes[p]) for p in range(2)
+    ]
+    assert decode_errors_in_ledger(ledger, spec.name, 1) == {0: 3, 1: 3}
+    with ledger.transaction() as tx:
+        recorded = batch_decode(tx, spec.name, 1)
+    assert recorded is not None and recorded.keep_raw_value is False  # a replay writes what the commit wrote
+    if sink_format == "directory":
+        errors = pq.read_table(local_path(outcome.plan.output_uri) / "_errors").to_pylist()
+        assert sorted((e["partition"], e["offset"], e["value"]) for e in errors) == sorted(
+            (p, o, row["value"]) for (p, o), row in source.expected.items() if row.get("error")
+        )
 
 
 def test_a_replay_after_a_fourth_version_decodes_as_the_commit_did_and_the_next_batch_takes_it(

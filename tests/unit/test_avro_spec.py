@@ -128,6 +128,46 @@ def test_a_spec_change_keeps_the_value_format() -> None:
     assert updated_spec(spec, {"json_schema": "id STRING", "value_format": None}).decode == DecodeSpec("id STRING")
 
 
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        (None, True),
+        ("", True),
+        (True, True),
+        ("true", True),
+        (False, False),
+        ("false", False),
+        ("no", False),
+        ("0", False),
+    ],
+)
+def test_keep_raw_value_as_users_and_templates_give_it(given: Any, kept: bool) -> None:
+    for decoding in ({"value_format": {"type": "avro"}}, {"json_schema": "id STRING"}):
+        spec = build_spec("p", ["orders"], "/out", keep_raw_value=given, **decoding)  # type: ignore[arg-type]
+        assert spec.decode is not None and spec.decode.keep_raw_value is kept
+        stored = json.loads(json.dumps(spec.to_json()))
+        # stored only when false: a spec or batch stored before the option reads back unchanged
+        assert ("keep_raw_value" in stored["decode"]) is (not kept)
+        assert PipelineSpec.from_json(stored) == spec
+        assert DecodeSpec.from_json(spec.decode.batch_json()).keep_raw_value is kept
+
+
+def test_keep_raw_value_is_refused_without_a_decoding_or_as_anything_but_a_boolean() -> None:
+    assert build_spec("p", ["orders"], "/out", keep_raw_value=True).decode is None
+    with pytest.raises(InvalidPipelineSpecError, match="keep_raw_value=false needs a json_schema or a value_format"):
+        build_spec("p", ["orders"], "/out", keep_raw_value=False)
+    with pytest.raises(InvalidPipelineSpecError, match="keep_raw_value must be true or false, got 'sometimes'"):
+        build_spec("p", ["orders"], "/out", json_schema="id STRING", keep_raw_value="sometimes")
+
+
+def test_a_spec_change_keeps_or_changes_keep_raw_value() -> None:
+    spec = build_spec("p", ["orders"], "/out", value_format={"type": "avro"}, keep_raw_value=False)
+    assert updated_spec(spec, {"max_decode_errors": 3}).decode.keep_raw_value is False  # type: ignore[union-attr]
+    changed = updated_spec(spec, {"keep_raw_value": True})
+    assert changed.decode is not None and changed.decode.keep_raw_value is True
+    assert [c.field for c in diff_specs(spec, changed).changes] == ["decode"]
+
+
 def test_a_batch_records_its_reader_schema_beside_the_spec_fields() -> None:
     reader = AvroReader("orders-value", 3, 42, record({"name": "id", "type": "long"}))
     decode = DecodeSpec("`id` BIGINT", 2, AvroFormat("sr", "orders-value"), reader)
