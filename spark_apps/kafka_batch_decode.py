@@ -60,6 +60,15 @@ def with_decoded(df: DataFrame, schema: str, spark_version: str) -> DataFrame:
 # Avro in the Confluent wire format, as Spark SQL over the binary ``value``.
 SCHEMA_ID = "CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS BIGINT)"
 PAYLOAD = f"substring(value, {avro.WIRE_HEADER_BYTES + 1})"
+# The magic byte and the id as bytes: a record's writer is picked by comparing its first 5 bytes with each
+# known header, without turning every record's id into a number (SCHEMA_ID: only for the error's text).
+HEADER = f"substring(value, 1, {avro.WIRE_HEADER_BYTES})"
+
+
+def header_of(schema_id: int) -> Column:
+    return F.lit(bytearray(bytes([avro.MAGIC_BYTE]) + int(schema_id).to_bytes(4, "big")))
+
+
 # A record whose writer schema is named by GUID in a header (Confluent's header form: not read, kept as an error).
 # (array_contains, not exists with a lambda: Spark generates code for it, not for higher-order functions)
 GUID_HEADER = f"coalesce(array_contains(headers.key, '{avro.GUID_HEADER}'), false)"
@@ -125,14 +134,13 @@ def with_avro_decoded(df: DataFrame, decode: dict, writers: AvroWriters) -> Data
     from pyspark.sql.avro.functions import from_avro
 
     reader, marker = avro.marked_reader_schema(decode["reader"]["schema"])
-    schema_id = F.expr(SCHEMA_ID)
+    schema_id, header = F.expr(SCHEMA_ID), F.expr(HEADER)
     parsed: Column | None = None
     for writer_id, writer in sorted(writers.avro.items()):
         branch = from_avro(F.expr(PAYLOAD), writer, {"avroSchema": reader, "mode": "PERMISSIVE"})
-        parsed = (
-            F.when(schema_id == writer_id, branch) if parsed is None else parsed.when(schema_id == writer_id, branch)
-        )
-    known = F.lit(False) if not writers.avro else schema_id.isin(sorted(writers.avro))
+        mine = header == header_of(writer_id)
+        parsed = F.when(mine, branch) if parsed is None else parsed.when(mine, branch)
+    known = F.lit(False) if not writers.avro else header.isin([header_of(i) for i in sorted(writers.avro)])
     error = (
         F.when(F.col("value").isNull(), F.lit(None))
         .when(F.expr(GUID_HEADER), F.lit(avro.GUID_FORM))
@@ -144,7 +152,7 @@ def with_avro_decoded(df: DataFrame, decode: dict, writers: AvroWriters) -> Data
         .when(F.length("value") < avro.WIRE_HEADER_BYTES, F.lit(avro.SHORT_HEADER))
     )
     for other_id, kind in sorted(writers.other.items()):
-        error = error.when(schema_id == other_id, F.lit(avro.not_avro(other_id, kind)))
+        error = error.when(header == header_of(other_id), F.lit(avro.not_avro(other_id, kind)))
     error = error.when(~known, _text(avro.UNKNOWN_SCHEMA_ID, schema_id.cast("string")))
     if parsed is not None:
         error = error.when(F.col("_parsed")[marker].isNull(), _text(avro.UNDECODABLE, schema_id.cast("string")))

@@ -307,13 +307,13 @@ def route_report(written: DataFrame, routing: dict) -> dict:
     return {"tables": dict(sorted(counts.items())), "unrouted": unrouted, "unrouted_values": values}
 
 
-def write_errors(written: DataFrame, staging: str, decode: dict | None, routing: dict | None) -> None:
-    """Records that did not decode, or have no table, with their offsets, to ``<staging>/_errors/``."""
+def write_errors(written: DataFrame, staging: str, decode: dict | None, routing: dict | None, undecoded: int) -> None:
+    """Records that did not decode (``undecoded``: none, no scan) or have no table, to ``<staging>/_errors/``."""
     columns = [F.col(c) for c in ("topic", "partition", "offset", "timestamp", "key", "value")]
     failed = F.lit(False)
     if decode:
         columns.append(F.col("decode_error"))
-        failed = F.col("decode_error").isNotNull()
+        failed = F.col("decode_error").isNotNull() if undecoded else F.lit(False)
     if routing:
         no_route = F.col(contract.TABLE_COLUMN).isNull()
         columns.append(F.when(no_route, F.lit(contract.NO_ROUTE)).alias("route_error"))
@@ -363,7 +363,7 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     partitions = check.read_back_check(job)(written, decoding=bool(decode), payload=payload)
     check.check_against_ranges(job, partitions)
     if decode or routing:
-        write_errors(written, staging, decode, routing)
+        write_errors(written, staging, decode, routing, sum(p.get("decode_errors") or 0 for p in partitions))
     report = {
         "format": contract.REPORT_FORMAT,
         "pipeline": job["pipeline"],
