@@ -87,21 +87,21 @@ COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timesta
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 RECORDS_PER_TASK = 1_000_000  # default split of long Kafka ranges (min_partitions null)
 # Kafka client settings for reading ranges that already exist (a setting in the connection wins):
-# no wait at the broker for more data. With the Java client's 500 ms, the fetches that reach the
-# end of a range's data wait out the 500 ms, about 1 s of every small batch (10,000 records on a
-# warm Spark Connect server: the read + write job 1.38 s -> 0.44 s, with or without transaction
-# markers and aborted records). The data of a planned range is there; nothing is waited for.
-# And 5,000 records per poll instead of 500, with the client's fetch sizes: Spark's reader
-# polls a tenth as often (the Kafka read of 1M records alone 2.9 s instead of 3.6 s on a warm JVM;
-# whole batches on a warm Spark Connect server 5.85 s instead of 6.15 s, medians of 6 interleaved).
-# Larger fetches too (20,000 records per poll, 8 MiB per partition) read no faster than this but
-# ran a 5M-record batch out of memory in a 1 GiB local driver: left to the connection.
-# (benchmarks/README.md, "Where the time of a small Spark Connect batch goes" and "Throughput on a
-# warm Spark Connect server")
+# no wait at the broker for more data (the Java client's 500 ms cost about 1 s of every small batch:
+# 10,000 records on a warm Spark Connect server, read + write job 1.38 s -> 0.44 s; a planned range's
+# data is there), and 5,000 records per poll instead of 500 (the Kafka read of 1M records 2.9 s instead
+# of 3.6 s on a warm JVM). Larger fetches (20,000 records per poll, 8 MiB per partition) read no faster
+# and ran a 5M-record batch out of memory in a 1 GiB local driver: left to the connection.
+# (benchmarks/README.md: "Where the time of a small Spark Connect batch goes", "Throughput on a warm
+# Spark Connect server")
 READ_DEFAULTS = {"fetch.max.wait.ms": "0", "max.poll.records": "5000"}
 # Parquet dictionaries for the columns that hold a new value in nearly every record cost the writer
 # CPU for nothing (it falls back to plain pages): about 8% of a 1M-record write's CPU on a Connect server.
+# Other columns (a decoded value's fields) keep theirs up to 32 KiB instead of Parquet's 1 MiB: a column of
+# more distinct values falls back to plain sooner, with the same files when it would have anyway (1M
+# decoded Avro records: 7.5 CPU s against 8.3 with 1 MiB, the same 231.8 MB; a raw batch unchanged).
 WRITE_OPTIONS = {f"parquet.enable.dictionary#{column}": "false" for column in ("value", "offset", "timestamp")}
+WRITE_OPTIONS["parquet.dictionary.page.size"] = str(32 * 1024)
 
 
 def load_job(job_file: str) -> dict:
