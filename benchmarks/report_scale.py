@@ -144,6 +144,10 @@ def scaling_lines(results: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def rounds(section: dict[str, Any], key: str) -> str:
+    return ", ".join(f"{r:.2f}" for r in section.get(key, [])) or "-"
+
+
 def avro_lines(results: dict[str, Any]) -> list[str]:
     av = results.get("avro")
     if not av:
@@ -157,7 +161,9 @@ def avro_lines(results: dict[str, Any]) -> list[str]:
         f"versions in turn) as one batch, without a decoding, with `value_format` (the raw value kept) and with "
         f"`keep_raw_value=False` too (median of {av['repeat']}, seconds): decoded / raw {av['ratio_total']:.2f} "
         f"plan to commit, {av['ratio_read']:.2f} the read step; with `keep_raw_value=False` "
-        f"{av['no_raw_ratio_total']:.2f} and {av['no_raw_ratio_read']:.2f} (goal <= {av['goal']:.2f}).",
+        f"{av['no_raw_ratio_total']:.2f} and {av['no_raw_ratio_read']:.2f} (goal <= {av['goal']:.2f}). Plan to "
+        f"commit, each round against its raw batch: {rounds(av, 'ratio_total_per_round')} with the raw value, "
+        f"{rounds(av, 'no_raw_ratio_total_per_round')} without.",
         "",
         *table(["batch", "plan", "read", "commit", "plan to commit"], rows, "lrrrr"),
         "",

@@ -282,9 +282,11 @@ def test_quick_avro_section_times_the_batch_raw_and_decoded(spark_connect: str, 
     assert [len(avro["batches"][kind]) for kind in ("raw", "avro", "avro_no_raw")] == [1, 1, 1]
     assert avro["ratio_total"] > 0 and avro["ratio_read"] > 0
     assert avro["no_raw_ratio_total"] > 0 and avro["no_raw_ratio_read"] > 0
+    assert len(avro["ratio_total_per_round"]) == len(avro["no_raw_ratio_total_per_round"]) == 1
     markdown = (tmp_path / "quick-avro.md").read_text()
     assert "## Avro decoding: the same batch raw and decoded" in markdown
     assert "decoded / raw" in markdown and "with `keep_raw_value=False`" in markdown
+    assert "each round against its raw batch" in markdown
 
 
 def test_quick_catch_up_section_drains_a_backlog_in_capped_batches_with_the_drivers_memory(
