@@ -70,13 +70,15 @@ def run(
     sink: str = "directory",
     avro: bool = False,
     form: str = "three-task",
+    keep_raw_value: bool = True,
 ) -> tuple[list[TrialResult], list[str], bool]:
     """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok.
 
     ``spark_connect``: a ``spark_connect`` connection the read steps use as ``spark_default``.
     ``storage``: the output on local disk or on the stack's S3 bucket; ``sink``: its format.
     ``avro``: the topics carry Avro values of three writer versions and corrupted records, decoded through
-    the stack's schema registry (:mod:`faults_harness.avro_values`). ``form``: the DAG's task form,
+    the stack's schema registry (:mod:`faults_harness.avro_values`); ``keep_raw_value`` False writes their
+    values only where they did not decode. ``form``: the DAG's task form,
     ``three-task`` (plan >> read >> commit) or ``one-task`` (``KafkaBatchOperator``).
     """
     left_out = (SPARK_PROCESS_KINDS if spark_connect else ()) + (S3_KINDS if storage != "s3" else ())
@@ -94,6 +96,7 @@ def run(
         storage=storage,
         sink=sink,
         avro=avro,
+        keep_raw_value=keep_raw_value,
         form=form,
     )
     for name, value in info.airflow_env().items():  # the harness reads the output as the workers write it
@@ -109,7 +112,8 @@ def run(
     out(
         f"faults: {len(order)} trials ({trials} of each of {', '.join(kinds)}), seed {seed}, {batches} batches "
         f"per trial{', one-task form' if form == 'one-task' else ''}, {sink} sink on {storage} storage"
-        f"{', Avro values' if avro else ''}, ledger schema {ctx.schema}, "
+        f"{', Avro values' if avro else ''}{' (keep_raw_value=False)' if not keep_raw_value else ''}, "
+        f"ledger schema {ctx.schema}, "
         f"work dir {workdir}",
         flush=True,
     )
@@ -177,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         help="Avro values (3 writer versions through the stack's schema registry, plus corrupted records): "
         "every id must land once with its fields typed, every corrupted record as a decode error at its offset",
     )
+    parser.add_argument(
+        "--no-raw-value",
+        action="store_true",
+        help="with --avro: the pipeline's keep_raw_value=False (values written only where they did not decode)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (timings, variants, order)")
     parser.add_argument(
         "--batches",
@@ -205,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     needs_s3 = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(S3_KINDS))
     if needs_s3 and args.storage != "s3":
         parser.error(f"{', '.join(needs_s3)} restarts the S3 server under the output: only with --storage s3")
+    if args.no_raw_value and not args.avro:
+        parser.error("--no-raw-value needs --avro: without a decoding the raw value is the record")
     low, _, high = args.records.partition("-")
     records = (int(low), int(high or low))
     if args.trials < 1 or args.batches < 1 or records[0] < 1 or records[1] < records[0]:
@@ -238,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             sink=args.sink,
             avro=args.avro,
             form=args.form,
+            keep_raw_value=not args.no_raw_value,
         )
     finally:
         if started_here and not args.keep_stack:

@@ -100,10 +100,15 @@ class AvroValues:
 
 
 def problems(
-    rows: list[dict[str, Any]], produced: list[dict[str, Any]], sink: SinkFormat, errors_rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]],
+    produced: list[dict[str, Any]],
+    sink: SinkFormat,
+    errors_rows: list[dict[str, Any]],
+    keep_raw_value: bool = True,
 ) -> list[str]:
     """What differs between the rows a reader sees and the values produced: each row's ``decoded`` (typed:
-    ``n`` an int, the reader's defaults for older writers) and ``decode_error``; for directories, the
+    ``n`` an int, the reader's defaults for older writers), ``decode_error`` and whether it has its ``value``
+    (every row, or with ``keep_raw_value`` False only the corrupted ones); for directories, the
     batches' ``_errors/`` rows must be exactly the corrupted records, at their offsets."""
     expected = {p["id"]: p for p in produced}
     found = []
@@ -115,6 +120,8 @@ def problems(
             found.append(f"{want['id']} at offset {row['offset']}: decode_error {row.get('decode_error')!r}")
         elif row.get("decoded") != want["decoded"]:
             found.append(f"{want['id']} at offset {row['offset']}: decoded {row.get('decoded')!r}")
+        elif (row.get("value") is not None) != (keep_raw_value or want["error"] is not None):
+            found.append(f"{want['id']} at offset {row['offset']}: value {'kept' if row.get('value') else 'missing'}")
     if sink is SinkFormat.DIRECTORY:
         bad = sorted((p["partition"], p["offset"], p["error"]) for p in produced if p["error"])
         kept = sorted((int(r["partition"]), int(r["offset"]), r["decode_error"]) for r in errors_rows)

@@ -38,6 +38,7 @@ class Context:
     storage: str = "local"  # local: a directory of the work dir; s3: the stack's bucket
     sink: str = "directory"  # directory, iceberg or delta
     avro: bool = False  # Avro values of three writer versions and corrupted ones (faults_harness.avro_values)
+    keep_raw_value: bool = True  # False: the pipeline's keep_raw_value=False (with avro)
     form: str = "three-task"  # the DAG's task form (FORMS)
     # small batches: no Spark UI, few shuffle partitions (the report's groupBy)
     spark_conf: dict[str, str] = field(

@@ -85,6 +85,7 @@ class Pipeline:
             try_number=try_number,
             sink=self.ctx.sink_option(self.name),
             value_format=self.avro.value_format if self.avro else None,
+            keep_raw_value=self.ctx.keep_raw_value,
         )
         env = worker_env(
             self.ctx.info.airflow_env(),

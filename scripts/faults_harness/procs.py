@@ -227,6 +227,7 @@ def worker_argv(
     max_records: int | None = None,
     sink: dict[str, str] | None = None,
     value_format: dict[str, str] | None = None,
+    keep_raw_value: bool = True,
 ) -> list[str]:
     argv = [
         sys.executable,
@@ -254,6 +255,8 @@ def worker_argv(
         argv += ["--sink", json.dumps(sink)]
     if value_format is not None:
         argv += ["--value-format", json.dumps(value_format)]
+    if not keep_raw_value:
+        argv += ["--keep-raw-value", "false"]
     return argv
 
 

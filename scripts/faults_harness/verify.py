@@ -41,7 +41,7 @@ from faults_harness.lake_readers import COMMIT_KEYS, manifest_listing, read_tabl
 from faults_harness.multi_tables import multi_table_rows
 
 COLUMNS = ["key", "topic", "partition", "offset"]
-DECODED = ["decoded", "decode_error"]  # what a decoding pipeline's rows add
+DECODED = ["decoded", "decode_error", "value"]  # what a decoding pipeline's rows are checked for
 ACTOR = Actor(dag_id="faults_harness", run_id="verify")
 OPERATION, BATCH, ATTEMPT = COMMIT_KEYS
 
@@ -201,7 +201,8 @@ def verify(  # noqa: C901 - one check after another, each adding to the verdict
     if avro:
         directory = spec.sink.format is SinkFormat.DIRECTORY  # tables keep bad records as rows with decode_error
         errors_rows = avro_values.errors_output(ledger, spec) if directory else []
-        verdict.problems += avro_values.problems(rows, produced, spec.sink.format, errors_rows)
+        keep_raw_value = spec.decode is None or spec.decode.keep_raw_value
+        verdict.problems += avro_values.problems(rows, produced, spec.sink.format, errors_rows, keep_raw_value)
 
     # every row inside a committed batch's ranges; each batch holds as many rows as the ledger counted
     owner: dict[TopicPartition, list[tuple[int, int, int]]] = {}

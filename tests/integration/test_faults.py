@@ -59,10 +59,14 @@ def test_s3_server_restarted_during_spark_and_inside_the_commit_of_a_table_sink(
     assert summary == ["s3_restart: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
 
 
-def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(stack, spark_connect, tmp_path):
+@pytest.mark.parametrize("keep_raw_value", [True, False])
+def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(
+    stack, spark_connect, tmp_path, keep_raw_value
+):
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     kinds = ["after_publish", "in_commit_transaction"]
-    summary, _ = run_one("+".join(kinds), tmp_path / "faults", sink="iceberg", spark_connect=connect, avro=True)
+    options = {"sink": "iceberg", "spark_connect": connect, "avro": True, "keep_raw_value": keep_raw_value}
+    summary, _ = run_one("+".join(kinds), tmp_path / "faults", **options)
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in kinds]
 
 
