@@ -63,15 +63,14 @@ PAYLOAD = f"substring(value, {avro.WIRE_HEADER_BYTES + 1})"
 # The magic byte and the id as bytes: a record's writer is picked by comparing its first 5 bytes with each
 # known header, without turning every record's id into a number (SCHEMA_ID: only for the error's text).
 HEADER = f"substring(value, 1, {avro.WIRE_HEADER_BYTES})"
-
-
-def header_of(schema_id: int) -> Column:
-    return F.lit(bytearray(bytes([avro.MAGIC_BYTE]) + int(schema_id).to_bytes(4, "big")))
-
-
 # A record whose writer schema is named by GUID in a header (Confluent's header form: not read, kept as an error).
 # (array_contains, not exists with a lambda: Spark generates code for it, not for higher-order functions)
 GUID_HEADER = f"coalesce(array_contains(headers.key, '{avro.GUID_HEADER}'), false)"
+
+
+def header_of(schema_id: int) -> Column:
+    """The first bytes of a value written with writer schema ``schema_id`` (see HEADER)."""
+    return F.lit(bytearray(bytes([avro.MAGIC_BYTE]) + int(schema_id).to_bytes(4, "big")))
 
 
 def _text(prefix_suffix: tuple[str, str], middle: Column) -> Column:
