@@ -65,6 +65,14 @@ class PipelineBusyError(LedgerError):
     """Another run holds the pipeline's lock for longer than the configured wait."""
 
 
+class LedgerConnectionLostError(LedgerError):
+    """The ledger's connection broke or its peer went silent past the connection's deadlines."""
+
+
+class LedgerStatementTimeoutError(LedgerError):
+    """A ledger statement ran past the session's ``statement_timeout``; its transaction was rolled back."""
+
+
 class BatchNotFoundError(LedgerError):
     """The ledger has no such batch."""
 
@@ -91,6 +99,10 @@ class ConfigurationError(KafkaOffsetsError):
 
 class SparkJobError(KafkaOffsetsError):
     """The Spark job failed or produced no report."""
+
+
+class AttemptLeaseLostError(SparkJobError):
+    """A Spark attempt's lease ran out or was taken while it ran: its output is discarded, never committed."""
 
 
 class SparkDataLossError(SparkJobError, DataLossError):

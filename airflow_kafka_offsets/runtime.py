@@ -55,13 +55,10 @@ def object_storage(location: str) -> S3Access | None:
 
 def iceberg_catalog_uri(conn_id: str) -> str:
     """The database of an Iceberg SQL catalog outside the ledger's, from its Airflow postgres connection."""
-    from airflow.providers.postgres.hooks.postgres import PostgresHook
-
     from airflow_kafka_offsets.hooks.connections import get_connection
-    from airflow_kafka_offsets.hooks.ledger import catalog_uri
+    from airflow_kafka_offsets.hooks.ledger import deadline_catalog_uri
 
-    get_connection(conn_id, "Iceberg catalog (PostgreSQL)")
-    return catalog_uri(PostgresHook(postgres_conn_id=conn_id).get_uri())
+    return deadline_catalog_uri(conn_id, get_connection(conn_id, "Iceberg catalog (PostgreSQL)"))
 
 
 # Every sink the package opens reaches S3 and external catalogs through Airflow's connections.

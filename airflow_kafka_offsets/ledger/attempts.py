@@ -89,19 +89,21 @@ class AttemptStatements(Statements):
         )
 
     def renew_lease(self, attempt_id: str, lease_s: float) -> bool:
-        """Extend a running attempt's lease; False once it is no longer running (declared dead)."""
+        """Extend a running attempt's lease; False once it is no longer running (declared dead) or its lease
+        has run out (another run may already count it dead: a lapsed lease is never revived)."""
         renewed: int = self.execute(
             "UPDATE {s}.attempts SET heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => %s)"
-            " WHERE attempt_id = %s AND state = 'running'",
+            " WHERE attempt_id = %s AND state = 'running' AND lease_expires_at > now()",
             (float(lease_s), attempt_id),
         ).rowcount
         return renewed == 1
 
     def finish_attempt(self, attempt_id: str, report: BatchReport | None, error: str | None) -> bool:
-        """Record how a running attempt ended; False if it had been declared dead meanwhile."""
+        """Record how a running attempt ended; False if it no longer holds its lease (declared dead, or its
+        lease ran out: another run may have taken the batch, so this attempt must not commit)."""
         finished: int = self.execute(
             "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
-            " WHERE attempt_id = %s AND state = 'running'",
+            " WHERE attempt_id = %s AND state = 'running' AND lease_expires_at > now()",
             ("failed" if error else "succeeded", jsonb(report.raw) if report else None, error, attempt_id),
         ).rowcount
         return finished == 1

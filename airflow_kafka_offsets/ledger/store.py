@@ -22,7 +22,13 @@ from typing import Any
 
 from airflow_kafka_offsets import __version__
 from airflow_kafka_offsets.core.model import TopicPartition
-from airflow_kafka_offsets.errors import LedgerSchemaTooNewError, PipelineBusyError
+from airflow_kafka_offsets.core.timeouts import DEFAULT_LOCK_TIMEOUT_S, LedgerTimeouts
+from airflow_kafka_offsets.errors import (
+    LedgerConnectionLostError,
+    LedgerSchemaTooNewError,
+    LedgerStatementTimeoutError,
+    PipelineBusyError,
+)
 from airflow_kafka_offsets.ledger.attempts import AttemptStatements
 from airflow_kafka_offsets.ledger.batches import BatchRecord, BatchStatements
 from airflow_kafka_offsets.ledger.commits import CommitStatements
@@ -31,10 +37,16 @@ from airflow_kafka_offsets.ledger.resets import ResetStatements
 from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
 
 LOCK_NOT_AVAILABLE = "55P03"
+QUERY_CANCELED = "57014"
 
 
 def _sqlstate(exc: BaseException) -> str | None:
     return getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+
+
+def _broken(conn: Any) -> bool:
+    """The connection itself failed (psycopg2 marks it ``closed == 2``, psycopg 3 ``broken``), not a statement."""
+    return getattr(conn, "broken", False) is True or getattr(conn, "closed", 0) == 2
 
 
 def _close_quietly(conn: Any) -> None:
@@ -55,16 +67,21 @@ class Ledger:
         self,
         connect: Callable[[], Any],
         schema: str = "kafka_offsets",
-        lock_timeout_s: float = 60.0,
+        lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         catalog_uri: str | Callable[[], str] | None = None,
+        timeouts: LedgerTimeouts | None = None,
     ):
         """``catalog_uri``: the same database as a SQLAlchemy URL, for the Iceberg catalog kept beside the ledger
-        (or how to make it, once, when a sink first asks)."""
+        (or how to make it, once, when a sink first asks). ``timeouts``: the deadlines; every session gets their
+        server-side settings here (the client-side ones are ``connect``'s to apply, see ``LedgerHook``)."""
         quote_schema(schema)
         self.schema = schema
         self._catalog_uri: str | Callable[[], str] | None = catalog_uri
         self._connect = connect
         self._lock_timeout_ms = int(lock_timeout_s * 1000)
+        self.timeouts = timeouts or LedgerTimeouts()
+        self.timeouts.check_lock_timeout(lock_timeout_s)
+        self._session_sql = f"SET lock_timeout = {self._lock_timeout_ms}; {self.timeouts.set_statement()}"
         self._idle: Any = None  # one connection kept between transactions (a task runs about five)
         self._idle_lock = threading.Lock()
 
@@ -75,18 +92,19 @@ class Ledger:
         return self._catalog_uri
 
     def _checkout(self) -> Any:
-        """The idle connection if it still answers, else a new one; either way with the lock timeout set."""
+        """The idle connection if it still answers, else a new one; either way with the lock timeout and the
+        session deadlines set (one round trip)."""
         with self._idle_lock:
             conn, self._idle = self._idle, None
         if conn is not None:
             try:
-                conn.cursor().execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+                conn.cursor().execute(self._session_sql)
                 return conn
             except Exception:  # the server restarted or dropped it since: nothing ran on it yet
                 _close_quietly(conn)
         conn = self._connect()
         try:
-            conn.cursor().execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+            conn.cursor().execute(self._session_sql)
         except BaseException:
             _close_quietly(conn)
             raise
@@ -112,13 +130,16 @@ class Ledger:
         ``read_only``: PostgreSQL refuses any write in it (for pages and reports that only look).
         """
         conn = self._checkout()
+        committing = False
         try:
             cursor = conn.cursor()
             if read_only:
                 cursor.execute("SET TRANSACTION READ ONLY")
             yield LedgerTransaction(cursor, self.schema)
+            committing = True
             conn.commit()
         except BaseException as exc:
+            lost = isinstance(exc, Exception) and _broken(conn)
             try:
                 conn.rollback()
             except Exception:  # connection lost (server restart): the server rolled back; report the cause
@@ -129,8 +150,31 @@ class Ledger:
                     f"gave up after {self._lock_timeout_ms / 1000:.0f}s waiting for a ledger lock held by "
                     "another run of the same pipeline"
                 ) from exc
+            if _sqlstate(exc) == QUERY_CANCELED and "statement timeout" in str(exc):
+                raise LedgerStatementTimeoutError(
+                    f"a ledger statement ran past statement_timeout ({self.timeouts.statement_timeout} ms, the "
+                    "ledger connection extra's key); the transaction was rolled back, nothing it wrote was kept"
+                ) from exc
+            if lost:
+                raise LedgerConnectionLostError(self._lost_message(exc, committing)) from exc
             raise
         self._checkin(conn)
+
+    def _lost_message(self, exc: BaseException, committing: bool) -> str:
+        t = self.timeouts
+        cause = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else 'no detail'}"
+        outcome = (
+            "while committing: the COMMIT may or may not have reached the database; the next run reads the "
+            "outcome from the ledger (a committed batch is never committed again, a batch still planned is replayed)"
+            if committing
+            else "before committing: nothing this transaction wrote was kept"
+        )
+        return (
+            f"lost the connection to the ledger database {outcome} ({cause}). A silent peer is given up on after "
+            f"tcp_user_timeout {t.tcp_user_timeout} ms of unacknowledged data or keepalives "
+            f"{t.keepalives_idle} s + {t.keepalives_count} x {t.keepalives_interval} s (keys of the ledger "
+            "connection's extra); retry once the database answers"
+        )
 
     def schema_version(self) -> int | None:
         with self.transaction() as tx:
@@ -142,6 +186,8 @@ class Ledger:
     def migrate(self) -> int:
         """Create or upgrade the ledger schema; safe to call from many runs at once."""
         with self.transaction() as tx:
+            # a migration of a large ledger may rewrite tables for longer than a statement's usual deadline
+            tx.execute("SET LOCAL statement_timeout = 0")
             tx.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"airflow_kafka_offsets:{self.schema}",))
             tx.execute("CREATE EXTENSION IF NOT EXISTS btree_gist")
             tx.execute("CREATE SCHEMA IF NOT EXISTS {s}")

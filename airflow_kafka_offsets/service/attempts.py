@@ -10,21 +10,27 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, BatchState
 from airflow_kafka_offsets.core.report import check_report, parse_report
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
-from airflow_kafka_offsets.errors import SparkJobError
+from airflow_kafka_offsets.errors import AttemptLeaseLostError, SparkJobError
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.context import Submit
 from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.service.jobs import build_job, check_decode_errors, check_routing
-from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, LeaseKeeper
+from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, LeaseKeeper, LeaseLoss
 from airflow_kafka_offsets.sinks import Sink
 
 log = logging.getLogger(__name__)
+
+LEASE_GONE = (
+    "the ledger no longer held it running when Spark finished (declared dead by another run, or its lease had run "
+    "out: a pause longer than the lease?)"
+)
 
 
 @dataclass(frozen=True)
@@ -65,9 +71,12 @@ def execute_attempt(
     with ledger.transaction() as tx:
         spec = tx.pipeline_spec(plan.pipeline)
         decode = batch_decoding(tx, spec, plan.batch_id)
+    keeper = LeaseKeeper(ledger, attempt_id, lease_s)
     try:
-        with LeaseKeeper(ledger, attempt_id, lease_s):
+        with keeper:
             submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode, spec.sink))
+        if (loss := keeper.lost) is not None:  # its staging may be gone already (another run took the batch)
+            raise lease_lost(plan, attempt_id, loss)
         raw = sink.read_report(staging_uri)
         if raw is None:
             raise SparkJobError(f"Spark finished but wrote no report to {staging_uri}")
@@ -78,20 +87,19 @@ def execute_attempt(
     except BaseException as exc:
         with ledger.transaction() as tx:
             state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state
-            tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])
+            held = tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])
         if state is not BatchState.PLANNED:  # no commit will clean it up; a planned batch keeps it to inspect
             sink.discard_attempt(staging_uri)
+        loss = keeper.lost or (None if held else LeaseLoss(datetime.now(UTC), LEASE_GONE))
+        if loss is not None and not isinstance(exc, AttemptLeaseLostError):  # the failure follows from the loss
+            raise lease_lost(plan, attempt_id, loss) from exc
         raise
     with ledger.transaction() as tx:
         state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state
         held = tx.finish_attempt(attempt_id, report, None)
     if not held:
         sink.discard_attempt(staging_uri)
-        raise SparkJobError(
-            f"attempt {attempt_id} of batch {plan.batch_id} of pipeline {plan.pipeline!r} lost its lease: it was "
-            "declared dead while Spark ran (a pause longer than the lease?), so its output may be incomplete and "
-            "was discarded; run the read again"
-        )
+        raise lease_lost(plan, attempt_id, keeper.lost or LeaseLoss(datetime.now(UTC), LEASE_GONE))
     crash_point("after_spark")
     log.info(
         "pipeline %s: batch %s staged by attempt %s\n%s",
@@ -101,6 +109,15 @@ def execute_attempt(
         LoggedPartitionTable(plan.ranges, report=report),
     )
     return StagedAttempt(attempt_id, staging_uri, report, state)
+
+
+def lease_lost(plan: BatchPlan, attempt_id: str, loss: LeaseLoss) -> AttemptLeaseLostError:
+    """The error of an attempt that lost its lease: what happened, that nothing was committed, what comes next."""
+    return AttemptLeaseLostError(
+        f"attempt {attempt_id} of batch {plan.batch_id} of pipeline {plan.pipeline!r} lost its lease at "
+        f"{loss.at.isoformat(timespec='seconds')}: {loss.why}. Another run may have taken the batch; nothing was "
+        f"committed by this attempt and its output is discarded; the next run replays batch {plan.batch_id}"
+    )
 
 
 def discard_ended_attempts(ledger: Ledger, sink: Sink, pipeline: str, batch_id: int) -> list[str]:

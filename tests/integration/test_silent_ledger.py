@@ -1,0 +1,202 @@
+"""A ledger that stops answering costs the stated seconds, never a hang: the worker fails with a clear
+error within its connection's deadlines, the server ends the dead worker's transaction and releases the
+pipeline's locks on its own, the next run commits the batch exactly once, and a Spark attempt whose
+lease could not be kept says so and never commits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from airflow_kafka_offsets.core.actor import Actor
+from airflow_kafka_offsets.core.model import BatchState, PartitionOffsets
+from airflow_kafka_offsets.core.model import TopicPartition as TP
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import AttemptLeaseLostError
+from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service.attempts import start_attempt
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.service.lease import EXIT_WAIT_S, LeaseKeeper
+from airflow_kafka_offsets.service.plan import plan_batch
+from airflow_kafka_offsets.service.read import run_batch
+from airflow_kafka_offsets.sinks import LocalDirectorySink
+from benchmarks.scaling import fake_submit
+
+from .network import Forwarder, silent_link
+
+pytestmark = pytest.mark.integration
+
+ACTOR = Actor.from_json({"test": True})
+OFFSETS = {TP("t", 0): PartitionOffsets(0, 40), TP("t", 1): PartitionOffsets(0, 25)}
+# Small deadlines, set the documented way (the connection's extra), so the test takes seconds.
+EXTRA = {
+    "connect_timeout": 3,
+    "keepalives_idle": 1,
+    "keepalives_interval": 1,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 2000,
+    "idle_in_transaction_session_timeout": 3000,
+}
+WORKER = """
+import sys, time
+from airflow_kafka_offsets.core.actor import Actor
+from airflow_kafka_offsets.hooks.ledger import LedgerHook
+from airflow_kafka_offsets.service import faults
+from airflow_kafka_offsets.service.commit import commit_batch
+from airflow_kafka_offsets.sinks import LocalDirectorySink
+
+schema, root, pipeline, batch_id = sys.argv[1:5]
+ledger = LedgerHook("ledger_silent", schema=schema).get_conn()
+started = []
+
+def pause(point):
+    if point == "in_commit_transaction":  # cursor advanced, batch marked committed, COMMIT not sent
+        print("paused", flush=True)
+        sys.stdin.readline()  # the link is cut now
+        started.append(time.monotonic())
+
+faults.add_observer(pause)
+try:
+    commit_batch(ledger, LocalDirectorySink(root), pipeline, int(batch_id), Actor.from_json({"worker": "silent"}))
+    print("committed", flush=True)
+except Exception as exc:
+    print(f"failed after {time.monotonic() - started[0]:.2f}s", type(exc).__name__, exc, flush=True)
+"""
+
+
+def planned_and_read(ledger: Ledger, root: Path) -> tuple[LocalDirectorySink, int]:
+    spec = build_spec("silent", ["t"], str(root))
+    sink = LocalDirectorySink(str(root))
+    plan = plan_batch(ledger, spec, lambda topics: OFFSETS, sink, ACTOR).plan
+    run_batch(ledger, sink, plan, fake_submit, {}, ACTOR)
+    return sink, plan.batch_id
+
+
+def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_commits_once(
+    stack, ledger: Ledger, schema: str, tmp_path: Path
+) -> None:
+    sink, batch_id = planned_and_read(ledger, tmp_path)
+    with silent_link((stack.pg_host, stack.pg_port)) as link:
+        host, port = link.forwarder.address
+        connection = {
+            "conn_type": "postgres",
+            "host": host,
+            "port": port,
+            "login": stack.pg_user,
+            "password": stack.pg_password,
+            "schema": stack.pg_database,
+            "extra": EXTRA,
+        }
+        env = {**os.environ, "AIRFLOW_CONN_LEDGER_SILENT": json.dumps(connection)}
+        worker = subprocess.Popen(
+            link.command(sys.executable, "-c", WORKER, schema, str(tmp_path), "silent", str(batch_id)),
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert worker.stdout is not None and worker.stdin is not None
+            assert worker.stdout.readline().strip() == "paused", worker.stderr.read() if worker.stderr else ""
+            link.drop()
+            cut = time.monotonic()
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+            outcome = worker.stdout.readline().strip()
+            waited = time.monotonic() - cut
+            worker.wait(10)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    print(f"silent ledger: worker failed {waited:.2f}s after the link was cut: {outcome}")
+    # The COMMIT went unacknowledged: TCP_USER_TIMEOUT (2 s) ends it, not the OS's retransmission minutes.
+    assert outcome.startswith("failed after "), outcome
+    assert "LedgerConnectionLostError lost the connection to the ledger database while committing" in outcome
+    assert "the next run reads the outcome from the ledger" in outcome
+    assert waited < 8, outcome
+    # The server ended the dead worker's idle transaction (3 s) and released the batch and cursor locks:
+    # another run commits the batch, exactly once.
+    locked = time.monotonic()
+    outcome_now = commit_batch(ledger, sink, "silent", batch_id, ACTOR)
+    assert time.monotonic() - locked < 10
+    assert outcome_now.committed_now
+    assert [b.batch_id for b in ledger.committed_batches("silent")] == [batch_id]
+    assert ledger.batch("silent", batch_id).state is BatchState.COMMITTED
+    assert ledger.cursors("silent") == {tp: o.end for tp, o in OFFSETS.items()}
+    with ledger.transaction() as tx:
+        assert tx.fetchall("SELECT count(*) FROM {s}.commits WHERE pipeline = %s", ("silent",)) == [(1,)]
+    assert ledger.contiguity_problems("silent") == []
+
+
+def test_leaving_a_lease_keeper_does_not_wait_for_a_renewal_stuck_on_a_silent_ledger(
+    stack, ledger: Ledger, schema: str, tmp_path: Path
+) -> None:
+    spec = build_spec("stuck", ["t"], str(tmp_path))
+    sink = LocalDirectorySink(str(tmp_path))
+    plan = plan_batch(ledger, spec, lambda topics: OFFSETS, sink, ACTOR).plan
+    with ledger.transaction() as tx:
+        attempt_id, _ = start_attempt(tx, sink, plan, ACTOR, 1.2)
+    forwarder = Forwarder("127.0.0.1", (stack.pg_host, stack.pg_port))
+    host, port = forwarder.address
+    through = Ledger(lambda: psycopg2.connect(stack.pg_dsn(), host=host, port=port), schema=schema, lock_timeout_s=5)
+    try:
+        keeper = LeaseKeeper(through, attempt_id, 1.2)
+        with keeper:
+            time.sleep(0.5)  # renewals every 0.3 s get through
+            forwarder.freeze()  # the next renewal's statement is never answered
+            time.sleep(1.5)
+            left = time.monotonic()
+        assert time.monotonic() - left < EXIT_WAIT_S + 0.5
+        loss = keeper.lost
+        assert loss is not None and loss.why == "no renewal reached the ledger within its 1.2s lease"
+    finally:
+        forwarder.close()
+    with ledger.transaction() as tx:
+        (attempt,) = tx.attempts("stuck", [plan.batch_id], reports=False)
+    assert attempt.state == "running" and not attempt.live  # its lease ran out; nothing revived it
+
+
+def test_an_attempt_whose_lease_was_taken_while_spark_ran_says_so_and_the_next_run_commits_once(
+    stack, ledger: Ledger, tmp_path: Path
+) -> None:
+    spec = build_spec("taken", ["t"], str(tmp_path))
+    sink = LocalDirectorySink(str(tmp_path))
+    plan = plan_batch(ledger, spec, lambda topics: OFFSETS, sink, ACTOR).plan
+    stalled: list[str] = []
+
+    def stalled_spark(job: dict) -> None:
+        """A stall past the lease: another run declares the attempt dead and removes its staging."""
+        stalled.append(job["attempt_id"])
+        with ledger.transaction() as tx:
+            tx.execute("UPDATE {s}.attempts SET lease_expires_at = now() WHERE attempt_id = %s", (job["attempt_id"],))
+            assert tx.mark_dead_attempts("taken", plan.batch_id) == [job["attempt_id"]]
+
+    with pytest.raises(AttemptLeaseLostError) as caught:
+        run_batch(ledger, sink, plan, stalled_spark, {}, ACTOR)
+    message = str(caught.value)
+    assert message.startswith(f"attempt {stalled[0]} of batch {plan.batch_id} of pipeline 'taken' lost its lease at ")
+    assert message.endswith(
+        "Another run may have taken the batch; nothing was committed by this attempt and its output is "
+        f"discarded; the next run replays batch {plan.batch_id}"
+    )
+    assert "wrote no report" not in message
+    assert ledger.batch("taken", plan.batch_id).state is BatchState.PLANNED
+    assert ledger.cursors("taken") == {}
+    run_batch(ledger, sink, plan, fake_submit, {}, ACTOR)
+    assert commit_batch(ledger, sink, "taken", plan.batch_id, ACTOR).committed_now
+    assert ledger.cursors("taken") == {tp: o.end for tp, o in OFFSETS.items()}
+    assert [b.batch_id for b in ledger.committed_batches("taken")] == [plan.batch_id]
+    with ledger.transaction() as tx:
+        states = tx.fetchall(
+            "SELECT attempt_id, state FROM {s}.attempts WHERE pipeline = %s ORDER BY started_at", ("taken",)
+        )
+    assert states[0] == (stalled[0], "dead") and [s for _, s in states[1:]] == ["succeeded"]
