@@ -129,11 +129,14 @@ def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_com
     outcome_now = commit_batch(ledger, sink, "silent", batch_id, ACTOR)
     assert time.monotonic() - locked < 10
     assert outcome_now.committed_now
-    assert [b.batch_id for b in ledger.committed_batches("silent")] == [batch_id]
-    assert ledger.batch("silent", batch_id).state is BatchState.COMMITTED
-    assert ledger.cursors("silent") == {tp: o.end for tp, o in OFFSETS.items()}
+    committed = ledger.batch("silent", batch_id)
+    assert committed.state is BatchState.COMMITTED and committed.committed_by == ACTOR  # not the dead worker
+    assert [b.plan.batch_id for b in ledger.committed_batches("silent")] == [batch_id]
     with ledger.transaction() as tx:
-        assert tx.fetchall("SELECT count(*) FROM {s}.commits WHERE pipeline = %s", ("silent",)) == [(1,)]
+        assert tx.fetchall("SELECT batch_id, state FROM {s}.batches WHERE pipeline = %s", ("silent",)) == [
+            (batch_id, "committed")
+        ]
+    assert ledger.cursors("silent") == {tp: o.end for tp, o in OFFSETS.items()}
     assert ledger.contiguity_problems("silent") == []
 
 
@@ -194,7 +197,7 @@ def test_an_attempt_whose_lease_was_taken_while_spark_ran_says_so_and_the_next_r
     run_batch(ledger, sink, plan, fake_submit, {}, ACTOR)
     assert commit_batch(ledger, sink, "taken", plan.batch_id, ACTOR).committed_now
     assert ledger.cursors("taken") == {tp: o.end for tp, o in OFFSETS.items()}
-    assert [b.batch_id for b in ledger.committed_batches("taken")] == [plan.batch_id]
+    assert [b.plan.batch_id for b in ledger.committed_batches("taken")] == [plan.batch_id]
     with ledger.transaction() as tx:
         states = tx.fetchall(
             "SELECT attempt_id, state FROM {s}.attempts WHERE pipeline = %s ORDER BY started_at", ("taken",)

@@ -285,6 +285,24 @@ def test_the_config_table_is_the_provider_infos_options() -> None:
     assert documented == {name: option["default"] for name, option in options.items()}
 
 
+@pytest.mark.parametrize(
+    "page,heading",
+    [("connections.md", "## Ledger deadlines"), ("guarantees.md", "## Timeouts: what bounds each step")],
+)
+def test_the_ledger_deadline_tables_are_the_codes_defaults(page: str, heading: str) -> None:
+    from dataclasses import asdict
+
+    from airflow_kafka_offsets.core.timeouts import UNITS, LedgerTimeouts
+
+    text = section(DOCS / page, heading)
+    start = text.index("\n|")
+    rows = table_rows(text[start : text.index("\n\n", start)])  # the section's first table
+    documented = {code_names(row[0])[0]: code_names(row[1])[0] for row in rows}
+    assert documented == {key: str(value) for key, value in asdict(LedgerTimeouts()).items()}
+    if page == "connections.md":
+        assert {code_names(row[0])[0]: row[2] for row in rows} == UNITS
+
+
 def task_group_options(argument: str) -> set[str]:
     from airflow_kafka_offsets.operators import kafka_ingest_task_group
 
