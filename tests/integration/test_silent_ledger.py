@@ -42,7 +42,7 @@ EXTRA = {
     "keepalives_interval": 1,
     "keepalives_count": 2,
     "tcp_user_timeout": 2000,
-    "idle_in_transaction_session_timeout": 3000,
+    "idle_in_transaction_session_timeout": 10_000,
 }
 WORKER = """
 import sys, time
@@ -117,18 +117,25 @@ def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_com
             if worker.poll() is None:
                 worker.kill()
                 worker.wait()
-    print(f"silent ledger: worker failed {waited:.2f}s after the link was cut: {outcome}")
-    # The COMMIT went unacknowledged: TCP_USER_TIMEOUT (2 s) ends it, not the OS's retransmission minutes.
-    assert outcome.startswith("failed after "), outcome
-    assert "LedgerConnectionLostError lost the connection to the ledger database while committing" in outcome
-    assert "the next run reads the outcome from the ledger" in outcome
-    assert waited < 8, outcome
-    # The server ended the dead worker's idle transaction (3 s) and released the batch and cursor locks:
-    # another run commits the batch, exactly once.
-    locked = time.monotonic()
-    outcome_now = commit_batch(ledger, sink, "silent", batch_id, ACTOR)
-    assert time.monotonic() - locked < 10
-    assert outcome_now.committed_now
+        print(f"silent ledger: worker failed {waited:.2f}s after the link was cut: {outcome}")
+        # The COMMIT went unacknowledged: TCP_USER_TIMEOUT (2 s) ends it, not the OS's retransmission minutes.
+        assert outcome.startswith("failed after "), outcome
+        assert "LedgerConnectionLostError lost the connection to the ledger database while committing" in outcome
+        assert "the next run reads the outcome from the ledger" in outcome
+        assert waited < 8, outcome
+        # The dead worker's transaction still holds the batch's lock, until the server ends it (idle for 10 s)
+        # and releases the batch and cursor locks on its own: another run then commits the batch, exactly once.
+        with pytest.raises(psycopg2.errors.LockNotAvailable), psycopg2.connect(stack.pg_dsn()) as conn:
+            conn.cursor().execute(
+                f'SELECT 1 FROM "{schema}".batches WHERE pipeline = %s AND batch_id = %s FOR UPDATE NOWAIT',
+                ("silent", batch_id),
+            )
+        conn.close()
+        locked = time.monotonic()
+        outcome_now = commit_batch(ledger, sink, "silent", batch_id, ACTOR)
+        print(f"silent ledger: the next run committed {time.monotonic() - locked:.2f}s later")
+        assert time.monotonic() - locked < 12
+        assert outcome_now.committed_now
     committed = ledger.batch("silent", batch_id)
     assert committed.state is BatchState.COMMITTED and committed.committed_by == ACTOR  # not the dead worker
     assert [b.plan.batch_id for b in ledger.committed_batches("silent")] == [batch_id]
@@ -136,7 +143,7 @@ def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_com
         assert tx.fetchall("SELECT batch_id, state FROM {s}.batches WHERE pipeline = %s", ("silent",)) == [
             (batch_id, "committed")
         ]
-    assert ledger.cursors("silent") == {tp: o.end for tp, o in OFFSETS.items()}
+    assert ledger.cursors("silent") == {tp: o.latest for tp, o in OFFSETS.items()}
     assert ledger.contiguity_problems("silent") == []
 
 
@@ -193,10 +200,10 @@ def test_an_attempt_whose_lease_was_taken_while_spark_ran_says_so_and_the_next_r
     )
     assert "wrote no report" not in message
     assert ledger.batch("taken", plan.batch_id).state is BatchState.PLANNED
-    assert ledger.cursors("taken") == {}
+    assert ledger.cursors("taken") == dict.fromkeys(OFFSETS, 0)  # where the plan started it
     run_batch(ledger, sink, plan, fake_submit, {}, ACTOR)
     assert commit_batch(ledger, sink, "taken", plan.batch_id, ACTOR).committed_now
-    assert ledger.cursors("taken") == {tp: o.end for tp, o in OFFSETS.items()}
+    assert ledger.cursors("taken") == {tp: o.latest for tp, o in OFFSETS.items()}
     assert [b.plan.batch_id for b in ledger.committed_batches("taken")] == [plan.batch_id]
     with ledger.transaction() as tx:
         states = tx.fetchall(
