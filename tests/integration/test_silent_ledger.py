@@ -210,3 +210,39 @@ def test_an_attempt_whose_lease_was_taken_while_spark_ran_says_so_and_the_next_r
             "SELECT attempt_id, state FROM {s}.attempts WHERE pipeline = %s ORDER BY started_at", ("taken",)
         )
     assert states[0] == (stalled[0], "dead") and [s for _, s in states[1:]] == ["succeeded"]
+
+
+@pytest.mark.parametrize("hook_extra", [{}, {"sqlalchemy_scheme": "postgresql+psycopg2"}], ids=["psycopg2", "hook"])
+def test_every_ledger_connection_and_the_catalogs_carry_the_deadlines_with_the_extras_values(
+    stack, schema: str, monkeypatch: pytest.MonkeyPatch, hook_extra: dict
+) -> None:
+    """Opened by psycopg2 directly or by PostgresHook (an extra only the hook knows), and the Iceberg
+    catalog's SQLAlchemy engine: the defaults, with the extra's value where it gives one."""
+    import sqlalchemy
+
+    from airflow_kafka_offsets.hooks.ledger import LedgerHook
+
+    extra = {**hook_extra, "tcp_user_timeout": 7000, "statement_timeout": 123_000, "keepalives_idle": 4}
+    connection = {
+        "conn_type": "postgres",
+        "host": stack.pg_host,
+        "port": stack.pg_port,
+        "login": stack.pg_user,
+        "password": stack.pg_password,
+        "schema": stack.pg_database,
+        "extra": extra,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_LEDGER_DEADLINES", json.dumps(connection))
+    names = ("statement_timeout", "idle_in_transaction_session_timeout", "tcp_user_timeout", "tcp_keepalives_idle")
+    expected = {"statement_timeout": "123s", "idle_in_transaction_session_timeout": "5min"}
+    expected |= {"tcp_user_timeout": "7000", "tcp_keepalives_idle": "4"}
+    ledger = LedgerHook("ledger_deadlines", schema=schema).get_conn(migrate=False)
+    with ledger.transaction() as tx:
+        assert {name: tx.fetchone(f"SHOW {name}")[0] for name in names} == expected
+        assert tx.fetchone("SHOW lock_timeout")[0] == "1min"
+    engine = sqlalchemy.create_engine(ledger.catalog_uri or "")
+    try:
+        with engine.connect() as conn:
+            assert {name: conn.exec_driver_sql(f"SHOW {name}").scalar() for name in names} == expected
+    finally:
+        engine.dispose()
