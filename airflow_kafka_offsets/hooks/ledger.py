@@ -69,10 +69,9 @@ def driver_arguments(connection: Any) -> dict[str, Any] | None:
 
 
 def catalog_uri(postgres_uri: str, timeouts: LedgerTimeouts) -> str:
-    """The ledger database as SQLAlchemy names it (psycopg2 unless the URL names a driver; the Iceberg catalog's
-    connection), with the
-    ledger's deadlines: libpq's in the query unless the URL has them, the session's in ``options`` (before
-    the URL's own options, which therefore win)."""
+    """The ledger database as SQLAlchemy names it (psycopg2 unless the URL names a driver), for the Iceberg
+    catalog's engine, with the deadlines: libpq's in the query unless the URL has them, the session's in
+    ``options`` (before the URL's own options, which therefore win)."""
     scheme, rest = postgres_uri.split("://", 1)
     scheme = "postgresql+psycopg2" if scheme in ("postgres", "postgresql") else scheme
     if not scheme.startswith("postgresql+"):

@@ -88,9 +88,9 @@ def execute_attempt(
         with ledger.transaction() as tx:
             state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state
             held = tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])
-        if state is not BatchState.PLANNED:  # no commit will clean it up; a planned batch keeps it to inspect
-            sink.discard_attempt(staging_uri)
         loss = keeper.lost or (None if held else LeaseLoss(datetime.now(UTC), LEASE_GONE))
+        if loss is not None or state is not BatchState.PLANNED:  # else a planned batch keeps it to inspect
+            sink.discard_attempt(staging_uri)
         if loss is not None and not isinstance(exc, AttemptLeaseLostError):  # the failure follows from the loss
             raise lease_lost(plan, attempt_id, loss) from exc
         raise
