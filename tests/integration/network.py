@@ -3,10 +3,11 @@ namespace whose packets the kernel drops.
 
 A forwarder in user space acknowledges TCP itself, so the worker's kernel never sees its data go
 unacknowledged: it shows what the package does when answers stop (a hung renewal), not keepalives or
-TCP_USER_TIMEOUT firing. :class:`SilentLink` puts the worker in a namespace of its own, behind a veth
-pair whose both ends get a ``pfifo`` queue of length 0 on :meth:`SilentLink.drop`: every packet is
-dropped by the kernel, with no reset and no ICMP, as on a partitioned network. Only that veth pair is
-touched; the stack's PostgreSQL stays reachable for everyone else.
+TCP_USER_TIMEOUT firing. :class:`SilentLink` puts the worker in a network namespace of its own, routed
+through a router namespace whose interfaces get a ``pfifo`` queue of length 0 on
+:meth:`SilentLink.drop`: every packet is dropped by the kernel, with no reset and no ICMP, as on a
+partitioned network. Only those namespaces' links are touched; the stack's PostgreSQL stays
+reachable for everyone else.
 """
 
 from __future__ import annotations
@@ -81,46 +82,64 @@ def _ip(*args: str) -> None:
 
 
 class SilentLink:
-    """A network namespace joined to this one by a veth pair; a worker started with :meth:`command`
-    reaches ``forwarder`` (which listens on this side of the pair) only across the pair."""
+    """A worker's namespace joined to this one through a router namespace (two veth pairs); a worker
+    started with :meth:`command` reaches ``forwarder`` (listening on this side) only through the router,
+    where :meth:`drop` makes the kernel drop every packet both ways. The worker's own kernel sends its
+    packets as usual (a drop on its own interface would be a local error it sees at once): to it, the
+    peer went silent."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         tag = secrets.token_hex(3)
-        self.namespace = f"ako-silent-{tag}"
-        self._outer, self._inner = f"aks{tag}o", f"aks{tag}i"
-        subnet = random.Random(tag).randrange(0, 1 << 14) * 4  # a /30 inside 10.214.0.0/16
-        self.outer_ip = f"10.214.{subnet >> 8}.{(subnet & 0xFF) + 1}"
-        self.inner_ip = f"10.214.{subnet >> 8}.{(subnet & 0xFF) + 2}"
-        _ip("netns", "add", self.namespace)
+        self.namespace, self._router = f"ako-silent-{tag}", f"ako-router-{tag}"
+        self._host_end, self._router_up, self._router_down, self._worker_end = (
+            f"aks{tag}{end}" for end in ("h", "u", "d", "w")
+        )
+        base = random.Random(tag).randrange(0, 1 << 13) * 8  # two /30s inside 10.214.0.0/16
+        net = [f"10.214.{(base + i) >> 8}.{(base + i) & 0xFF}" for i in range(8)]
+        worker_net, self.worker_ip, router_down_ip = f"{net[0]}/30", net[2], net[1]
+        router_up_ip, self.host_ip = net[5], net[6]
+        r, w = self._router, self.namespace
         try:
-            _ip("link", "add", self._outer, "type", "veth", "peer", "name", self._inner)
-            _ip("link", "set", self._inner, "netns", self.namespace)
-            _ip("addr", "add", f"{self.outer_ip}/30", "dev", self._outer)
-            _ip("link", "set", self._outer, "up")
-            _ip("-n", self.namespace, "addr", "add", f"{self.inner_ip}/30", "dev", self._inner)
-            _ip("-n", self.namespace, "link", "set", self._inner, "up")
-            _ip("-n", self.namespace, "link", "set", "lo", "up")
-            self.forwarder = Forwarder(self.outer_ip, target)
+            _ip("netns", "add", r)
+            _ip("netns", "add", w)
+            _ip("link", "add", self._host_end, "type", "veth", "peer", "name", self._router_up)
+            _ip("link", "set", self._router_up, "netns", r)
+            _ip("-n", r, "link", "add", self._router_down, "type", "veth", "peer", "name", self._worker_end)
+            _ip("-n", r, "link", "set", self._worker_end, "netns", w)
+            _ip("addr", "add", f"{self.host_ip}/30", "dev", self._host_end)
+            _ip("link", "set", self._host_end, "up")
+            _ip("route", "add", worker_net, "via", router_up_ip)
+            _ip("-n", r, "addr", "add", f"{router_up_ip}/30", "dev", self._router_up)
+            _ip("-n", r, "addr", "add", f"{router_down_ip}/30", "dev", self._router_down)
+            _ip("-n", r, "link", "set", self._router_up, "up")
+            _ip("-n", r, "link", "set", self._router_down, "up")
+            subprocess.run(["ip", "netns", "exec", r, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"], check=True)
+            _ip("-n", w, "addr", "add", f"{self.worker_ip}/30", "dev", self._worker_end)
+            _ip("-n", w, "link", "set", self._worker_end, "up")
+            _ip("-n", w, "link", "set", "lo", "up")
+            _ip("-n", w, "route", "add", "default", "via", router_down_ip)
+            self.forwarder = Forwarder(self.host_ip, target)
         except BaseException:
             self.close()
             raise
 
     def command(self, *argv: str) -> list[str]:
-        """``argv`` run inside the namespace."""
+        """``argv`` run inside the worker's namespace."""
         return ["ip", "netns", "exec", self.namespace, *argv]
 
     def drop(self) -> None:
-        """From now on the kernel drops every packet on the pair, both ways."""
-        subprocess.run(["tc", "qdisc", "add", "dev", self._outer, "root", "pfifo", "limit", "0"], check=True)
-        subprocess.run(
-            ["tc", "-n", self.namespace, "qdisc", "add", "dev", self._inner, "root", "pfifo", "limit", "0"], check=True
-        )
+        """From now on the router's kernel drops every packet it forwards, both ways (a queue of length 0)."""
+        for end in (self._router_up, self._router_down):
+            subprocess.run(
+                ["tc", "-n", self._router, "qdisc", "add", "dev", end, "root", "pfifo", "limit", "0"], check=True
+            )
 
     def close(self) -> None:
         if hasattr(self, "forwarder"):
             self.forwarder.close()
-        subprocess.run(["ip", "link", "del", self._outer], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", self.namespace], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", self._host_end], capture_output=True, check=False)  # its route too
+        for namespace in (self.namespace, self._router):
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True, check=False)
 
 
 @contextmanager
