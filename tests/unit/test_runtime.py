@@ -125,7 +125,8 @@ def test_the_ledgers_schema_comes_from_the_runtime_or_the_config(monkeypatch: py
     assert AirflowRuntime(postgres_conn_id="pg").ledger(migrate=False).schema == config.DEFAULT_LEDGER_SCHEMA
     monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA", "configured")
     ledger = AirflowRuntime(postgres_conn_id="pg").ledger(migrate=False)
-    assert ledger.schema == "configured" and str(ledger.catalog_uri).endswith("://127.0.0.1:9")  # Iceberg's
+    assert ledger.schema == "configured"
+    assert "://127.0.0.1:9?connect_timeout=10&" in str(ledger.catalog_uri)  # Iceberg's, with the deadlines
 
 
 def test_the_pipelines_page_and_the_trigger_open_the_ledger_through_the_seam(monkeypatch: pytest.MonkeyPatch) -> None:
