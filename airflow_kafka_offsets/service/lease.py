@@ -76,7 +76,8 @@ class LeaseKeeper:
 
     @property
     def lost(self) -> LeaseLoss | None:
-        """Why the lease is no longer held, or None while it is."""
+        """Why the lease is no longer held, or None while it is (asked while renewing, or right after: once
+        the keeper has exited, nothing renews it)."""
         if self._refused is not None:
             return self._refused
         overdue = time.monotonic() - self._expires
