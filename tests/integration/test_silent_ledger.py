@@ -79,6 +79,21 @@ def planned_and_read(ledger: Ledger, root: Path) -> tuple[LocalDirectorySink, in
     return sink, plan.batch_id
 
 
+def batch_lock_held(stack, schema: str, batch_id: int) -> bool:
+    """Whether another session holds the batch row's lock (asked without waiting for it)."""
+    conn = psycopg2.connect(stack.pg_dsn())
+    try:
+        conn.cursor().execute(
+            f'SELECT 1 FROM "{schema}".batches WHERE pipeline = %s AND batch_id = %s FOR UPDATE NOWAIT',
+            ("silent", batch_id),
+        )
+        return False
+    except psycopg2.errors.LockNotAvailable:
+        return True
+    finally:
+        conn.close()
+
+
 def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_commits_once(
     stack, ledger: Ledger, schema: str, tmp_path: Path
 ) -> None:
@@ -112,7 +127,8 @@ def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_com
             worker.stdin.flush()
             outcome = worker.stdout.readline().strip()
             waited = time.monotonic() - cut
-            worker.wait(10)
+            held_by_the_dead_worker = batch_lock_held(stack, schema, batch_id)
+            worker.wait(60)  # its exit, on a loaded machine
         finally:
             if worker.poll() is None:
                 worker.kill()
@@ -122,15 +138,10 @@ def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_com
         assert outcome.startswith("failed after "), outcome
         assert "LedgerConnectionLostError lost the connection to the ledger database while committing" in outcome
         assert "the next run reads the outcome from the ledger" in outcome
-        assert waited < 8, outcome
-        # The dead worker's transaction still holds the batch's lock, until the server ends it (idle for 10 s)
-        # and releases the batch and cursor locks on its own: another run then commits the batch, exactly once.
-        with pytest.raises(psycopg2.errors.LockNotAvailable), psycopg2.connect(stack.pg_dsn()) as conn:
-            conn.cursor().execute(
-                f'SELECT 1 FROM "{schema}".batches WHERE pipeline = %s AND batch_id = %s FOR UPDATE NOWAIT',
-                ("silent", batch_id),
-            )
-        conn.close()
+        assert waited < 15, outcome  # 2 s of TCP_USER_TIMEOUT and a loaded machine's latency
+        assert held_by_the_dead_worker  # its transaction outlived its connection ...
+        # ... and the server ends the dead worker's transaction (idle for 10 s), releasing the batch and cursor
+        # locks on its own: another run then commits the batch, exactly once.
         locked = time.monotonic()
         outcome_now = commit_batch(ledger, sink, "silent", batch_id, ACTOR)
         print(f"silent ledger: the next run committed {time.monotonic() - locked:.2f}s later")
