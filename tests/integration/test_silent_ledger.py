@@ -79,6 +79,11 @@ def planned_and_read(ledger: Ledger, root: Path) -> tuple[LocalDirectorySink, in
     return sink, plan.batch_id
 
 
+def stack_ledger_connection() -> dict:
+    """The stack's ledger connection as the ``stack`` fixture gives it to Airflow."""
+    return dict(json.loads(os.environ["AIRFLOW_CONN_POSTGRES_DEFAULT"]))
+
+
 def batch_lock_held(stack, schema: str, batch_id: int) -> bool:
     """Whether another session holds the batch row's lock (asked without waiting for it)."""
     conn = psycopg2.connect(stack.pg_dsn())
@@ -100,15 +105,7 @@ def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_com
     sink, batch_id = planned_and_read(ledger, tmp_path)
     with silent_link((stack.pg_host, stack.pg_port)) as link:
         host, port = link.forwarder.address
-        connection = {
-            "conn_type": "postgres",
-            "host": host,
-            "port": port,
-            "login": stack.pg_user,
-            "password": stack.pg_password,
-            "schema": stack.pg_database,
-            "extra": EXTRA,
-        }
+        connection = {**stack_ledger_connection(), "host": host, "port": port, "extra": EXTRA}
         env = {**os.environ, "AIRFLOW_CONN_LEDGER_SILENT": json.dumps(connection)}
         worker = subprocess.Popen(
             link.command(sys.executable, "-c", WORKER, schema, str(tmp_path), "silent", str(batch_id)),
@@ -234,15 +231,7 @@ def test_every_ledger_connection_and_the_catalogs_carry_the_deadlines_with_the_e
     from airflow_kafka_offsets.hooks.ledger import LedgerHook
 
     extra = {**hook_extra, "tcp_user_timeout": 7000, "statement_timeout": 123_000, "keepalives_idle": 4}
-    connection = {
-        "conn_type": "postgres",
-        "host": stack.pg_host,
-        "port": stack.pg_port,
-        "login": stack.pg_user,
-        "password": stack.pg_password,
-        "schema": stack.pg_database,
-        "extra": extra,
-    }
+    connection = {**stack_ledger_connection(), "extra": extra}
     monkeypatch.setenv("AIRFLOW_CONN_LEDGER_DEADLINES", json.dumps(connection))
     names = ("statement_timeout", "idle_in_transaction_session_timeout", "tcp_user_timeout", "tcp_keepalives_idle")
     expected = {"statement_timeout": "123s", "idle_in_transaction_session_timeout": "5min"}
