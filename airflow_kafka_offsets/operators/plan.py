@@ -32,6 +32,10 @@ def refuse_backfill(context: Mapping[str, Any], pipeline: str) -> None:
         )
 
 
+# The plan step's arguments beside its options: what the pipeline reads and where it writes.
+SPEC_ARGUMENTS = ("topics", "output_root", "sink")
+
+
 class KafkaBatchPlanOperator(KafkaTopicAssetsOperator, SparkConnectorOperator):
     """Write the next batch's exact offset ranges to the ledger, or return the batch already planned.
 
@@ -80,10 +84,6 @@ class KafkaBatchPlanOperator(KafkaTopicAssetsOperator, SparkConnectorOperator):
 
     def run(self, context: Context) -> dict[str, Any]:
         return plan_next(self, context, self.topics, self.output_root, self.sink)
-
-
-# The plan step's arguments beside its options: what the pipeline reads and where it writes.
-SPEC_ARGUMENTS = ("topics", "output_root", "sink")
 
 
 def plan_next(

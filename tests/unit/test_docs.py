@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mkdocs_hooks
+import option_tables
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -284,30 +285,15 @@ def test_the_config_table_is_the_provider_infos_options() -> None:
     assert documented == {name: option["default"] for name, option in options.items()}
 
 
-def option_tables() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Each option table of dags.md: the table its declarations make, and the keys the task group takes."""
-    from airflow_kafka_offsets.core.options import option_table
-    from airflow_kafka_offsets.core.plan_options import PlanOptions
-    from airflow_kafka_offsets.operators.task_group import PLAN_KWARGS, SPARK_KWARGS
-    from airflow_kafka_offsets.spark.options import ReadOptions, SparkJobOptions
-
-    return {
-        "Pipeline options (`plan_kwargs`)": (option_table(PlanOptions), PLAN_KWARGS),
-        "Spark settings (`spark_kwargs`)": (
-            option_table(SparkJobOptions, ReadOptions, heading="setting", skip=("spark_conn_id",)),
-            SPARK_KWARGS,
-        ),
-    }
-
-
-@pytest.mark.parametrize("heading", ["Pipeline options (`plan_kwargs`)", "Spark settings (`spark_kwargs`)"])
+@pytest.mark.parametrize("heading", [option_tables.PLAN_HEADING, option_tables.SPARK_HEADING])
 def test_the_option_tables_are_the_declared_options(heading: str) -> None:
-    text = (DOCS / "dags.md").read_text()
-    start = text.index("\n|", text.index(heading)) + 1
-    table = text[start : text.index("\n\n", start)]
-    expected, keys = option_tables()[heading]
-    assert table == expected, f"dags.md: replace the table under {heading} with:\n{expected}"
-    assert [name for row in table_rows(table) for name in code_names(row[0])] == list(keys)
+    from airflow_kafka_offsets.operators.task_group import PLAN_KWARGS, SPARK_KWARGS
+
+    text = option_tables.PAGE.read_text()
+    assert option_tables.rewrite(text) == text, "dags.md: run python scripts/option_tables.py"
+    start, end = option_tables.table_after(text, heading)
+    keys = PLAN_KWARGS if heading == option_tables.PLAN_HEADING else SPARK_KWARGS
+    assert [name for row in table_rows(text[start:end]) for name in code_names(row[0])] == list(keys)
 
 
 def test_exceptions_named_in_the_pages_exist() -> None:
