@@ -24,10 +24,10 @@ from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.config import config_value, ledger_schema
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.defaults import (
-    KAFKA_TIMEOUT_S,
     DEFAULT_KAFKA_CONN_ID,
     DEFAULT_OBJECT_STORAGE_CONN_ID,
     DEFAULT_POSTGRES_CONN_ID,
+    KAFKA_TIMEOUT_S,
 )
 from airflow_kafka_offsets.core.operation_fields import OperationRequest, operation
 from airflow_kafka_offsets.hooks.kafka import KafkaClusterHook

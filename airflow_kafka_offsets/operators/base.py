@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
+from airflow_kafka_offsets.core.options import given_options
 from airflow_kafka_offsets.core.values import optional_int
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
 from airflow_kafka_offsets.ledger import Ledger
@@ -89,6 +90,10 @@ class SparkConnectorOperator(KafkaOffsetsBaseOperator):
     def spark_options(self) -> SparkJobOptions:
         """The operator's Spark options (as rendered) as one value."""
         return SparkJobOptions.from_params(self)
+
+    def spark_connection_given(self) -> bool:
+        """Whether a Spark connection is set (the plan operator checks one only then)."""
+        return bool(given_options(SparkJobOptions, self).get("conn_id"))
 
 
 class SparkJobOperator(SparkConnectorOperator):

@@ -12,6 +12,7 @@ in ``base`` and ``assets``); this module keeps ``from airflow_kafka_offsets.oper
 
 from __future__ import annotations
 
+from airflow_kafka_offsets.core.plan_options import PlanOptions
 from airflow_kafka_offsets.operators.assets import (
     NOT_IN_ASSET_GRAPH,
     KafkaBatchStepOperator,
@@ -24,7 +25,6 @@ from airflow_kafka_offsets.operators.base import (
     parse_batch_id,
 )
 from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
-from airflow_kafka_offsets.core.plan_options import PlanOptions
 from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator, refuse_backfill
 from airflow_kafka_offsets.operators.read import KafkaBatchSparkOperator
 from airflow_kafka_offsets.operators.task_group import kafka_ingest_task_group

@@ -98,13 +98,13 @@ def plan_next(
     refuse_backfill(context, op.pipeline)
     options = PlanOptions(**given_options(PlanOptions, op))
     spec = build_spec(op.pipeline, topics, output_root, sink=sink, **options.spec_kwargs())
-    if op.spark_conn_id:
+    if op.spark_connection_given():
         spark_runner(op.spark_options().connector()).check()
     ledger = op.ledger()
-    sink = AIRFLOW_SINKS.for_spec(ledger, spec)
-    decode = next_decode(ledger, spec, sink, registry_clients(f"for pipeline {spec.name}"))
+    output = AIRFLOW_SINKS.for_spec(ledger, spec)
+    decode = next_decode(ledger, spec, output, registry_clients(f"for pipeline {spec.name}"))
     kafka = op.runtime().kafka(timeout_s=options.kafka_timeout_s)
-    outcome = plan_batch(ledger, spec, kafka.offsets, sink, actor_from_context(context), decode)
+    outcome = plan_batch(ledger, spec, kafka.offsets, output, actor_from_context(context), decode)
     plan = outcome.plan
     return {
         "pipeline": spec.name,

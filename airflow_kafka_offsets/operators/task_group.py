@@ -9,13 +9,12 @@ from typing import Any
 from airflow.sdk import TaskGroup
 
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID, DEFAULT_SPARK_CONN_ID
-from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
 from airflow_kafka_offsets.core.options import option_names
 from airflow_kafka_offsets.core.plan_options import PlanOptions
+from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
 from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator
 from airflow_kafka_offsets.operators.read import KafkaBatchSparkOperator
 from airflow_kafka_offsets.spark.options import CONNECTOR_PARAMS, ReadOptions, SparkJobOptions
-
 
 # The keys ``plan_kwargs`` and ``spark_kwargs`` take: the declared options of the plan and read steps (the
 # Spark connection is the group's own argument).

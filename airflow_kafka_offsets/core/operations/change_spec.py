@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from airflow_kafka_offsets.core.options import OptionInfo, declared
-from airflow_kafka_offsets.core.plan_options import PlanOptions
 from airflow_kafka_offsets.core.operation_input import (
     Field,
     Operation,
@@ -18,6 +16,8 @@ from airflow_kafka_offsets.core.operation_input import (
     parse_whole_number,
     text,
 )
+from airflow_kafka_offsets.core.options import OptionInfo, declared
+from airflow_kafka_offsets.core.plan_options import PlanOptions
 
 OPERATION = Operation(
     "change_spec",
