@@ -44,8 +44,7 @@ class SparkJobOptions:
     )
     conf: Mapping[str, str] = option(
         None,
-        "extra Spark settings (`--conf` for spark-submit, session conf on Spark Connect); on the command "
-        "line a KEY=VALUE setting (repeat for more)",
+        "extra Spark settings (`--conf` for spark-submit, session conf on Spark Connect)",
         param="spark_conf",
         cli="--spark-conf",
         cli_type=conf_item,
@@ -161,7 +160,7 @@ def cli_options() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
         if o.cli_type is not None:
             kwargs["type"] = o.cli_type
         if o.attribute == "conf":
-            kwargs.update(action="append", metavar="KEY=VALUE")
+            kwargs.update(action="append", metavar="KEY=VALUE", help=f"{kwargs['help']}, one per flag")
         else:
             kwargs["metavar"] = o.cli.lstrip("-").upper().replace("-", "_")
         options.append(((o.cli,), kwargs))

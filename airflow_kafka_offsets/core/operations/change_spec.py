@@ -48,10 +48,9 @@ def parse_cap(value: Any) -> int | str | None:
     return parse_whole_number(value, minimum=1, example="100000")
 
 
-def _spec_field(o: OptionInfo) -> Field:
+def _spec_field(o: OptionInfo, label: str, description: str) -> Field:
     """A pipeline option the form changes: one of its fixed values, or a cap (a number or "none"); blank keeps
     the current value."""
-    label, description = o.form or (o.name, o.doc)
     if o.choices:
         return OPERATION.field(
             f"spec_{o.name}", label, description, partial(enum_text, o.choices), enum=o.choices, cli=o.cli
@@ -71,7 +70,7 @@ FIELDS: tuple[Field, ...] = (
         pattern=blank_or(rf"{_TOPIC}(\s*,\s*{_TOPIC})*"),
         cli="--topics",
     ),
-    *(_spec_field(o) for o in CHANGEABLE),
+    *(_spec_field(o, *o.form) for o in CHANGEABLE if o.form),
 )
 
 
