@@ -27,6 +27,7 @@ from airflow_kafka_offsets.core.defaults import (
     DEFAULT_KAFKA_CONN_ID,
     DEFAULT_OBJECT_STORAGE_CONN_ID,
     DEFAULT_POSTGRES_CONN_ID,
+    KAFKA_TIMEOUT_S,
 )
 from airflow_kafka_offsets.core.operation_fields import OperationRequest, operation
 from airflow_kafka_offsets.hooks.kafka import KafkaClusterHook
@@ -38,8 +39,6 @@ from airflow_kafka_offsets.service.context import OperationContext, SinkOpener
 from airflow_kafka_offsets.spark.options import SparkJobOptions
 from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings, split_list
-
-KAFKA_TIMEOUT_S = 30.0
 
 
 def object_storage(location: str) -> S3Access | None:

@@ -13,3 +13,6 @@ DEFAULT_KAFKA_CONN_ID = "kafka_default"
 DEFAULT_POSTGRES_CONN_ID = "postgres_default"
 DEFAULT_SPARK_CONN_ID = "spark_default"
 DEFAULT_OBJECT_STORAGE_CONN_ID = "aws_default"
+
+# How long a step waits for Kafka's answers when no timeout is given.
+KAFKA_TIMEOUT_S = 30.0

@@ -9,13 +9,15 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID, DEFAULT_SPARK_CONN_ID
+from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
+from airflow_kafka_offsets.core.options import given_options
 from airflow_kafka_offsets.core.values import optional_int
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, ConfigurationError, InvalidPipelineSpecError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.operators.options import takes_options
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, AirflowRuntime, spark_runner
 from airflow_kafka_offsets.sinks import Sink
-from airflow_kafka_offsets.spark.options import SparkJobOptions
+from airflow_kafka_offsets.spark.options import CONNECTOR_PARAMS, SPARK_PARAMS, SparkJobOptions
 from airflow_kafka_offsets.spark.runner import BatchRunner
 
 
@@ -77,65 +79,34 @@ class KafkaOffsetsBaseOperator(BaseOperator):
 
 
 class SparkConnectorOperator(KafkaOffsetsBaseOperator):
-    """Where the pipeline's Spark jobs run and the Kafka connector they get.
+    """Where the pipeline's Spark jobs run and the Kafka connector they get: the connection and
+    connector options of :class:`~airflow_kafka_offsets.spark.options.SparkJobOptions`
+    (``spark_conn_id``, ``spark_jars``, ``spark_packages``)."""
 
-    :param spark_conn_id: the Spark connection (the master: ``local[2]``, ``spark://...``, ``yarn``, ...;
-        or a ``spark_connect`` server).
-    :param spark_jars: local paths of the Kafka connector jars (default: ``[kafka_offsets] spark_jars``).
-    :param spark_packages: Maven coordinates instead (default: ``[kafka_offsets] spark_packages``,
-        else the connector matching the local pyspark).
-    """
-
-    def __init__(
-        self,
-        *,
-        spark_conn_id: str | None = DEFAULT_SPARK_CONN_ID,
-        spark_jars: str | Sequence[str] | None = None,
-        spark_packages: str | Sequence[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    @takes_options(SparkJobOptions, only=CONNECTOR_PARAMS)
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.spark_conn_id = spark_conn_id
-        self.spark_jars = spark_jars
-        self.spark_packages = spark_packages
 
     def spark_options(self) -> SparkJobOptions:
         """The operator's Spark options (as rendered) as one value."""
         return SparkJobOptions.from_params(self)
 
+    def spark_connection_given(self) -> bool:
+        """Whether a Spark connection is set (the plan operator checks one only then)."""
+        return bool(given_options(SparkJobOptions, self).get("conn_id"))
+
 
 class SparkJobOperator(SparkConnectorOperator):
-    """An operator that runs Spark jobs: their options, and ``on_kill`` stopping the running one
-    (spark-submit, and in cluster mode its driver; a Spark Connect session's operations).
-
-    :param spark_conf: extra ``--conf`` settings (templated).
-    :param executor_cores: spark-submit ``--executor-cores``.
-    :param executor_memory: spark-submit ``--executor-memory``.
-    :param driver_memory: spark-submit ``--driver-memory``.
-    :param num_executors: spark-submit ``--num-executors``.
-    :param total_executor_cores: spark-submit ``--total-executor-cores``.
-    """
+    """An operator that runs Spark jobs: the rest of the options of
+    :class:`~airflow_kafka_offsets.spark.options.SparkJobOptions` (``spark_conf``, spark-submit's
+    resources), and ``on_kill`` stopping the running job (spark-submit, and in cluster mode its
+    driver; a Spark Connect session's operations)."""
 
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
 
-    def __init__(
-        self,
-        *,
-        spark_conf: Mapping[str, str] | None = None,
-        executor_cores: int | None = None,
-        executor_memory: str | None = None,
-        driver_memory: str | None = None,
-        num_executors: int | None = None,
-        total_executor_cores: int | None = None,
-        **kwargs: Any,
-    ) -> None:
+    @takes_options(SparkJobOptions, only=tuple(p for p in SPARK_PARAMS if p not in CONNECTOR_PARAMS))
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.spark_conf = spark_conf
-        self.executor_cores = executor_cores
-        self.executor_memory = executor_memory
-        self.driver_memory = driver_memory
-        self.num_executors = num_executors
-        self.total_executor_cores = total_executor_cores
         self._submitter: BatchRunner | None = None
 
     def spark_runner(self, output_root: str | None, options: SparkJobOptions | None = None) -> BatchRunner:

@@ -9,44 +9,64 @@ a no-op.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_kafka_offsets.core.defaults import DEFAULT_SPARK_CONN_ID
-from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
-from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator
-from airflow_kafka_offsets.operators.read import KafkaBatchSparkOperator
+from airflow_kafka_offsets.core.options import templated_names
+from airflow_kafka_offsets.core.plan_options import PlanOptions
+from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator
+from airflow_kafka_offsets.operators.commit import commit_step, declare_output_alias
+from airflow_kafka_offsets.operators.options import takes_options
+from airflow_kafka_offsets.operators.plan import SPEC_ARGUMENTS, plan_next
+from airflow_kafka_offsets.operators.read import SparkBatchStepOperator, read_step
+from airflow_kafka_offsets.spark.options import SPARK_TEMPLATE_FIELDS, ReadOptions
 
 
-class KafkaBatchOperator(KafkaBatchPlanOperator, KafkaBatchSparkOperator, KafkaBatchCommitOperator):
+class KafkaBatchOperator(SparkBatchStepOperator):
     """Plan the next batch (or take the planned one), read it with Spark and commit it, in one task.
 
-    Takes the plan operator's pipeline options (``topics``, ``output_root``, ``sink``, caps, ...), the
-    read operator's Spark options (``spark_conn_id``, ``spark_conf``, ``spark_jars``, ...,
-    ``min_partitions``) and, like the commit operator, emits one asset event per commit on the alias
-    ``kafka_offsets/<pipeline>``. Returns ``{"pipeline", "batch_id", "records_planned", "replayed",
-    "records", "committed_now", "output_uri"}``; ``batch_id`` is None when Kafka holds nothing new.
+    Takes the plan operator's ``topics``, ``output_root``, ``sink`` and pipeline options
+    (:class:`~airflow_kafka_offsets.core.plan_options.PlanOptions`), the read operator's Spark options
+    (``spark_conn_id``, ``spark_conf``, ``spark_jars``, ..., ``min_partitions``) and, like the commit
+    operator, emits one asset event per commit on the alias ``kafka_offsets/<pipeline>``. Returns
+    ``{"pipeline", "batch_id", "records_planned", "replayed", "records", "committed_now", "output_uri"}``;
+    ``batch_id`` is None when Kafka holds nothing new.
     """
 
-    template_fields: Sequence[str] = tuple(
-        name
-        for name in dict.fromkeys((*KafkaBatchPlanOperator.template_fields, *KafkaBatchSparkOperator.template_fields))
-        if name != "batch_id"  # the plan step decides it
+    template_fields: Sequence[str] = (
+        *KafkaOffsetsBaseOperator.template_fields,
+        *SPEC_ARGUMENTS,
+        *templated_names(PlanOptions),
+        *SPARK_TEMPLATE_FIELDS,
+        *templated_names(ReadOptions),
     )
     ui_color = "#e8f4ea"
 
-    def __init__(self, *, spark_conn_id: str = DEFAULT_SPARK_CONN_ID, **kwargs: Any) -> None:
-        super().__init__(spark_conn_id=spark_conn_id, **kwargs)
+    @takes_options(PlanOptions, ReadOptions)
+    def __init__(
+        self,
+        *,
+        topics: Sequence[str] | str,
+        output_root: str,
+        sink: str | Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.topics = topics
+        self.output_root = output_root
+        self.sink = sink
+        self.declare_topic_inlets(topics)
+        declare_output_alias(self)
 
     def run(self, context: Context) -> dict[str, Any]:
-        planned = KafkaBatchPlanOperator.run(self, context)  # checks the Spark connection first
+        planned = plan_next(self, context, self.topics, self.output_root, self.sink)  # checks Spark first
         batch_id = planned["batch_id"]
         if batch_id is None:
             return {**planned, "records": 0, "committed_now": False, "output_uri": None}
-        self.read(context, batch_id)
-        committed = self.commit(context, batch_id) or {}
+        read_step(self, context, batch_id)
+        committed = commit_step(self, context, batch_id) or {}
         return {
             **planned,
             "records": committed.get("records", 0),

@@ -45,53 +45,61 @@ class KafkaBatchCommitOperator(KafkaBatchStepOperator):
     def __init__(self, *, batch_id: int | str | Mapping[str, Any] | XComArg | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
-        if "{{" not in self.pipeline:  # a templated pipeline's alias is added once rendered
-            self.add_outlets([pipeline_output_alias(self.pipeline)])
+        declare_output_alias(self)
 
     def run(self, context: Context) -> dict[str, Any] | None:
-        return self.commit(context, parse_batch_id(self.batch_id))
+        return commit_step(self, context, parse_batch_id(self.batch_id))
 
-    def commit(self, context: Context, batch_id: int | None) -> dict[str, Any] | None:
-        """Commit ``batch_id`` (None: the planned batch); None when there is nothing to commit."""
-        validate_pipeline_name(self.pipeline)
-        alias = pipeline_output_alias(self.pipeline)
-        if alias not in self.outlets:
-            self.add_outlets([alias])
-        ledger = self.ledger()
+
+def declare_output_alias(op: KafkaBatchStepOperator) -> None:
+    """At parse time: the pipeline's output alias as the task's outlet (a templated pipeline's alias
+    is added once rendered)."""
+    if "{{" not in op.pipeline:
+        op.add_outlets([pipeline_output_alias(op.pipeline)])
+
+
+def commit_step(op: KafkaBatchStepOperator, context: Context, batch_id: int | None) -> dict[str, Any] | None:
+    """Commit ``batch_id`` (None: the planned batch) of ``op``'s pipeline; None when there is nothing to commit."""
+    validate_pipeline_name(op.pipeline)
+    alias = pipeline_output_alias(op.pipeline)
+    if alias not in op.outlets:
+        op.add_outlets([alias])
+    ledger = op.ledger()
+    if batch_id is None:
+        with ledger.transaction() as tx:
+            batch_id = tx.planned_batch_id(op.pipeline)
         if batch_id is None:
-            with ledger.transaction() as tx:
-                batch_id = tx.planned_batch_id(self.pipeline)
-            if batch_id is None:
-                self.log.info("pipeline %s: no batch to commit", self.pipeline)
-                return None
-        sink = self.sink_for(ledger)
-        lineage = self.pipeline_lineage(ledger, sink)
-        outcome = commit_batch(ledger, sink, self.pipeline, batch_id, actor_from_context(context))
-        if outcome.committed_now:
-            committed = self.handled(lineage, outcome.plan, outcome.records)
-            facts = committed.batch_facts() | ({"output_tables": dict(outcome.tables)} if outcome.tables else {})
-            context["outlet_events"][alias].add(output_asset(committed.location), extra=facts)
-            batches = pipeline_batches_asset(self.pipeline)
-            if batches not in self.outlets:
-                self.add_outlets([batches])
-            event = context["outlet_events"][batches]
-            event.extra = facts
-            event.add_partitions(batch_partition_key(batch_id))
-            self.mirror_consumer_group(ledger)
-        return {
-            "pipeline": self.pipeline,
-            "batch_id": batch_id,
-            "records": outcome.records,
-            "committed_now": outcome.committed_now,
-            "output_uri": outcome.plan.output_uri,
-        }
+            op.log.info("pipeline %s: no batch to commit", op.pipeline)
+            return None
+    sink = op.sink_for(ledger)
+    lineage = op.pipeline_lineage(ledger, sink)
+    outcome = commit_batch(ledger, sink, op.pipeline, batch_id, actor_from_context(context))
+    if outcome.committed_now:
+        committed = op.handled(lineage, outcome.plan, outcome.records)
+        facts = committed.batch_facts() | ({"output_tables": dict(outcome.tables)} if outcome.tables else {})
+        context["outlet_events"][alias].add(output_asset(committed.location), extra=facts)
+        batches = pipeline_batches_asset(op.pipeline)
+        if batches not in op.outlets:
+            op.add_outlets([batches])
+        event = context["outlet_events"][batches]
+        event.extra = facts
+        event.add_partitions(batch_partition_key(batch_id))
+        mirror_consumer_group(op, ledger)
+    return {
+        "pipeline": op.pipeline,
+        "batch_id": batch_id,
+        "records": outcome.records,
+        "committed_now": outcome.committed_now,
+        "output_uri": outcome.plan.output_uri,
+    }
 
-    def mirror_consumer_group(self, ledger: Ledger) -> None:
-        """Best effort: the ledger is the truth, the consumer group only feeds lag monitors."""
-        try:
-            group = mirror_to_consumer_group(ledger, self.runtime().kafka(), self.pipeline)
-        except Exception as exc:
-            self.log.warning("pipeline %s: could not mirror offsets into its consumer group: %s", self.pipeline, exc)
-        else:
-            if group:
-                self.log.info("pipeline %s: offsets mirrored into consumer group %s", self.pipeline, group)
+
+def mirror_consumer_group(op: KafkaBatchStepOperator, ledger: Ledger) -> None:
+    """Best effort: the ledger is the truth, the consumer group only feeds lag monitors."""
+    try:
+        group = mirror_to_consumer_group(ledger, op.runtime().kafka(), op.pipeline)
+    except Exception as exc:
+        op.log.warning("pipeline %s: could not mirror offsets into its consumer group: %s", op.pipeline, exc)
+    else:
+        if group:
+            op.log.info("pipeline %s: offsets mirrored into consumer group %s", op.pipeline, group)

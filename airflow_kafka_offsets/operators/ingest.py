@@ -12,6 +12,7 @@ in ``base`` and ``assets``); this module keeps ``from airflow_kafka_offsets.oper
 
 from __future__ import annotations
 
+from airflow_kafka_offsets.core.plan_options import PlanOptions
 from airflow_kafka_offsets.operators.assets import (
     NOT_IN_ASSET_GRAPH,
     KafkaBatchStepOperator,
@@ -24,9 +25,9 @@ from airflow_kafka_offsets.operators.base import (
     parse_batch_id,
 )
 from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
-from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator, PlanOptions, refuse_backfill
+from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator, refuse_backfill
 from airflow_kafka_offsets.operators.read import KafkaBatchSparkOperator
-from airflow_kafka_offsets.operators.task_group import SparkOptions, kafka_ingest_task_group
+from airflow_kafka_offsets.operators.task_group import kafka_ingest_task_group
 from airflow_kafka_offsets.runtime import actor_from_context
 
 __all__ = [
@@ -40,7 +41,6 @@ __all__ = [
     "PlanOptions",
     "SparkConnectorOperator",
     "SparkJobOperator",
-    "SparkOptions",
     "actor_from_context",
     "kafka_ingest_task_group",
     "parse_batch_id",

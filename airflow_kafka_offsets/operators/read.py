@@ -4,24 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow.sdk import Context, XComArg
 
 from airflow_kafka_offsets.config import config_value
+from airflow_kafka_offsets.core.options import given_options, templated_names
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.core.values import optional_int
 from airflow_kafka_offsets.lineage import openlineage_parent_conf
 from airflow_kafka_offsets.operators.assets import KafkaBatchStepOperator
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkJobOperator, parse_batch_id
+from airflow_kafka_offsets.operators.options import takes_options
 from airflow_kafka_offsets.runtime import actor_from_context
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.plan import load_batch
 from airflow_kafka_offsets.service.read import run_batch
-from airflow_kafka_offsets.spark.options import SPARK_TEMPLATE_FIELDS
+from airflow_kafka_offsets.spark.options import SPARK_TEMPLATE_FIELDS, ReadOptions
 
 
-class KafkaBatchSparkOperator(KafkaBatchStepOperator, SparkJobOperator):
+class SparkBatchStepOperator(KafkaBatchStepOperator, SparkJobOperator):
+    """A step that reads batches with Spark: the read operator, and the one-task operator."""
+
+    template_fields_renderers: ClassVar[dict[str, str]] = SparkJobOperator.template_fields_renderers
+
+
+class KafkaBatchSparkOperator(SparkBatchStepOperator):
     """Read the batch's ranges with Spark into a staging location and check Spark's report.
 
     Nothing runs when there is no batch, the batch is already committed, or it reads no
@@ -31,64 +39,60 @@ class KafkaBatchSparkOperator(KafkaBatchStepOperator, SparkJobOperator):
 
     :param batch_id: the batch to read (the plan task's ``output``, an int, or a template);
         default: the pipeline's planned batch.
-    :param min_partitions: Spark tasks for the read (default: at least one per core).
 
-    The Spark options (``spark_conn_id``, ``spark_conf``, ``spark_jars``, ``spark_packages``,
-    ``executor_cores``, ``executor_memory``, ``driver_memory``, ``num_executors``,
-    ``total_executor_cores``) are those of :class:`~airflow_kafka_offsets.operators.base.SparkJobOperator`.
+    It also takes ``min_partitions`` (:class:`~airflow_kafka_offsets.spark.options.ReadOptions`) and
+    the Spark options of :class:`~airflow_kafka_offsets.spark.options.SparkJobOptions` (``spark_conn_id``,
+    ``spark_conf``, ``spark_jars``, ``spark_packages``, spark-submit's resources).
     """
 
     template_fields: Sequence[str] = (
         *KafkaOffsetsBaseOperator.template_fields,
         "batch_id",
         *SPARK_TEMPLATE_FIELDS,
-        "min_partitions",
+        *templated_names(ReadOptions),
     )
     ui_color = "#fdf0e0"
 
-    def __init__(
-        self,
-        *,
-        batch_id: int | str | Mapping[str, Any] | XComArg | None = None,
-        min_partitions: int | str | None = None,
-        **kwargs: Any,
-    ) -> None:
+    @takes_options(ReadOptions)
+    def __init__(self, *, batch_id: int | str | Mapping[str, Any] | XComArg | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.batch_id = batch_id
-        self.min_partitions = min_partitions
 
     def run(self, context: Context) -> dict[str, Any] | None:
-        return self.read(context, parse_batch_id(self.batch_id))
+        return read_step(self, context, parse_batch_id(self.batch_id))
 
-    def read(self, context: Context, batch_id: int | None) -> dict[str, Any] | None:
-        """Read ``batch_id`` (None: the planned batch) with Spark; None when there is nothing to read."""
-        validate_pipeline_name(self.pipeline)
-        ledger = self.ledger()
-        plan = load_batch(ledger, self.pipeline, batch_id)
-        if plan is None:
-            self.log.info("pipeline %s: no batch to read", self.pipeline)
-            return None
-        sink = self.sink_for(ledger)
-        lineage = self.pipeline_lineage(ledger, sink)
-        # Spark's own OpenLineage events name this task as their parent
-        options = self.spark_options()
-        options = replace(options, conf=openlineage_parent_conf(options.conf, context) or {})
-        submitter = self.spark_runner(plan.output_uri, options)  # S3 credentials go to Spark privately
-        if plan.readable_ranges:
-            submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
-        report = run_batch(
-            ledger,
-            sink,
-            plan,
-            submitter,
-            self.runtime().kafka_hook().spark_properties() if plan.readable_ranges else {},
-            actor_from_context(context),
-            min_partitions=optional_int(self.min_partitions, "min_partitions", minimum=1),
-            lease_s=float(config_value("attempt_lease_seconds", str(DEFAULT_LEASE_S))),
-            wait_s=float(config_value("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
-            offsets_source=self.runtime().kafka().offsets,  # records already deleted: refused before Spark
-        )
-        records = report.records if report else 0
-        if report is not None:
-            self.handled(lineage, plan, records)
-        return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
+
+def read_step(op: SparkBatchStepOperator, context: Context, batch_id: int | None) -> dict[str, Any] | None:
+    """Read ``batch_id`` (None: the planned batch) of ``op``'s pipeline with Spark, with its rendered
+    Spark and read options; None when there is nothing to read."""
+    validate_pipeline_name(op.pipeline)
+    ledger = op.ledger()
+    plan = load_batch(ledger, op.pipeline, batch_id)
+    if plan is None:
+        op.log.info("pipeline %s: no batch to read", op.pipeline)
+        return None
+    sink = op.sink_for(ledger)
+    lineage = op.pipeline_lineage(ledger, sink)
+    # Spark's own OpenLineage events name this task as their parent
+    options = op.spark_options()
+    options = replace(options, conf=openlineage_parent_conf(options.conf, context) or {})
+    submitter = op.spark_runner(plan.output_uri, options)  # S3 credentials go to Spark privately
+    if plan.readable_ranges:
+        submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
+    read = ReadOptions(**given_options(ReadOptions, op))
+    report = run_batch(
+        ledger,
+        sink,
+        plan,
+        submitter,
+        op.runtime().kafka_hook().spark_properties() if plan.readable_ranges else {},
+        actor_from_context(context),
+        min_partitions=optional_int(read.min_partitions, "min_partitions", minimum=1),
+        lease_s=float(config_value("attempt_lease_seconds", str(DEFAULT_LEASE_S))),
+        wait_s=float(config_value("attempt_wait_seconds", str(DEFAULT_WAIT_S))),
+        offsets_source=op.runtime().kafka().offsets,  # records already deleted: refused before Spark
+    )
+    records = report.records if report else 0
+    if report is not None:
+        op.handled(lineage, plan, records)
+    return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}

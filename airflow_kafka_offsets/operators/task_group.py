@@ -1,40 +1,27 @@
-"""``kafka_ingest_task_group``: plan >> read >> commit for one pipeline, and the documented keys of
-its ``plan_kwargs`` and ``spark_kwargs``."""
+"""``kafka_ingest_task_group``: plan >> read >> commit for one pipeline, and the keys of its
+``plan_kwargs`` and ``spark_kwargs`` (read from the options' declarations)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 from airflow.sdk import TaskGroup
 
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID, DEFAULT_SPARK_CONN_ID
+from airflow_kafka_offsets.core.options import option_names
+from airflow_kafka_offsets.core.plan_options import PlanOptions
 from airflow_kafka_offsets.operators.commit import KafkaBatchCommitOperator
-from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator, PlanOptions
+from airflow_kafka_offsets.operators.plan import KafkaBatchPlanOperator
 from airflow_kafka_offsets.operators.read import KafkaBatchSparkOperator
-from airflow_kafka_offsets.spark.options import CONNECTOR_PARAMS
+from airflow_kafka_offsets.spark.options import CONNECTOR_PARAMS, ReadOptions, SparkJobOptions
 
-
-class SparkOptions(TypedDict, total=False):
-    """Spark settings for :class:`KafkaBatchSparkOperator` (``spark_kwargs`` of the task group).
-
-    spark_conf: extra ``--conf`` settings; spark_jars / spark_packages: the Kafka connector
-    (default: the ``[kafka_offsets]`` config, else ``--packages`` for the local pyspark);
-    min_partitions: Spark tasks for the read (default: at least one per core); the rest are
-    spark-submit's own options. The plan task is given the connector's, to check it before planning.
-    All but ``min_partitions`` are the fields of :class:`~airflow_kafka_offsets.spark.options.SparkJobOptions`,
-    which the manual operations and the CLI take too.
-    """
-
-    spark_conf: Mapping[str, str] | None
-    spark_jars: str | Sequence[str] | None
-    spark_packages: str | Sequence[str] | None
-    min_partitions: int | str | None
-    executor_cores: int | None
-    executor_memory: str | None
-    driver_memory: str | None
-    num_executors: int | None
-    total_executor_cores: int | None
+# The keys ``plan_kwargs`` and ``spark_kwargs`` take: the declared options of the plan and read steps (the
+# Spark connection is the group's own argument).
+PLAN_KWARGS: tuple[str, ...] = option_names(PlanOptions)
+SPARK_KWARGS: tuple[str, ...] = tuple(
+    name for name in (*option_names(SparkJobOptions), *option_names(ReadOptions)) if name != "spark_conn_id"
+)
 
 
 def kafka_ingest_task_group(
@@ -49,8 +36,8 @@ def kafka_ingest_task_group(
     spark_conn_id: str = DEFAULT_SPARK_CONN_ID,
     ledger_schema: str | None = None,
     kafka_asset_server: str | None = None,
-    plan_kwargs: PlanOptions | None = None,
-    spark_kwargs: SparkOptions | None = None,
+    plan_kwargs: Mapping[str, Any] | None = None,
+    spark_kwargs: Mapping[str, Any] | None = None,
     commit_kwargs: Mapping[str, Any] | None = None,
 ) -> TaskGroup:
     """plan >> read >> commit for one pipeline, the batch id passed by XCom.
@@ -58,9 +45,10 @@ def kafka_ingest_task_group(
     Literal ``topics`` are the plan task's inlets in Airflow's asset graph as soon as the DAG is
     parsed (``kafka://<server>/<topic>``, the server from the Kafka connection, or
     ``kafka_asset_server``); templated ones become the read and commit tasks' inlets when they run.
-    ``plan_kwargs`` and ``spark_kwargs`` take the documented keys of :class:`PlanOptions` and
-    :class:`SparkOptions`; ``commit_kwargs`` any BaseOperator argument of the commit task. The plan
-    task checks the read task's Spark connection and connector before it plans.
+    ``plan_kwargs`` takes the pipeline options (:data:`PLAN_KWARGS`: the fields of
+    :class:`~airflow_kafka_offsets.core.plan_options.PlanOptions`) and ``spark_kwargs`` the read step's
+    Spark options (:data:`SPARK_KWARGS`); ``commit_kwargs`` any BaseOperator argument of the commit task.
+    The plan task checks the read task's Spark connection and connector before it plans.
     """
     common: dict[str, Any] = {
         "pipeline": pipeline,

@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_kafka_offsets.core.defaults import DEFAULT_SPARK_CONN_ID
+from airflow_kafka_offsets.core.options import declared, option, option_names, plain, templated_names
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.object_storage.access import S3Access
 from airflow_kafka_offsets.spark.settings import SparkSettings, split_list
-
-
-def _option(param: str, cli: str, help: str, *, templated: bool = False, type: Any = None) -> dict[str, Any]:
-    return {"param": param, "cli": cli, "help": help, "templated": templated, "type": type}
 
 
 def conf_item(text: str) -> tuple[str, str]:
@@ -39,57 +36,53 @@ class SparkJobOptions:
     """Where a task's Spark jobs run and with what: the Spark connection, extra conf, the Kafka
     connector (jars or packages) and spark-submit's resource options (refused on Spark Connect)."""
 
-    conn_id: str = field(
-        default=DEFAULT_SPARK_CONN_ID,
-        metadata=_option(
-            "spark_conn_id",
-            "--spark-conn-id",
-            "Airflow connection of Spark: spark (spark-submit) or spark_connect",
-            templated=True,
-        ),
+    conn_id: str = option(
+        DEFAULT_SPARK_CONN_ID,
+        "Airflow connection of Spark: spark (spark-submit) or spark_connect",
+        param="spark_conn_id",
+        cli="--spark-conn-id",
     )
-    conf: Mapping[str, str] = field(
-        default_factory=dict,
-        metadata=_option(
-            "spark_conf", "--spark-conf", "a Spark setting, KEY=VALUE (repeat for more)", templated=True, type=conf_item
-        ),
+    conf: Mapping[str, str] = option(
+        None,
+        "extra Spark settings (`--conf` for spark-submit, session conf on Spark Connect)",
+        param="spark_conf",
+        cli="--spark-conf",
+        cli_type=conf_item,
+        factory=dict,
     )
-    jars: tuple[str, ...] = field(
-        default=(),
-        metadata=_option(
-            "spark_jars",
-            "--spark-jars",
-            "the Kafka connector's jars, comma-separated (default: Airflow config kafka_offsets.spark_jars)",
-            templated=True,
-        ),
+    jars: tuple[str, ...] = option(
+        None,
+        "the Kafka connector's jars, comma-separated or a list",
+        param="spark_jars",
+        default_doc="`[kafka_offsets] spark_jars`",
+        cli="--spark-jars",
+        factory=tuple,
     )
-    packages: tuple[str, ...] = field(
-        default=(),
-        metadata=_option(
-            "spark_packages",
-            "--spark-packages",
-            "Maven coordinates of the connector instead, comma-separated (default: Airflow config "
-            "kafka_offsets.spark_packages, else the connector matching the local pyspark)",
-            templated=True,
-        ),
+    packages: tuple[str, ...] = option(
+        None,
+        "Maven coordinates of the connector instead, comma-separated or a list",
+        param="spark_packages",
+        default_doc="`[kafka_offsets] spark_packages`, else the connector of the Spark that runs the batch "
+        "(see [Spark versions](spark.md))",
+        cli="--spark-packages",
+        factory=tuple,
     )
-    executor_cores: int | None = field(
-        default=None, metadata=_option("executor_cores", "--executor-cores", "spark-submit --executor-cores", type=int)
+    executor_cores: int | None = option(
+        None, "spark-submit's `--executor-cores`", templated=False, cli="--executor-cores", cli_type=int
     )
-    executor_memory: str | None = field(
-        default=None, metadata=_option("executor_memory", "--executor-memory", "spark-submit --executor-memory")
+    executor_memory: str | None = option(
+        None, "spark-submit's `--executor-memory`", templated=False, cli="--executor-memory"
     )
-    driver_memory: str | None = field(
-        default=None, metadata=_option("driver_memory", "--driver-memory", "spark-submit --driver-memory")
+    driver_memory: str | None = option(None, "spark-submit's `--driver-memory`", templated=False, cli="--driver-memory")
+    num_executors: int | None = option(
+        None, "spark-submit's `--num-executors`", templated=False, cli="--num-executors", cli_type=int
     )
-    num_executors: int | None = field(
-        default=None, metadata=_option("num_executors", "--num-executors", "spark-submit --num-executors", type=int)
-    )
-    total_executor_cores: int | None = field(
-        default=None,
-        metadata=_option(
-            "total_executor_cores", "--total-executor-cores", "spark-submit --total-executor-cores", type=int
-        ),
+    total_executor_cores: int | None = option(
+        None,
+        "spark-submit's `--total-executor-cores`",
+        templated=False,
+        cli="--total-executor-cores",
+        cli_type=int,
     )
 
     @classmethod
@@ -97,7 +90,7 @@ class SparkJobOptions:
         """The options from an object holding them under their parameter names (an operator, the CLI's
         parsed arguments); a missing or None one is the default. ``spark_conf`` may be a mapping or
         ``KEY=VALUE`` items; jars and packages a comma-separated string or a list."""
-        values = {f.name: getattr(source, f.metadata["param"], None) for f in fields(cls)}
+        values = {o.attribute: getattr(source, o.name, None) for o in declared(cls)}
         return cls(
             conn_id=values["conn_id"] or DEFAULT_SPARK_CONN_ID,
             conf=_conf(values["conf"]),
@@ -135,11 +128,16 @@ class SparkJobOptions:
 
 RESOURCES = ("executor_cores", "executor_memory", "driver_memory", "num_executors", "total_executor_cores")
 # The operator parameters (and CLI destinations) of the options, and the templated ones.
-SPARK_PARAMS: tuple[str, ...] = tuple(f.metadata["param"] for f in fields(SparkJobOptions))
+SPARK_PARAMS: tuple[str, ...] = option_names(SparkJobOptions)
 CONNECTOR_PARAMS: tuple[str, ...] = ("spark_conn_id", "spark_jars", "spark_packages")
-SPARK_TEMPLATE_FIELDS: tuple[str, ...] = tuple(
-    f.metadata["param"] for f in fields(SparkJobOptions) if f.metadata["templated"]
-)
+SPARK_TEMPLATE_FIELDS: tuple[str, ...] = templated_names(SparkJobOptions)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The read step's own option (beside its Spark options): how finely Spark splits the read."""
+
+    min_partitions: int | str | None = option(None, "Spark tasks for the read", default_doc="at least one per core")
 
 
 def _conf(value: Mapping[str, str] | Iterable[tuple[str, str] | str] | None) -> dict[str, str]:
@@ -155,16 +153,15 @@ def _conf(value: Mapping[str, str] | Iterable[tuple[str, str] | str] | None) -> 
 def cli_options() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
     """The options as command-line arguments: flags and ``add_argument`` keywords (dest: the parameter)."""
     options: list[tuple[tuple[str, ...], dict[str, Any]]] = []
-    for f in fields(SparkJobOptions):
-        meta = f.metadata
-        kwargs: dict[str, Any] = {"dest": meta["param"], "default": None, "help": meta["help"]}
-        if meta["type"] is not None:
-            kwargs["type"] = meta["type"]
-        if f.name == "conf":
-            kwargs.update(action="append", metavar="KEY=VALUE")
+    for o in declared(SparkJobOptions):
+        assert o.cli is not None, o.name
+        default = "" if o.default_doc == "none" else f" (default: {plain(o.default_doc)})"
+        kwargs: dict[str, Any] = {"dest": o.name, "default": o.default, "help": plain(o.doc) + default}
+        if o.cli_type is not None:
+            kwargs["type"] = o.cli_type
+        if o.attribute == "conf":
+            kwargs.update(action="append", metavar="KEY=VALUE", help=f"{kwargs['help']}, one per flag")
         else:
-            kwargs["metavar"] = meta["cli"].lstrip("-").upper().replace("-", "_")
-        if f.name == "conn_id":
-            kwargs["default"] = DEFAULT_SPARK_CONN_ID
-        options.append(((meta["cli"],), kwargs))
+            kwargs["metavar"] = o.cli.lstrip("-").upper().replace("-", "_")
+        options.append(((o.cli,), kwargs))
     return options

@@ -64,3 +64,17 @@ def test_example_dag_twice_in_a_row_second_run_reads_only_new_records(example_da
     assert [b.records_committed for b in batches] == [90, 30]
     assert [(r.start, r.end) for r in batches[1].plan.ranges] == [(30, 40)] * 3
     assert_exactly_once(committed_rows(ledger, pipeline), first + second)
+
+
+def test_the_example_dags_templated_cap_shapes_each_batch(example_dag_env, stack, ledger, monkeypatch):
+    """``plan_kwargs`` options are rendered like the operators' own arguments: the DAG's templated cap
+    (its variable) splits what Kafka holds into capped batches."""
+    topic, pipeline = example_dag_env
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_DEMO_MAX_RECORDS", "60")
+    produced = produce(stack.bootstrap_servers, topic, 90, partitions=3)
+    run_dag(DAG_ID)
+    run_dag(DAG_ID)
+    batches = ledger.committed_batches(pipeline)
+    assert [b.records_committed for b in batches] == [60, 30]
+    assert [[(r.start, r.end) for r in b.plan.ranges] for b in batches] == [[(0, 20)] * 3, [(20, 30)] * 3]
+    assert_exactly_once(committed_rows(ledger, pipeline), produced)

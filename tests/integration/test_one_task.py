@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from airflow import settings
 
 from airflow_kafka_offsets.service.faults import CRASH_ENV
 
@@ -78,3 +79,49 @@ def test_a_worker_killed_inside_the_commit_transaction_is_retried_into_one_commi
         attempts = tx.attempts(pipeline, [1])
     assert [a.shown_state for a in attempts] == ["succeeded"]  # the retry read nothing again
     assert_exactly_once(committed_rows(ledger, pipeline), produced)
+
+
+RENDERED_DAG = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_kafka_offsets.operators import KafkaBatchOperator
+
+with DAG("declared_options_rendered", schedule=None, start_date=datetime(2026, 1, 1),
+         params=dict(cap=30, start="earliest", parts=2)):
+    KafkaBatchOperator(
+        task_id="batch",
+        pipeline=PIPELINE,
+        topics=TOPIC,
+        output_root=OUTPUT_ROOT,
+        max_records_per_batch="{{ params.cap }}",
+        starting_offsets="{{ params.start }}",
+        min_partitions="{{ params.parts }}",
+    )
+"""
+
+
+@pytest.mark.parametrize("one_task_env", ["spark-connect"], indirect=True)
+def test_the_one_task_operators_declared_options_are_rendered_as_templates(
+    one_task_env, stack, ledger, tmp_path, monkeypatch
+):
+    """Declared options reach the steps rendered, under a real DAG run: a templated cap and start
+    policy (pipeline options) shape the batch, a templated ``min_partitions`` (a read option) is read."""
+    topic, pipeline = one_task_env
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    source = RENDERED_DAG
+    for name, value in {"PIPELINE": pipeline, "TOPIC": topic, "OUTPUT_ROOT": str(tmp_path / "out")}.items():
+        source = source.replace(name, repr(value))
+    (dags / "declared_options_rendered.py").write_text(source)
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))  # the DAG bundle dag.test() syncs
+    monkeypatch.setattr(settings, "DAGS_FOLDER", str(dags))  # the folder DagBag() reads
+    produced = produce(stack.bootstrap_servers, topic, 90, partitions=3)
+    run = run_dag("declared_options_rendered")
+    (ti,) = run.get_task_instances()
+    assert ti.state == "success"
+    (batch,) = ledger.committed_batches(pipeline)
+    assert batch.records_committed == 30
+    assert [(r.start, r.end) for r in batch.plan.ranges] == [(0, 10)] * 3
+    assert_exactly_once(committed_rows(ledger, pipeline), [p for p in produced if p["offset"] < 10])

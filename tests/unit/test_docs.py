@@ -18,11 +18,11 @@ import re
 import shlex
 import sys
 import tomllib
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 import mkdocs_hooks
+import option_tables
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -303,24 +303,15 @@ def test_the_ledger_deadline_tables_are_the_codes_defaults(page: str, heading: s
         assert {code_names(row[0])[0]: row[2] for row in rows} == UNITS
 
 
-def task_group_options(argument: str) -> set[str]:
-    from airflow_kafka_offsets.operators import kafka_ingest_task_group
+@pytest.mark.parametrize("heading", [option_tables.PLAN_HEADING, option_tables.SPARK_HEADING])
+def test_the_option_tables_are_the_declared_options(heading: str) -> None:
+    from airflow_kafka_offsets.operators.task_group import PLAN_KWARGS, SPARK_KWARGS
 
-    hint = typing.get_type_hints(kafka_ingest_task_group)[argument]
-    (typed_dict,) = [t for t in typing.get_args(hint) if t is not type(None)]
-    return set(typing.get_type_hints(typed_dict))
-
-
-@pytest.mark.parametrize(
-    "argument,heading",
-    [("plan_kwargs", "Pipeline options (`plan_kwargs`)"), ("spark_kwargs", "Spark settings (`spark_kwargs`)")],
-)
-def test_the_option_tables_are_the_task_groups_options(argument: str, heading: str) -> None:
-    text = (DOCS / "dags.md").read_text()
-    start = text.index(heading)
-    table = text[start : text.index("\n\n", text.index("\n|", start))]
-    documented = {name for row in table_rows(table) for name in code_names(row[0])}
-    assert documented == task_group_options(argument)
+    text = option_tables.PAGE.read_text()
+    assert option_tables.rewrite(text) == text, "dags.md: run python scripts/option_tables.py"
+    start, end = option_tables.table_after(text, heading)
+    keys = PLAN_KWARGS if heading == option_tables.PLAN_HEADING else SPARK_KWARGS
+    assert [name for row in table_rows(text[start:end]) for name in code_names(row[0])] == list(keys)
 
 
 def test_exceptions_named_in_the_pages_exist() -> None:

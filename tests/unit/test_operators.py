@@ -367,7 +367,7 @@ def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch, com
     monkeypatch.setattr(commit_step, "commit_batch", lambda ledger, sink, pipeline, batch_id, actor: outcome)
     monkeypatch.setattr(KafkaBatchCommitOperator, "ledger", lambda self: SpecLedger())
     monkeypatch.setattr(KafkaBatchCommitOperator, "sink_for", lambda self, ledger: SINK)
-    monkeypatch.setattr(KafkaBatchCommitOperator, "mirror_consumer_group", lambda self, ledger: None)
+    monkeypatch.setattr(commit_step, "mirror_consumer_group", lambda op, ledger: None)
     op = KafkaBatchCommitOperator(task_id="commit", pipeline="orders", batch_id="4")
     assert op.outlets == [AssetAlias(name="kafka_offsets/orders")]  # declared for DAG parsing
     ctx = context()

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
 from functools import partial
 from typing import Any
 
-from airflow_kafka_offsets.core.model import DataLossPolicy, StartPolicy
 from airflow_kafka_offsets.core.operation_input import (
     Field,
     Operation,
@@ -18,6 +16,8 @@ from airflow_kafka_offsets.core.operation_input import (
     parse_whole_number,
     text,
 )
+from airflow_kafka_offsets.core.options import OptionInfo, declared
+from airflow_kafka_offsets.core.plan_options import PlanOptions
 
 OPERATION = Operation(
     "change_spec",
@@ -48,31 +48,18 @@ def parse_cap(value: Any) -> int | str | None:
     return parse_whole_number(value, minimum=1, example="100000")
 
 
-def _cap_field(per: str) -> Field:
-    """The two caps, per batch and per partition: one input each, read alike."""
-    return OPERATION.field(
-        f"spec_max_records_per_{per}",
-        f"max records per {per}",
-        "A positive number, or 'none' for no cap (empty: keep).",
-        parse_cap,
-        pattern=blank_or(_CAP),
-        cli=f"--max-records-per-{per}",
-    )
+def _spec_field(o: OptionInfo, label: str, description: str) -> Field:
+    """A pipeline option the form changes: one of its fixed values, or a cap (a number or "none"); blank keeps
+    the current value."""
+    if o.choices:
+        return OPERATION.field(
+            f"spec_{o.name}", label, description, partial(enum_text, o.choices), enum=o.choices, cli=o.cli
+        )
+    return OPERATION.field(f"spec_{o.name}", label, description, parse_cap, pattern=blank_or(_CAP), cli=o.cli)
 
 
-def _policy_field(name: str, label: str, description: str, policy: type[Enum]) -> Field:
-    """The two policies: one of the enum's values, or blank to keep the current one."""
-    allowed = tuple(str(p.value) for p in policy)
-    return OPERATION.field(
-        f"spec_{name}",
-        label,
-        description,
-        partial(enum_text, allowed),
-        enum=allowed,
-        cli=f"--{name.replace('_', '-')}",
-    )
-
-
+# The pipeline options this form changes: those declared with a form label.
+CHANGEABLE: tuple[OptionInfo, ...] = tuple(o for o in declared(PlanOptions) if o.form)
 FIELDS: tuple[Field, ...] = (
     OPERATION.field(
         "spec_topics",
@@ -83,14 +70,7 @@ FIELDS: tuple[Field, ...] = (
         pattern=blank_or(rf"{_TOPIC}(\s*,\s*{_TOPIC})*"),
         cli="--topics",
     ),
-    _cap_field("batch"),
-    _cap_field("partition"),
-    _policy_field(
-        "new_partition_offsets", "where new partitions start", "earliest, latest or error (empty: keep).", StartPolicy
-    ),
-    _policy_field(
-        "on_data_loss", "on data loss", "fail, or skip and record the lost span (empty: keep).", DataLossPolicy
-    ),
+    *(_spec_field(o, *o.form) for o in CHANGEABLE if o.form),
 )
 
 
@@ -99,11 +79,8 @@ def spec_changes(values: Mapping[str, Any]) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     if values.get("spec_topics"):
         changes["topics"] = values["spec_topics"]
-    for name in ("max_records_per_batch", "max_records_per_partition"):
-        cap = values.get(f"spec_{name}")
-        if cap is not None:
-            changes[name] = None if cap == NO_CAP else cap
-    for name in ("new_partition_offsets", "on_data_loss"):
-        if values.get(f"spec_{name}") is not None:
-            changes[name] = values[f"spec_{name}"]
+    for o in CHANGEABLE:
+        value = values.get(f"spec_{o.name}")
+        if value is not None:
+            changes[o.name] = None if value == NO_CAP and not o.choices else value
     return changes
