@@ -90,7 +90,7 @@ def served_versions(repository: str, artifact: str, timeout_s: float = LOOKUP_TI
     have lists none. Raises OSError when the repository does not answer."""
     url = f"{repository}/{SPARK_GROUP.replace('.', '/')}/{artifact}/maven-metadata.xml"
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - http(s) from the conf
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return frozenset(metadata_versions(response.read()))
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -119,7 +119,7 @@ def served_releases(artifacts: Sequence[str], scala: str, repos: Sequence[str]) 
 def connector_release(spark: ClusterSpark, conf: Mapping[str, str]) -> str:
     """The release of the connector (and its token provider) spark-submit gets for ``spark``: see the
     module's docstring. Refused, before anything is planned, when the line has none served."""
-    release = spark_release(spark.version)
+    release: str = spark_release(spark.version)
     if conf.get(IVY_SETTINGS_CONF):
         return release  # the user's Ivy settings decide where packages come from
     repos = repositories(conf)

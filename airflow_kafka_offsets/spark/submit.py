@@ -146,7 +146,7 @@ class SparkBatchSubmitter:
 
     def dependencies(self, spark: ClusterSpark) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Jars and packages to hand spark-submit; default: the connector built for that Spark's line, at
-        the nearest release its Maven repository serves (:func:`~airflow_kafka_offsets.spark.published.connector_release`)."""
+        the nearest release its Maven repository serves (:func:`.published.connector_release`)."""
         settings = self.settings
         if settings.jars:
             missing = [j for j in settings.jars if "://" not in j and not Path(j).is_file()]

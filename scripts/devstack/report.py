@@ -213,5 +213,5 @@ def left_running(st: dict[str, Any]) -> str:
         where = svc.get("address") or svc.get("webui") or ""
         lines.append(f"  {name:<22} {where}".rstrip() + ("" if svc["alive"] else "  (not running)"))
     lines.append("details and credentials: `scripts/stack status`")
-    lines.append("stop it (and delete its data): `scripts/stack down`; keep the data for the next `up`: `scripts/stack down --keep`")
+    lines.append("stop it (and delete its data): `scripts/stack down`; to keep the data: `scripts/stack down --keep`")
     return "\n".join(lines)

@@ -136,7 +136,9 @@ def test_a_driver_path_with_another_pyspark_first_is_refused_before_planning(
     monkeypatch.delenv("PYTHONPATH")
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
     own = worker_pyspark()
-    with pytest.raises(SparkVersionMismatchError, match=rf"imports pyspark {own.version} \({own.directory}, the driver"):
+    with pytest.raises(
+        SparkVersionMismatchError, match=rf"imports pyspark {own.version} \({own.directory}, the driver"
+    ):
         SparkBatchSubmitter(SparkSettings(packages=("x:y:1",))).check()
     # another interpreter's pyspark is checked on the driver, and cluster mode's driver runs elsewhere
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "/usr/bin/python3")
