@@ -1,14 +1,17 @@
-"""Which release of Spark's Kafka connector a batch's spark-submit gets: one its Maven repository serves.
+"""Which release of Spark's Kafka connector (and Avro module) a batch's spark-submit gets: one its Maven
+repository serves.
 
 ``--packages`` makes spark-submit resolve the connector in Ivy, with the Spark artifact the connector's
 POM brings at the same release (``spark-token-provider-kafka-0-10``), and only once the batch was
 planned. A line's patch releases are not all served with both (Maven Central, Nov 2026:
 ``spark-token-provider-kafka-0-10_2.13`` has 4.0.0, 4.1.1 and 4.2.0 of the 4.x lines, not 4.0.1-4.0.4,
-4.1.0 or 4.1.2), and Spark keeps binary compatibility within a line. So before planning the package
-asks the repositories (each artifact's ``maven-metadata.xml``, a few seconds at most) which releases
-of the Spark's line serve every artifact, and takes the Spark's own release when it is one of them,
-else the nearest one of the line. When no repository answers, the releases known on Maven Central
-(:data:`KNOWN_RELEASES`) stand in; when the line has none, the error names what to set.
+4.1.0 or 4.1.2; ``spark-avro_2.13`` lacks 4.0.3, 4.0.4, 4.1.0 and 4.1.2), and Spark keeps binary
+compatibility within a line. So the package asks the repositories (each artifact's
+``maven-metadata.xml``, a few seconds at most) which releases of the Spark's line serve every
+artifact, and takes the Spark's own release when it is one of them, else the nearest one of the
+line: the connector's before planning, Spark's Avro module's before an Avro batch's spark-submit.
+When no repository answers, the releases known on Maven Central (:data:`KNOWN_RELEASES`) stand in;
+when the line has none, the error names what to set.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from xml.etree import ElementTree
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.spark.versions import ClusterSpark
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import (
+    AVRO_ARTIFACT,
     CONNECTOR_ARTIFACT,
-    connector_coordinates,
     spark_line,
     spark_release,
 )
@@ -37,18 +40,27 @@ MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 SPARK_GROUP = "org.apache.spark"
 # The connector and the Spark artifact its POM declares at its own version (Spark 3.5 to 4.2).
 CONNECTOR_ARTIFACTS = (CONNECTOR_ARTIFACT, "spark-token-provider-kafka-0-10")
+AVRO_ARTIFACTS = (AVRO_ARTIFACT,)  # its dependencies are all in Spark's own jars
 # spark-submit's own settings for where --packages come from: extra repositories, or Ivy settings
 # that replace Spark's resolver chain (then the package does not second-guess it).
 REPOSITORIES_CONF = "spark.jars.repositories"
 IVY_SETTINGS_CONF = "spark.jars.ivySettings"
 LOOKUP_TIMEOUT_S = 5.0
-# (line, Scala) -> the releases Maven Central serves of the connector and its token provider both
-# (their maven-metadata.xml, Nov 2026): what a lookup that gets no answer falls back on.
-KNOWN_RELEASES: Mapping[tuple[str, str], tuple[str, ...]] = {
-    ("3.5", "2.12"): ("3.5.0", "3.5.1", "3.5.3", "3.5.7"),
-    ("4.0", "2.13"): ("4.0.0",),
-    ("4.1", "2.13"): ("4.1.1",),
-    ("4.2", "2.13"): ("4.2.0",),
+# artifacts -> (line, Scala) -> the releases Maven Central serves of all of them (their
+# maven-metadata.xml, Nov 2026): what a lookup that gets no answer falls back on.
+KNOWN_RELEASES: Mapping[tuple[str, ...], Mapping[tuple[str, str], tuple[str, ...]]] = {
+    CONNECTOR_ARTIFACTS: {
+        ("3.5", "2.12"): ("3.5.0", "3.5.1", "3.5.3", "3.5.7"),
+        ("4.0", "2.13"): ("4.0.0",),
+        ("4.1", "2.13"): ("4.1.1",),
+        ("4.2", "2.13"): ("4.2.0",),
+    },
+    AVRO_ARTIFACTS: {
+        ("3.5", "2.12"): ("3.5.0", "3.5.1", "3.5.2", "3.5.3", "3.5.4", "3.5.5", "3.5.6", "3.5.7", "3.5.9"),
+        ("4.0", "2.13"): ("4.0.0", "4.0.1", "4.0.2"),
+        ("4.1", "2.13"): ("4.1.1",),
+        ("4.2", "2.13"): ("4.2.0",),
+    },
 }
 _FINAL_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
@@ -116,36 +128,41 @@ def served_releases(artifacts: Sequence[str], scala: str, repos: Sequence[str]) 
     return found if found is not None else set()
 
 
-def connector_release(spark: ClusterSpark, conf: Mapping[str, str]) -> str:
-    """The release of the connector (and its token provider) spark-submit gets for ``spark``: see the
-    module's docstring. Refused, before anything is planned, when the line has none served."""
+def published_release(artifacts: Sequence[str], spark: ClusterSpark, conf: Mapping[str, str]) -> str:
+    """The release of ``artifacts`` (Spark's, built for ``spark.scala``) spark-submit gets for ``spark``:
+    see the module's docstring. Refused when the line has none served."""
     release: str = spark_release(spark.version)
     if conf.get(IVY_SETTINGS_CONF):
         return release  # the user's Ivy settings decide where packages come from
     repos = repositories(conf)
-    served = served_releases(CONNECTOR_ARTIFACTS, spark.scala, repos)
+    served = served_releases(artifacts, spark.scala, repos)
     where = ", ".join(shown(r) for r in repos)
     if served is None:
-        served = set(KNOWN_RELEASES.get((spark.line, spark.scala), (release,)))
+        served = set(KNOWN_RELEASES.get(tuple(artifacts), {}).get((spark.line, spark.scala), (release,)))
         where = f"Maven Central as of this package's release (no answer from {where})"
     chosen = nearest_release(release, served)
-    artifacts = " and ".join(f"{SPARK_GROUP}:{a}_{spark.scala}" for a in CONNECTOR_ARTIFACTS)
+    names = " and ".join(f"{SPARK_GROUP}:{a}_{spark.scala}" for a in artifacts)
     if chosen is None:
         raise ConfigurationError(
-            f"no release of the Spark {spark.line} line of {artifacts} is served by {where}, so spark-submit "
-            f"--packages cannot fetch Spark's Kafka connector for {spark.describe()}: set spark_packages "
-            f"(or [kafka_offsets] spark_packages) to connector coordinates your repository serves, spark_jars to "
-            f"the connector's jars, or add a repository that has them to spark_conf as {REPOSITORIES_CONF}"
+            f"no release of the Spark {spark.line} line of {names} is served by {where}, so spark-submit "
+            f"--packages cannot fetch it for {spark.describe()}: set spark_packages (or [kafka_offsets] "
+            f"spark_packages) to coordinates your repository serves, spark_jars to the jars, or add a repository "
+            f"that has them to spark_conf as {REPOSITORIES_CONF}"
         )
     if chosen != release:
         log.warning(
-            "Spark %s: %s is not served at %s by %s; using %s, the nearest release of the %s line served with "
-            "its token provider (set spark_packages to choose another)",
+            "Spark %s: %s %s not served by %s; using %s, the nearest release of the %s line served (set "
+            "spark_packages to choose another)",
             release,
-            artifacts,
+            names,
             release,
             where,
-            connector_coordinates(chosen, spark.scala),
+            chosen,
             spark.line,
         )
     return chosen
+
+
+def connector_release(spark: ClusterSpark, conf: Mapping[str, str]) -> str:
+    """The release of the Kafka connector (and its token provider) spark-submit gets for ``spark``."""
+    return published_release(CONNECTOR_ARTIFACTS, spark, conf)

@@ -163,7 +163,7 @@ class SparkBatchSubmitter:
     def __call__(self, job: Mapping[str, Any]) -> None:
         settings = self.settings
         submit = self.check()
-        jars, packages = job_dependencies(job, submit.spark, submit.jars, submit.packages)
+        jars, packages = job_dependencies(job, submit.spark, submit.jars, submit.packages, settings.conf)
         private_job = with_registry_access(job, settings)
         with tempfile.TemporaryDirectory(prefix="kafka-batch-") as private_dir:  # mode 0700
             job_file = Path(private_dir) / f"kafka-batch-{job['attempt_id']}.json"

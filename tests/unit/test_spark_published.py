@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_kafka_offsets.spark.published import (
+    AVRO_ARTIFACTS,
+    CONNECTOR_ARTIFACTS,
     KNOWN_RELEASES,
     MAVEN_CENTRAL,
     metadata_versions,
@@ -54,6 +56,8 @@ def test_the_fallback_table_has_a_release_for_every_supported_line() -> None:
     from airflow_kafka_offsets.spark.versions import SUPPORTED_LINES
     from airflow_kafka_offsets.spark_apps.kafka_batch_contract import scala_binary_version
 
-    assert sorted(KNOWN_RELEASES) == sorted((line, scala_binary_version(line + ".0")) for line in SUPPORTED_LINES)
-    for (line, _), releases in KNOWN_RELEASES.items():
-        assert releases and all(nearest_release(r, [r]) == r and r.startswith(line + ".") for r in releases)
+    assert sorted(KNOWN_RELEASES) == sorted([CONNECTOR_ARTIFACTS, AVRO_ARTIFACTS])
+    for by_line in KNOWN_RELEASES.values():
+        assert sorted(by_line) == sorted((line, scala_binary_version(line + ".0")) for line in SUPPORTED_LINES)
+        for (line, _), releases in by_line.items():
+            assert releases and all(nearest_release(r, [r]) == r and r.startswith(line + ".") for r in releases)
