@@ -1,6 +1,7 @@
 """The Kafka connector a Spark home gets when its own release is not served, against Maven Central (the
 repository here): a Spark 4.0.3 home (the 4.0 line's, as `scripts/stack spark-home 4.0` installs it)
-gets 4.0.0 before anything is planned, and spark-submit's Ivy fetches it."""
+gets 4.0.0 before anything is planned, and spark-submit's Ivy fetches it; the worker's pyspark on
+PYTHONPATH is no obstacle (the home's pyspark.zip comes first), as the plan-time check knows."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from airflow_kafka_offsets.spark.published import (
 )
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
-from airflow_kafka_offsets.spark.versions import ClusterSpark
+from airflow_kafka_offsets.spark.versions import ClusterSpark, worker_pyspark
 from devstack import spark_lines, state
 
 CONNECTOR_4_0 = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"
@@ -59,10 +60,12 @@ def test_maven_central_serves_the_releases_chosen_and_tabled() -> None:
 
 
 # spark-submit hands a Python app the jars --packages resolved on its path (spark.submit.pyFiles): the app
-# needs no Spark session to show them.
+# needs no Spark session to show them, nor to show which pyspark its Python imports.
 APP = """\
 import sys
+import pyspark
 print("AKO_JARS " + ",".join(p.rsplit("/", 1)[-1] for p in sys.path if p.endswith(".jar")), flush=True)
+print("AKO_PYSPARK " + pyspark.__version__, flush=True)
 """
 
 
@@ -72,6 +75,9 @@ def test_a_spark_4_0_3_home_gets_a_connector_ivy_fetches(monkeypatch: pytest.Mon
     monkeypatch.delenv("SPARK_HOME", raising=False)
     monkeypatch.setenv("PATH", f"{home / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    # the worker's pyspark (4.2) on PYTHONPATH: spark-submit puts the home's pyspark.zip before it
+    worker_site = str(worker_pyspark().directory.parent)
+    monkeypatch.setenv("PYTHONPATH", worker_site)
     checked = SparkBatchSubmitter(SparkSettings()).check()
     assert (checked.spark.version, checked.packages) == ("4.0.3", (CONNECTOR_4_0,))
 
@@ -80,6 +86,7 @@ def test_a_spark_4_0_3_home_gets_a_connector_ivy_fetches(monkeypatch: pytest.Mon
     app.write_text(APP)
     env = spark_lines.submit_env(home)
     env["PYSPARK_PYTHON"] = sys.executable
+    env["PYTHONPATH"] = worker_site
     ivy = state.cache_dir() / "ivy-spark-published"
     argv = [str(home / "bin" / "spark-submit"), "--master", "local[1]", "--packages", ",".join(checked.packages)]
     argv += ["--conf", f"spark.jars.ivy={ivy}", str(app)]
@@ -90,3 +97,4 @@ def test_a_spark_4_0_3_home_gets_a_connector_ivy_fetches(monkeypatch: pytest.Mon
     assert "org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.0.jar" in jars
     assert "org.apache.spark_spark-token-provider-kafka-0-10_2.13-4.0.0.jar" in jars
     assert not [j for j in jars if j.startswith("org.apache.spark_") and "4.0.3" in j]
+    assert f"AKO_PYSPARK {checked.spark.version}" in done.stdout.splitlines()
