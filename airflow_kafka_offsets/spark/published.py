@@ -112,20 +112,26 @@ def served_versions(repository: str, artifact: str, timeout_s: float = LOOKUP_TI
         raise OSError(f"not a maven-metadata.xml ({exc})") from None
 
 
+def artifact_releases(artifact: str, scala: str, repos: Sequence[str]) -> set[str]:
+    """The versions one of ``repos`` serves ``org.apache.spark:<artifact>_<scala>`` at; OSError when one
+    does not answer."""
+    versions: set[str] = set()
+    for repo in repos:
+        try:
+            versions |= served_versions(repo, f"{artifact}_{scala}")
+        except OSError as exc:
+            log.warning("Spark package lookup: %s did not answer (%s)", shown(repo), exc)
+            raise
+    return versions
+
+
 def served_releases(artifacts: Sequence[str], scala: str, repos: Sequence[str]) -> set[str] | None:
     """The releases every one of ``artifacts`` (for Scala ``scala``) is served at by one of ``repos``;
     None when a repository did not answer."""
-    found: set[str] | None = None
-    for artifact in artifacts:
-        versions: set[str] = set()
-        for repo in repos:
-            try:
-                versions |= served_versions(repo, f"{artifact}_{scala}")
-            except OSError as exc:
-                log.warning("Spark package lookup: %s did not answer (%s)", shown(repo), exc)
-                return None
-        found = versions if found is None else found & versions
-    return found if found is not None else set()
+    try:
+        return set.intersection(*(artifact_releases(a, scala, repos) for a in artifacts))
+    except OSError:
+        return None
 
 
 def published_release(artifacts: Sequence[str], spark: ClusterSpark, conf: Mapping[str, str]) -> str:
@@ -136,6 +142,7 @@ def published_release(artifacts: Sequence[str], spark: ClusterSpark, conf: Mappi
         return release  # the user's Ivy settings decide where packages come from
     repos = repositories(conf)
     served = served_releases(artifacts, spark.scala, repos)
+    answered = served is not None
     where = ", ".join(shown(r) for r in repos)
     if served is None:
         served = set(KNOWN_RELEASES.get(tuple(artifacts), {}).get((spark.line, spark.scala), (release,)))
@@ -150,15 +157,20 @@ def published_release(artifacts: Sequence[str], spark: ClusterSpark, conf: Mappi
             f"that has them to spark_conf as {REPOSITORIES_CONF}"
         )
     if chosen != release:
+        if answered:
+            missing = [a for a in artifacts if release not in artifact_releases(a, spark.scala, repos)]
+            what = " and ".join(f"{SPARK_GROUP}:{a}_{spark.scala}:{release}" for a in missing) + " not served"
+        else:
+            what = f"{names} not known to be served at {release}"
         log.warning(
-            "Spark %s: %s %s not served by %s; using %s, the nearest release of the %s line served (set "
-            "spark_packages to choose another)",
+            "Spark %s: %s by %s; using %s of the %s line, the nearest release served with %s (set spark_packages "
+            "to choose another)",
             release,
-            names,
-            release,
+            what,
             where,
             chosen,
             spark.line,
+            "all of " + names if len(artifacts) > 1 else "it",
         )
     return chosen
 
