@@ -6,6 +6,7 @@ PYTHONPATH is no obstacle (the home's pyspark.zip comes first), as the plan-time
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -31,12 +32,18 @@ CONNECTOR_4_0 = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"
 
 
 @pytest.mark.integration
-def test_maven_central_serves_the_releases_chosen_and_tabled() -> None:
+def test_maven_central_serves_the_releases_chosen_and_tabled(caplog: pytest.LogCaptureFixture) -> None:
     served = served_releases(CONNECTOR_ARTIFACTS, "2.13", (MAVEN_CENTRAL,))
     assert served is not None
     # the connector of 4.0.3 is there, its token provider is not: the line's only release with both is 4.0.0
     assert "4.0.3" not in served and "4.0.0" in served
-    assert connector_release(ClusterSpark("4.0.3", "2.13", "a 4.0.3 home"), {}) == "4.0.0"
+    with caplog.at_level(logging.WARNING, logger="airflow_kafka_offsets.spark.published"):
+        assert connector_release(ClusterSpark("4.0.3", "2.13", "a 4.0.3 home"), {}) == "4.0.0"
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(
+        "Spark 4.0.3: org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.0.3 not served by "
+        "https://repo1.maven.org/maven2; using 4.0.0 of the 4.0 line"
+    )
     assert connector_release(ClusterSpark("4.2.0", "2.13", "the worker's"), {}) == "4.2.0"
     assert connector_release(ClusterSpark("3.5.7", "2.12", "a 3.5.7 home"), {}) == "3.5.7"
     # Spark's Avro module of 4.0.3 is not there either: the nearest of the line is 4.0.2
