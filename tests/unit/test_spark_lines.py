@@ -189,7 +189,7 @@ def test_the_documented_connect_server_command_is_the_stacks(tmp_path: Path) -> 
     import re
     import shlex
 
-    from airflow_kafka_offsets.spark.published import KNOWN_RELEASES, nearest_release
+    from airflow_kafka_offsets.spark.published import CONNECTOR_ARTIFACTS, KNOWN_RELEASES, nearest_release
     from airflow_kafka_offsets.spark_apps.kafka_batch_contract import connector_coordinates
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
@@ -203,7 +203,7 @@ def test_the_documented_connect_server_command_is_the_stacks(tmp_path: Path) -> 
 
     cfg = {"spark_home": "/h", "host": "127.0.0.1", "port": 15002, "base_dir": str(tmp_path), "jars": ["a.jar"]}
     stacks = spark_connect.server_argv(cfg)
-    assert documented[0] == '"$SPARK_HOME"/bin/spark-submit'.replace('"', "") and stacks[0] == "/h/bin/spark-submit"
+    assert (documented[0], stacks[0]) == ("$SPARK_HOME/bin/spark-submit", "/h/bin/spark-submit")
 
     def options(argv: list[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
@@ -216,5 +216,5 @@ def test_the_documented_connect_server_command_is_the_stacks(tmp_path: Path) -> 
     assert doc["--conf"] == ["spark.connect.grpc.binding.port=15002"]
     assert "spark.connect.grpc.binding.port=15002" in stack["--conf"]
     (packages,) = doc["--packages"]
-    release = nearest_release("4.0.3", KNOWN_RELEASES[("4.0", "2.13")])
+    release = nearest_release("4.0.3", KNOWN_RELEASES[CONNECTOR_ARTIFACTS][("4.0", "2.13")])
     assert release is not None and packages == connector_coordinates(release, "2.13")
