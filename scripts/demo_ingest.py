@@ -31,6 +31,7 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3_access
 from airflow_kafka_offsets.object_storage.storage import Storage, location_uri
 from airflow_kafka_offsets.readers import committed_outputs, read_output
+from devstack import report
 from devstack.state import state_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,6 +188,7 @@ def main() -> int:
         print(f"demo: Parquet output under {output}/{PIPELINE}/: {published}")
     else:
         print(f"demo: {args.sink} table {TABLES[args.sink]} under {output}, read without the ledger")
+    print("\n" + report.left_running(report.status()))
     return 1 if lost or duplicated else 0
 
 

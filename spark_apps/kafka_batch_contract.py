@@ -92,6 +92,21 @@ def connector_mismatch(
     )
 
 
+def pyspark_mismatch(pyspark_version: str, where: str, spark_version: str) -> str | None:
+    """Why the pyspark the driver's Python imports (version ``pyspark_version``, found at ``where``) cannot
+    drive this Spark, or None: its Python files must be of the Spark's own release. Checked before
+    planning (from the path spark-submit will give the driver) and again on the driver."""
+    if spark_release(pyspark_version) == spark_release(spark_version):
+        return None
+    return (
+        f"the driver's Python imports pyspark {pyspark_version} ({where}) but the Spark that runs the batch is "
+        f"{spark_version}: the Python files must be that Spark's own. spark-submit puts "
+        "$SPARK_HOME/python/lib/pyspark.zip first on the driver's path; take out what comes before it (or, in a "
+        "Spark home without it, the other pyspark on PYTHONPATH or in the driver's Python), and reinstall pyspark "
+        "at Spark's version if pyspark-client was installed over it"
+    )
+
+
 class HadoopConfiguration(Protocol):
     """What the app uses of the JVM's ``org.apache.hadoop.conf.Configuration``."""
 

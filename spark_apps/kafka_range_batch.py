@@ -150,11 +150,9 @@ def check_pyspark_version(spark: SparkSession) -> None:
     """Fail early when the Python files of pyspark are not the Spark they drive."""
     import pyspark
 
-    if pyspark.__version__ != spark.version:
-        raise RuntimeError(
-            f"pyspark {pyspark.__version__} drives Spark {spark.version}: the Python files do not match the "
-            "JVM (pyspark-client installed over pyspark?); reinstall pyspark at Spark's version"
-        )
+    problem = contract.pyspark_mismatch(pyspark.__version__, str(pyspark.__file__), spark.version)
+    if problem:
+        raise RuntimeError(problem)
 
 
 def check_versions(spark: SparkSession) -> None:

@@ -161,7 +161,7 @@ _RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
     ),
     (
         FailureKind.VERSION_MISMATCH,
-        ("Spark's Kafka connector is version", "the Python files do not match the JVM"),
+        ("Spark's Kafka connector is version", "the driver's Python imports pyspark"),
         "the Spark that ran the batch does not match its Kafka connector or its Python files",
         "give the Spark connection the Spark the batch should run on (spark-version extra, or the cluster's "
         "spark-submit first on PATH) and the connector built for it; a retry cannot fix this",

@@ -2,10 +2,11 @@
 
 An Avro batch's app calls Spark's ``from_avro``, which lives in ``org.apache.spark:spark-avro`` (not in
 Spark's own jars): spark-submit gets it like the Kafka connector, built for the Spark that runs the
-batch (``--packages`` with the connector's defaults; configured jars or packages that hold it are
-checked for that Spark line instead). A Spark Connect server needs it on its own classpath. The app
-fetches each writer schema from the registry itself; the registry's URLs and credentials reach it in
-the private job file (spark-submit) or in this process's memory (Spark Connect), never on a command line.
+batch (``--packages`` with the connector's defaults, at a release the repository serves; configured
+jars or packages that hold it are checked for that Spark line instead). A Spark Connect server needs
+it on its own classpath. The app fetches each writer schema from the registry itself; the registry's
+URLs and credentials reach it in the private job file (spark-submit) or in this process's memory
+(Spark Connect), never on a command line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_kafka_offsets.errors import ConfigurationError, SparkVersionMismatchError
+from airflow_kafka_offsets.spark.published import AVRO_ARTIFACTS, published_release
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.versions import ClusterSpark
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import (
@@ -30,9 +32,10 @@ def is_avro_job(job: Mapping[str, Any]) -> bool:
     return decode.get("format") == "avro"
 
 
-def avro_coordinates(spark: ClusterSpark) -> str:
-    """The Maven coordinates of Spark's Avro module built for this Spark."""
-    return f"org.apache.spark:{AVRO_ARTIFACT}_{spark.scala}:{spark_release(spark.version)}"
+def avro_coordinates(spark: ClusterSpark, release: str | None = None) -> str:
+    """The Maven coordinates of Spark's Avro module built for this Spark (at ``release`` of its line:
+    default, the Spark's own)."""
+    return f"org.apache.spark:{AVRO_ARTIFACT}_{spark.scala}:{release or spark_release(spark.version)}"
 
 
 def _mismatch(version: str, scala: str, spark: ClusterSpark) -> str | None:
@@ -45,9 +48,14 @@ def _mismatch(version: str, scala: str, spark: ClusterSpark) -> str | None:
 
 
 def job_dependencies(
-    job: Mapping[str, Any], spark: ClusterSpark, jars: Sequence[str], packages: Sequence[str]
+    job: Mapping[str, Any],
+    spark: ClusterSpark,
+    jars: Sequence[str],
+    packages: Sequence[str],
+    conf: Mapping[str, str] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The jars and packages of the job's spark-submit: with Avro decoding, Spark's Avro module too."""
+    """The jars and packages of the job's spark-submit: with Avro decoding, Spark's Avro module too (at
+    the nearest release of the Spark's line its Maven repository serves; ``conf``: the job's Spark conf)."""
     jars, packages = tuple(jars), tuple(packages)
     if not is_avro_job(job):
         return jars, packages
@@ -63,7 +71,7 @@ def job_dependencies(
             raise SparkVersionMismatchError(problem)
     if given:
         return jars, packages
-    return jars, (*packages, avro_coordinates(spark))
+    return jars, (*packages, avro_coordinates(spark, published_release(AVRO_ARTIFACTS, spark, conf or {})))
 
 
 def with_registry_access(job: Mapping[str, Any], settings: SparkSettings) -> dict[str, Any]:

@@ -25,11 +25,13 @@ from airflow_kafka_offsets.errors import (
 from airflow_kafka_offsets.spark import class_archive
 from airflow_kafka_offsets.spark.failures import FailureScanner, spark_job_error
 from airflow_kafka_offsets.spark.formats import job_dependencies, with_registry_access
+from airflow_kafka_offsets.spark.published import connector_release
 from airflow_kafka_offsets.spark.settings import APP_MODULES, SparkSettings, app_file
 from airflow_kafka_offsets.spark.versions import (
     ClusterSpark,
     check_connector_jars,
     check_connector_packages,
+    check_driver_pyspark,
     declared_spark,
     submit_spark,
 )
@@ -97,7 +99,8 @@ class SparkBatchSubmitter:
 
     def check(self) -> SubmitPlan:
         """Refuse a configuration spark-submit cannot run (before anything is planned): the connection,
-        the Spark its binary runs, and the connector jars or packages for that Spark."""
+        the Spark its binary runs, the pyspark its driver would import, and the connector jars or packages
+        for that Spark."""
         settings = self.settings
         conn = check_spark_connection(settings.conn_id)
         extra = conn.extra_dejson
@@ -128,6 +131,8 @@ class SparkBatchSubmitter:
                 "(or pyspark) and put its bin directory on PATH"
             )
         spark = self.cluster_spark(found, extra)
+        if extra.get("deploy-mode") != "cluster":  # in cluster mode the driver's Python is on another machine
+            check_driver_pyspark(spark, {**settings.default_conf, **settings.conf}, os.environ)
         jars, packages = self.dependencies(spark)
         return SubmitPlan(binary, spark, jars, packages)
 
@@ -140,7 +145,8 @@ class SparkBatchSubmitter:
         return submit_spark(binary_path, os.environ)
 
     def dependencies(self, spark: ClusterSpark) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Jars and packages to hand spark-submit; default: the connector built for that Spark."""
+        """Jars and packages to hand spark-submit; default: the connector built for that Spark's line, at
+        the nearest release its Maven repository serves (:func:`.published.connector_release`)."""
         settings = self.settings
         if settings.jars:
             missing = [j for j in settings.jars if "://" not in j and not Path(j).is_file()]
@@ -152,12 +158,12 @@ class SparkBatchSubmitter:
         if settings.packages:
             check_connector_packages(settings.packages, spark)
             return (), settings.packages
-        return (), (connector_coordinates(spark.version, spark.scala),)
+        return (), (connector_coordinates(connector_release(spark, settings.conf), spark.scala),)
 
     def __call__(self, job: Mapping[str, Any]) -> None:
         settings = self.settings
         submit = self.check()
-        jars, packages = job_dependencies(job, submit.spark, submit.jars, submit.packages)
+        jars, packages = job_dependencies(job, submit.spark, submit.jars, submit.packages, settings.conf)
         private_job = with_registry_access(job, settings)
         with tempfile.TemporaryDirectory(prefix="kafka-batch-") as private_dir:  # mode 0700
             job_file = Path(private_dir) / f"kafka-batch-{job['attempt_id']}.json"

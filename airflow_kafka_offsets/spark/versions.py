@@ -15,8 +15,10 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from airflow_kafka_offsets.spark_apps.kafka_batch_contract import (
     CONNECTOR_JAR,
     connector_coordinates,
     connector_mismatch,
+    pyspark_mismatch,
     scala_binary_version,
     spark_line,
     spark_release,
@@ -47,6 +50,8 @@ class ClusterSpark:
     version: str
     scala: str
     source: str
+    # The Spark home it was found in (None when declared or read from ``spark-submit --version``).
+    home: Path | None = None
 
     @property
     def line(self) -> str:
@@ -127,7 +132,7 @@ def spark_home_spark(home: Path) -> ClusterSpark | None:
     found = [m for p in (home / "jars").glob("spark-core_*.jar") if (m := _SPARK_CORE_JAR.match(p.name))]
     if len(found) != 1:
         return None
-    return ClusterSpark(found[0].group("version"), found[0].group("scala"), f"Spark home {home}")
+    return ClusterSpark(found[0].group("version"), found[0].group("scala"), f"Spark home {home}", home)
 
 
 def parse_submit_version(output: str) -> tuple[str, str] | None:
@@ -173,6 +178,62 @@ def _submit_version(binary_path: str, spark_home: str, path: str) -> ClusterSpar
             "declare it in the Spark connection's extra as spark-version"
         )
     return ClusterSpark(parsed[0], parsed[1], f"{binary_path} --version")
+
+
+def pyspark_version_in(entry: str) -> str | None:
+    """The version of the ``pyspark`` package a Python path entry (a directory or a zip) holds; None if none."""
+    try:
+        if zipfile.is_zipfile(entry):
+            with zipfile.ZipFile(entry) as archive:
+                text = archive.read("pyspark/version.py").decode("utf-8")
+        else:
+            text = (Path(entry) / "pyspark" / "version.py").read_text(encoding="utf-8")
+    except (OSError, KeyError, UnicodeDecodeError):
+        return None
+    found = _PYSPARK_VERSION.search(text)
+    return found.group(1) if found else None
+
+
+def driver_python_path(home: Path, env: Mapping[str, str]) -> list[str]:
+    """The path the driver's Python starts with under spark-submit (PythonRunner, client mode): the
+    home's ``python/lib`` zips (pyspark.zip, py4j), then ``$PYTHONPATH``; its own site-packages come after."""
+    lib = home / "python" / "lib"
+    zips = sorted(str(p) for p in lib.glob("*.zip")) if lib.is_dir() else []
+    zips.sort(key=lambda p: not p.endswith("/pyspark.zip"))
+    return zips + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def driver_python(conf: Mapping[str, str], env: Mapping[str, str]) -> str:
+    """The driver's Python, as PythonRunner picks it."""
+    return (
+        conf.get("spark.pyspark.driver.python")
+        or conf.get("spark.pyspark.python")
+        or env.get("PYSPARK_DRIVER_PYTHON")
+        or env.get("PYSPARK_PYTHON")
+        or "python3"
+    )
+
+
+def check_driver_pyspark(spark: ClusterSpark, conf: Mapping[str, str], env: Mapping[str, str]) -> None:
+    """The pyspark a client-mode driver will import must be the Spark's own: refused before planning,
+    where the app would refuse it on the driver after planning. Known from the path spark-submit gives
+    the driver, else (a home without ``python/lib/pyspark.zip``) when the driver's Python is this one."""
+    if spark.home is None:
+        return
+    for entry in driver_python_path(spark.home, env):
+        version = pyspark_version_in(entry)
+        if version is not None:
+            where = entry
+            break
+    else:
+        python = shutil.which(driver_python(conf, env), path=env.get("PATH"))
+        if python is None or os.path.abspath(python) != os.path.abspath(sys.executable):
+            return  # another interpreter: its own pyspark is its business, checked on the driver
+        pyspark = worker_pyspark()
+        version, where = pyspark.version, f"{pyspark.directory}, the driver's Python's own"
+    problem = pyspark_mismatch(version, where, spark.version)
+    if problem:
+        raise SparkVersionMismatchError(f"{problem} ({spark.source})")
 
 
 def check_connector_jars(jars: Sequence[str], spark: ClusterSpark) -> None:

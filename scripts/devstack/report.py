@@ -201,3 +201,17 @@ def status() -> dict[str, Any]:
                 }
             )
     return out
+
+
+def left_running(st: dict[str, Any]) -> str:
+    """What a command that started the stack (``scripts/demo``) leaves running, and how to stop it: each
+    service with its address, from :func:`status`."""
+    if not st["services"]:
+        return "the local stack is down: nothing is left running"
+    lines = [f"left running: the local stack (state dir {st['state_dir']}):"]
+    for name, svc in st["services"].items():
+        where = svc.get("address") or svc.get("webui") or ""
+        lines.append(f"  {name:<22} {where}".rstrip() + ("" if svc["alive"] else "  (not running)"))
+    lines.append("details and credentials: `scripts/stack status`")
+    lines.append("stop it (and delete its data): `scripts/stack down`; to keep the data: `scripts/stack down --keep`")
+    return "\n".join(lines)

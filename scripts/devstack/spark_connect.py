@@ -93,6 +93,25 @@ def token(cfg: dict[str, Any]) -> str:
     return Path(cfg["token_file"]).read_text().strip()
 
 
+def server_argv(cfg: dict[str, Any]) -> list[str]:
+    """The server's command: its home's spark-submit running the server class (no sbin/ script needed),
+    the connector and S3A jars, the binding address and port (docs/spark.md shows the same form)."""
+    conf = {
+        "spark.master": MASTER,
+        "spark.connect.grpc.binding.address": cfg["host"],
+        "spark.connect.grpc.binding.port": str(cfg["port"]),
+        "spark.local.dir": f"{cfg['base_dir']}/local",
+        "spark.ui.enabled": "false",
+        "spark.driver.extraJavaOptions": _marker(cfg),
+        "spark.log.level": "WARN",
+    }
+    argv = [f"{cfg['spark_home']}/bin/spark-submit", "--class", SERVER_CLASS, "--name", "Spark Connect server"]
+    argv += ["--driver-memory", DRIVER_MEMORY, "--jars", ",".join(cfg["jars"])]
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    return argv
+
+
 def start(cfg: dict[str, Any], timeout: float = 120) -> int:
     """Start the server and wait until its port answers; returns its pid."""
     procs.require_tool("java", "install a JDK 17, e.g. apt-get install openjdk-17-jre-headless")
@@ -109,20 +128,7 @@ def start(cfg: dict[str, Any], timeout: float = 120) -> int:
             TOKEN_ENV: token(cfg),
         }
     )
-    conf = {
-        "spark.master": MASTER,
-        "spark.connect.grpc.binding.address": cfg["host"],
-        "spark.connect.grpc.binding.port": str(cfg["port"]),
-        "spark.local.dir": f"{cfg['base_dir']}/local",
-        "spark.ui.enabled": "false",
-        "spark.driver.extraJavaOptions": _marker(cfg),
-        "spark.log.level": "WARN",
-    }
-    argv = [f"{cfg['spark_home']}/bin/spark-submit", "--class", SERVER_CLASS, "--name", "Spark Connect server"]
-    argv += ["--driver-memory", DRIVER_MEMORY, "--jars", ",".join(cfg["jars"])]
-    for key, value in conf.items():
-        argv += ["--conf", f"{key}={value}"]
-    pid = procs.spawn_detached(argv, Path(cfg["log"]), cwd=Path(cfg["base_dir"]), env=env)
+    pid = procs.spawn_detached(server_argv(cfg), Path(cfg["log"]), cwd=Path(cfg["base_dir"]), env=env)
     deadline = time.monotonic() + timeout
     while not procs.port_open(cfg["port"], cfg["host"]):
         if not procs.pid_alive(pid):

@@ -99,7 +99,9 @@ def test_airflow_connections(services):
     conns = {key: json.loads(interpolate(e[key])) for key in e if key.startswith("AIRFLOW_CONN_")}
     assert set(conns) == {
         "AIRFLOW_CONN_KAFKA_DEFAULT",
+        "AIRFLOW_CONN_KAFKA_SASL_SSL",
         "AIRFLOW_CONN_POSTGRES_DEFAULT",
+        "AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT",
         "AIRFLOW_CONN_SPARK_DEFAULT",
         "AIRFLOW_CONN_KAFKA_OFFSETS_S3",
     }
@@ -118,7 +120,13 @@ def test_airflow_connections(services):
     assert "${POSTGRES_PASSWORD:-change-me}" in e["AIRFLOW_CONN_POSTGRES_DEFAULT"]
     assert pg_env["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-change-me}"
     text = COMPOSE_FILE.read_text(encoding="utf-8")
-    fallbacks = ("${POSTGRES_PASSWORD:-change-me}", "${S3_SECRET_KEY:-change-me}", "`change-me`")
+    fallbacks = (
+        "${POSTGRES_PASSWORD:-change-me}",
+        "${S3_SECRET_KEY:-change-me}",
+        "${KAFKA_SCRAM_PASSWORD:-change-me}",
+        "${SCHEMA_REGISTRY_PASSWORD:-change-me}",
+        "`change-me`",
+    )
     assert text.count("change-me") == sum(text.count(f) for f in fallbacks)
 
 
@@ -277,7 +285,12 @@ def test_airflow_runs_what_the_stack_deployment_runs(services, tmp_path):
         s3_region="us-east-1",
         s3_access_key="unused",
         s3_secret_key="unused",
-    ).airflow_env()
+        sasl_ssl_bootstrap_servers="127.0.0.1:9095",
+        ssl_ca_file="/ca.pem",
+        schema_registry_url="http://127.0.0.1:8085/apis/ccompat/v7",
+        schema_registry_user="ako",
+        schema_registry_password="unused",
+    ).airflow_env(kafka_sasl_ssl=True)
     stack_conns = {k: json.loads(v)["conn_type"] for k, v in stack.items() if k.startswith("AIRFLOW_CONN_")}
     compose_conns = {
         k: json.loads(interpolate(v))["conn_type"] for k, v in compose_env.items() if k.startswith("AIRFLOW_CONN_")
@@ -301,3 +314,161 @@ def test_airflow_runs_what_the_stack_deployment_runs(services, tmp_path):
     assert re.search(
         r"pip install .*-c /opt/airflow-kafka-offsets/constraints\.txt /opt/airflow-kafka-offsets\s", dockerfile
     )
+
+
+def documented_services() -> set[str]:
+    """The services docs/contributing.md says docker-compose.yml runs (its paragraph for Docker users)."""
+    text = " ".join((REPO / "docs" / "contributing.md").read_text(encoding="utf-8").split())
+    start = text.index("`docker-compose.yml` runs the same pieces as these services:")
+    listed = text[start : text.index("with the same connection ids", start)].split(":", 1)[1]
+    return set(re.findall(r"`([\w-]+)`", re.sub(r"\([^()]*\)", "", listed)))
+
+
+def test_the_docs_name_the_services_that_keep_running(services):
+    documented = documented_services()
+    assert {"kafka", "schema-registry", "airflow"} <= documented
+    assert documented == {name for name, svc in services.items() if svc.get("restart") == "unless-stopped"}
+    for name, service in services.items():  # the rest are one-shot set-up
+        assert name in documented or service.get("restart") == "no", name
+
+
+def kafka_property(variable: str) -> str:
+    """The apache/kafka image's name mapping, reversed: KAFKA_ prefix, `.` -> `_`, `_` -> `__`, `-` -> `___`."""
+    name = variable.removeprefix("KAFKA_").lower()
+    return name.replace("___", "\0").replace("__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
+
+
+def test_the_sasl_ssl_listener_is_the_local_stacks(services, tmp_path):
+    """The same listener as scripts/devstack/kafka.py runs: SCRAM-SHA-512 over TLS, its login module, a
+    PKCS12 key store, no client certificates, the SCRAM user; and the connection the stack exports."""
+    from devstack import kafka
+
+    password_file = tmp_path / "keystore-password"
+    password_file.write_text("unused")
+    cfg = {
+        "port": 9092,
+        "controller_port": 9093,
+        "log_dirs": "/d",
+        "sasl_ssl_port": 9095,
+        "sasl_ssl_mechanism": kafka.SCRAM_MECHANISM,
+        "ssl_keystore_file": "/k.p12",
+        "ssl_keystore_password_file": str(password_file),
+    }
+    stack = kafka.server_properties(cfg)
+    broker = {kafka_property(k): v for k, v in env(services["kafka"]).items() if k.startswith("KAFKA_")}
+    protocols = dict(item.split(":") for item in broker["listener.security.protocol.map"].split(","))
+    listeners = [name for name, protocol in protocols.items() if protocol == "SASL_SSL"]
+    assert listeners == ["SASL_SSL", "SASL_SSL_HOST"]
+    mechanism = kafka.SCRAM_MECHANISM.lower()
+    for listener in listeners:
+        key = f"listener.name.{listener.lower()}.{mechanism}.sasl.jaas.config"
+        assert broker[key] == stack[f"listener.name.sasl_ssl.{mechanism}.sasl.jaas.config"], key
+    assert broker["sasl.enabled.mechanisms"] == stack["listener.name.sasl_ssl.sasl.enabled.mechanisms"]
+    assert broker["ssl.keystore.type"] == stack["listener.name.sasl_ssl.ssl.keystore.type"] == "PKCS12"
+    assert broker["ssl.client.auth"] == stack["listener.name.sasl_ssl.ssl.client.auth"] == "none"
+    # the key store tls-init makes, and its password only ever in a file
+    assert broker["ssl.key.credentials"] == broker["ssl.keystore.credentials"]
+    init = (REPO / "docker" / "kafka" / "tls-init.sh").read_text(encoding="utf-8")
+    assert f"-keystore {broker['ssl.keystore.filename']}.tmp" in init
+    assert f"> {broker['ssl.keystore.credentials']}" in init and "-storepass " not in init
+    assert "san=dns:kafka," in init
+    ((tls_volume, secrets_dir),) = [(s, t) for s, t in volume_mounts(services["kafka"]) if t == "/etc/kafka/secrets"]
+    assert (tls_volume, secrets_dir) in volume_mounts(services["kafka-tls-init"])
+    assert ("./docker/kafka/tls-init.sh", services["kafka-tls-init"]["entrypoint"][-1]) in volume_mounts(
+        services["kafka-tls-init"]
+    )
+
+    # the SCRAM user, created with the password of the Airflow connection, from a file
+    scram = " ".join(services["kafka-scram-init"]["entrypoint"])
+    assert f"--entity-name {kafka.SCRAM_USER} --add-config-file" in scram
+    assert f"{kafka.SCRAM_MECHANISM}=password=" in scram
+    conn = json.loads(interpolate(env(services["airflow"])["AIRFLOW_CONN_KAFKA_SASL_SSL"]))
+    ((host_port, advertised),) = [
+        (a.split("://")[1], a) for a in broker["advertised.listeners"].split(",") if a.startswith("SASL_SSL://")
+    ]
+    ca_mount = next(t for s, t in volume_mounts(services["airflow"]) if s == tls_volume)
+    info = StackInfo(
+        **STACK_FIELDS,
+        sasl_ssl_bootstrap_servers=host_port,
+        sasl_ssl_mechanism=kafka.SCRAM_MECHANISM,
+        sasl_ssl_username=kafka.SCRAM_USER,
+        sasl_ssl_password=interpolate(env(services["kafka-scram-init"])["KAFKA_SCRAM_PASSWORD"]),
+        ssl_ca_file=f"{ca_mount}/ca.pem",
+    )
+    assert conn == info.kafka_sasl_ssl_connection()
+    assert host_port == "kafka:9095" and advertised in broker["advertised.listeners"]
+    assert "127.0.0.1:9096:9096" in services["kafka"]["ports"]
+
+
+def quarkus_key(name: str) -> str:
+    """A Quarkus property or environment variable name, compared loosely (Quarkus maps `.` and `-` to `_`)."""
+    return re.sub(r"[._-]", ".", name.lower())
+
+
+def test_the_schema_registry_is_the_local_stacks(services, tmp_path):
+    """Apicurio Registry at the stack's version, with the settings scripts/devstack/schema_registry.py
+    writes (storage, compatibility, basic auth, the user's role), and the stack's connection."""
+    from devstack import jars, schema_registry
+    from devstack.info import SCHEMA_REGISTRY_CONN_ID
+
+    registry = services["schema-registry"]
+    assert image_tag(registry["image"]) == ("apicurio/apicurio-registry", jars.APICURIO_VERSION)
+    (tmp_path / "pw").write_text("unused")
+    cfg = {
+        "host": "127.0.0.1",
+        "port": 8080,
+        "management_port": 9000,
+        "base_dir": str(tmp_path),
+        "data_dir": str(tmp_path / "data"),
+        "user": schema_registry.USER,
+        "password_file": str(tmp_path / "pw"),
+    }
+    stack = {quarkus_key(k): v for k, v in schema_registry.settings(cfg).items()}
+    compose_env = {quarkus_key(k): v for k, v in env(registry).items()}
+    user = schema_registry.USER
+    same = [
+        "apicurio.storage.kind",
+        "apicurio.storage.sql.kind",
+        "apicurio.rules.global.compatibility",
+        "quarkus.http.auth.basic",
+        "apicurio.authn.mechanism.priority",
+        f"quarkus.security.users.embedded.roles.{user}",
+    ]
+    for key in same:
+        assert compose_env[quarkus_key(key)] == stack[quarkus_key(key)], key
+    # the H2 file on a volume of its own (kept across `docker compose down`, like the Kafka records)
+    url = compose_env[quarkus_key("apicurio.datasource.url")]
+    assert url.startswith("jdbc:h2:file:") and stack[quarkus_key("apicurio.datasource.url")].startswith("jdbc:h2:file:")
+    data = url.removeprefix("jdbc:h2:file:").rsplit("/", 1)[0]
+    ((volume, _),) = [(s, t) for s, t in volume_mounts(registry) if t == data]
+    assert (volume, data) in volume_mounts(services["output-init"])  # handed to the image's uid there
+    assert re.search(rf"chown 185:0 .*{data}", " ".join(services["output-init"]["entrypoint"]))
+    # a plain password from the variable (Quarkus gets a digest from the stack, which writes a file)
+    assert compose_env[quarkus_key("quarkus.security.users.embedded.plain-text")] == "true"
+    password = env(registry)[f"QUARKUS_SECURITY_USERS_EMBEDDED_USERS_{user.upper()}"]
+    assert password == "${SCHEMA_REGISTRY_PASSWORD:-change-me}"
+
+    conn = json.loads(interpolate(env(services["airflow"])[f"AIRFLOW_CONN_{SCHEMA_REGISTRY_CONN_ID.upper()}"]))
+    info = StackInfo(
+        **STACK_FIELDS,
+        schema_registry_url=f"http://schema-registry:8080{schema_registry.CCOMPAT_PATH}",
+        schema_registry_user=user,
+        schema_registry_password=interpolate(password),
+    )
+    assert conn == info.schema_registry_connection()
+    container_port = registry["ports"][0].rsplit(":", 1)[1]
+    assert container_port == "8080"
+
+
+STACK_FIELDS: dict = {
+    "bootstrap_servers": "kafka:9092",
+    "pg_host": "postgres",
+    "pg_port": 5432,
+    "pg_user": "u",
+    "pg_password": "unused",
+    "pg_database": "ledger",
+    "connector_jars": (),
+    "kafka_libs_dir": "",
+    "spark_master_url": None,
+    "state_dir": "/tmp",
+}

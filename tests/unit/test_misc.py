@@ -123,7 +123,7 @@ def test_spark_home_version_comes_from_its_core_jar(tmp_path):
     (tmp_path / "jars").mkdir()
     assert spark_home_spark(tmp_path) is None
     (tmp_path / "jars" / "spark-core_2.12-3.5.7.jar").touch()
-    assert spark_home_spark(tmp_path) == ClusterSpark("3.5.7", "2.12", f"Spark home {tmp_path}")
+    assert spark_home_spark(tmp_path) == ClusterSpark("3.5.7", "2.12", f"Spark home {tmp_path}", tmp_path)
 
 
 def test_a_connect_client_may_be_older_than_its_server_never_newer():

@@ -180,3 +180,41 @@ def test_a_spark_version_without_a_connect_server_is_refused(cache: Path) -> Non
     with pytest.raises(StackError, match="--spark-connect"):
         devstack.up(spark_version="4.1")
     assert not cache.exists()
+
+
+def test_the_documented_connect_server_command_is_the_stacks(tmp_path: Path) -> None:
+    """docs/spark.md's command for a Connect server of an older line runs what the stack runs (the server
+    class, its binding port setting, the token in the environment), with the connector a Spark 4.0.3
+    home gets when no repository answers."""
+    import re
+    import shlex
+
+    from airflow_kafka_offsets.spark.published import CONNECTOR_ARTIFACTS, KNOWN_RELEASES, nearest_release
+    from airflow_kafka_offsets.spark_apps.kafka_batch_contract import connector_coordinates
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
+    start = text.index("**Starting a server of an older line.**")
+    block = re.search(r"```bash\n(?P<body>.*?)^\s*```", text[start:], re.S | re.M)
+    assert block is not None
+    lines = re.sub(r"\\\n\s*", " ", block["body"]).strip().splitlines()
+    export, command = (line.strip() for line in lines)
+    assert export.startswith(f"export {spark_connect.TOKEN_ENV}=")
+    documented = shlex.split(command)
+
+    cfg = {"spark_home": "/h", "host": "127.0.0.1", "port": 15002, "base_dir": str(tmp_path), "jars": ["a.jar"]}
+    stacks = spark_connect.server_argv(cfg)
+    assert (documented[0], stacks[0]) == ("$SPARK_HOME/bin/spark-submit", "/h/bin/spark-submit")
+
+    def options(argv: list[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for flag, value in zip(argv[1::2], argv[2::2], strict=False):
+            found.setdefault(flag, []).append(value)
+        return found
+
+    doc, stack = options(documented), options(stacks)
+    assert doc["--class"] == stack["--class"] == [spark_connect.SERVER_CLASS]
+    assert doc["--conf"] == ["spark.connect.grpc.binding.port=15002"]
+    assert "spark.connect.grpc.binding.port=15002" in stack["--conf"]
+    (packages,) = doc["--packages"]
+    release = nearest_release("4.0.3", KNOWN_RELEASES[CONNECTOR_ARTIFACTS][("4.0", "2.13")])
+    assert release is not None and packages == connector_coordinates(release, "2.13")
