@@ -8,6 +8,7 @@ reader (or a test) can check a chart against the ledger.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
@@ -93,15 +94,50 @@ def line_chart(chart_id: str, title: str, points: Sequence[Point], start: dateti
     return _frame(chart_id, title, start, end, fmt(y.high), body)
 
 
+MIN_BAR = 1.0  # px: a batch shorter than a pixel is still drawn, unless that would reach the next one
+
+
+@dataclass(frozen=True)
+class Bar:
+    """Where a point's bar goes, in pixels from the plot's left edge."""
+
+    left: float
+    width: float
+
+
+def bar_geometry(points: Sequence[Point], start: datetime, end: datetime, pixels: float) -> list[Bar]:
+    """Bars placed and sized by time: each spans its point's ``since`` to ``at`` (a batch's plan to its
+    commit) on the window [start, end] drawn ``pixels`` wide, so the widths are in proportion to the
+    durations and batches that did not overlap in time do not overlap on the chart.
+
+    A bar narrower than :data:`MIN_BAR` is widened to it, but never past half the room before the next
+    bar's start (or the plot's end): bars of batches a minute apart stay apart at any range.
+    """
+    span = (end - start).total_seconds()
+    scale = pixels / span if span > 0 else 0.0
+
+    def px(at: datetime) -> float:
+        return min(pixels, max(0.0, (at - start).total_seconds() * scale))
+
+    edges = [(px(p.since or p.at), px(p.at)) for p in points]
+    bars = []
+    for i, (left, right) in enumerate(edges):
+        room = (edges[i + 1][0] if i + 1 < len(edges) else pixels) - left
+        natural = right - left
+        width = natural if natural >= MIN_BAR else max(natural, min(MIN_BAR, room / 2))
+        bars.append(Bar(left, width))
+    return bars
+
+
 def bar_chart(chart_id: str, title: str, points: Sequence[Point], start: datetime, end: datetime, fmt: Format) -> str:
-    """One bar per point at its time, over the time window [start, end]."""
-    x, y = _scales(points, start, end)
+    """One bar per point, from its ``since`` to its time (see :func:`bar_geometry`), over [start, end]."""
+    _, y = _scales(points, start, end)
     base = HEIGHT - BOTTOM
-    width = max(1.0, min(8.0, (WIDTH - LEFT - RIGHT) / max(1, len(points)) * 0.7))
+    geometry = bar_geometry(points, start, end, WIDTH - LEFT - RIGHT)
     bars = "".join(
-        f'<rect class="point" x="{LEFT + x(p.at.timestamp()) - width / 2:.1f}" y="{base - y(p.value):.1f}"'
-        f' width="{width:.1f}" height="{y(p.value):.1f}" fill="{BAR}" {_attrs(p, fmt)}></rect>'
-        for p in points
+        f'<rect class="point" x="{LEFT + g.left:.3f}" y="{base - y(p.value):.1f}"'
+        f' width="{g.width:.3f}" height="{y(p.value):.1f}" fill="{BAR}" {_attrs(p, fmt)}></rect>'
+        for p, g in zip(points, geometry)
     )
     return _frame(chart_id, title, start, end, fmt(y.high), bars + ("" if points else _nothing()))
 

@@ -78,7 +78,8 @@ def execute_attempt(
     except BaseException as exc:
         with ledger.transaction() as tx:
             state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state
-            tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])
+            root = exc.root_cause if isinstance(exc, SparkJobError) else None
+            tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000], root)
         if state is not BatchState.PLANNED:  # no commit will clean it up; a planned batch keeps it to inspect
             sink.discard_attempt(staging_uri)
         raise
