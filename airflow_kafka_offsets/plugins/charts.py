@@ -1,8 +1,9 @@
 """Inline SVG charts for the "Kafka pipelines" page, drawn on the server (pure: points in, markup out).
 
 No script and nothing fetched: the page stays one HTML document inside Airflow's frame. Every
-drawn point carries its numbers (``data-batch``, ``data-value``, ``data-at``) and a tooltip, so a
-reader (or a test) can check a chart against the ledger.
+drawn point carries its numbers (``data-batch``, ``data-value``, ``data-at``, and ``data-since``
+for a bar spanning a batch's plan to its commit) and a tooltip, so a reader (or a test) can check a
+chart against the ledger.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def number(value: float) -> str:
 def _attrs(p: Point, fmt: Format) -> str:
     batch = "" if p.batch_id is None else str(p.batch_id)
     label = f"batch {batch}" if batch else "now"
+    since = "" if p.since is None else f' data-since="{p.since.isoformat()}"'
     return (
-        f'data-batch="{batch}" data-value="{number(p.value)}" data-at="{p.at.isoformat()}"'
+        f'data-batch="{batch}" data-value="{number(p.value)}" data-at="{p.at.isoformat()}"{since}'
         f"><title>{escape(label)} at {p.at:%Y-%m-%d %H:%M:%S}: {escape(fmt(p.value))}</title"
     )
 
