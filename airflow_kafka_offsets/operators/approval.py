@@ -29,8 +29,8 @@ from airflow_kafka_offsets.core.operation_input import is_blank, parse_bool
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.operators.manual import KafkaPipelineOperationOperator
 from airflow_kafka_offsets.runtime import AirflowRuntime, actor_from_context
-from airflow_kafka_offsets.spark.runner import BatchRunner
 from airflow_kafka_offsets.service.approval import approval_refused, needs_approval, preview
+from airflow_kafka_offsets.spark.runner import BatchRunner
 
 
 class KafkaOperationPreviewOperator(KafkaPipelineOperationOperator):

@@ -86,4 +86,3 @@ class KafkaPipelineOperationOperator(SparkJobOperator):
         result = run_operation(request, ctx)
         self.log.info("%s of %s:\n%s", request.operation, request.pipeline, result.text)
         return result.data
-

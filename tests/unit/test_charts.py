@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,7 +26,7 @@ def batches_a_minute_apart(durations: list[float]) -> list[Point]:
 
 @pytest.mark.parametrize("range_name", list(RANGES))
 def test_bars_of_batches_a_minute_apart_never_overlap_and_follow_their_durations(range_name):
-    durations = [5.0, 20.0, 40.0, 59.0, 10.0, 30.0]
+    durations = [10.0, 20.0, 40.0, 59.0, 15.0, 30.0]
     points = batches_a_minute_apart(durations)
     start = NOW - timedelta(seconds=RANGES[range_name])
     bars = bar_geometry(points, start, NOW, PLOT)
@@ -48,7 +49,7 @@ def test_bars_of_back_to_back_batches_touch_but_never_overlap():
     points = [Point(p + timedelta(minutes=3), 1, i, p) for i, p in enumerate(plans)]
     bars = bar_geometry(points, NOW - timedelta(hours=1), NOW, PLOT)
     assert [round(b.width, 6) for b in bars] == [round(180 * PLOT / 3600, 6)] * 3
-    assert all(a.left + a.width == pytest.approx(b.left) for a, b in zip(bars, bars[1:]))
+    assert all(a.left + a.width == pytest.approx(b.left) for a, b in itertools.pairwise(bars))
 
 
 def test_a_bar_that_began_before_the_range_is_cut_at_its_start_and_an_instant_gets_a_visible_bar():
