@@ -59,7 +59,7 @@ class KafkaOperationPreviewOperator(KafkaPipelineOperationOperator):
             "table": shown.table,
             "digest": shown.digest,
             # what the approval needs to run the same dry run again when the answer comes
-            "options": {k: v for k, v in request.values.items() if k not in ("operation", "pipeline")},
+            "options": dict(self.options or {}),
             "connections": {
                 "kafka_conn_id": self.kafka_conn_id,
                 "postgres_conn_id": self.postgres_conn_id,

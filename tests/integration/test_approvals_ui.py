@@ -208,7 +208,7 @@ def test_a_reset_that_changed_since_its_approval_is_refused(airflow_ui, browser,
     # where the approver looks: the approval task's page says Failed, not only the answer given
     browser.get(f"{airflow_ui['url']}/dags/{DAG_ID}/runs/{run_id}/tasks/approval")
     header = wait_until(
-        lambda: (t := browser.find_element(By.TAG_NAME, "body").text) and "Failed" in t and t,
+        lambda: (t := browser.find_element(By.TAG_NAME, "body").text) and "failed" in t.lower() and t,
         "the approval task's state",
         60,
     )

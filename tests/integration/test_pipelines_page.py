@@ -32,6 +32,7 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.plugins.charts import LEFT, RIGHT, WIDTH
+from airflow_kafka_offsets.sinks.local import STAGING_DIR
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
 
 from .helpers import produce
@@ -129,13 +130,16 @@ def charted_pipeline(stack, airflow_ui, kafka_admin_module, tmp_path_factory) ->
 @pytest.fixture(scope="module")
 def failing_pipeline(stack, airflow_ui, kafka_admin_module, tmp_path_factory) -> tuple[str, str, str]:
     """(pipeline, failed attempt id, the regular file in the way): a planned batch whose read failed on
-    Spark, because its output root lies under a regular file."""
+    Spark, because a regular file stands where Spark writes the batch's staging (the output root itself
+    is writable, so the read gets as far as Spark)."""
     ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=airflow_ui["ledger_schema"])
     ledger.migrate()
     topic = kafka_admin_module(partitions=1)
-    blocker = tmp_path_factory.mktemp("failing") / "a-file"
+    root = tmp_path_factory.mktemp("failing")
+    spec = build_spec(f"failing_{uuid.uuid4().hex[:8]}", [topic], str(root))
+    blocker = root / STAGING_DIR / spec.name
+    blocker.parent.mkdir()
     blocker.write_text("not a directory")
-    spec = build_spec(f"failing_{uuid.uuid4().hex[:8]}", [topic], str(blocker / "out"))
     produce(stack.bootstrap_servers, topic, 4, partitions=1)
     outcome = plan(ledger, spec, stack)
     with pytest.raises(SparkJobError):
