@@ -32,8 +32,8 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.plugins.charts import LEFT, RIGHT, WIDTH
-from airflow_kafka_offsets.sinks.local import STAGING_DIR
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
+from airflow_kafka_offsets.sinks.local import STAGING_DIR
 
 from .helpers import produce
 from .pipeline import ACTOR, operation_context, plan, read, run_once
