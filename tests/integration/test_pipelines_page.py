@@ -19,6 +19,7 @@ import uuid
 from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import psycopg2.errors
@@ -261,9 +262,7 @@ def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, 
         assert cells == [[topic, "0", "3", "8", "5"], [topic, "1", "3", "8", "5"]]
         assert browser.find_element(By.ID, "total-lag").text == "10"
         assert browser.find_element(By.ID, "in-flight").text.startswith(f"batch {in_flight} since ")
-        bottom = browser.execute_script(
-            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
-        )
+        bottom = content_bottom(browser)
     finally:
         browser.switch_to.default_content()
     save_top(browser, SCREENSHOTS / "pipelines_page.png", frame.rect["y"] + int(bottom) + 24)
@@ -310,9 +309,7 @@ def test_charts_are_the_ledgers_history(airflow_ui, charted_pipeline, stack):
 def test_charts_in_the_browser(airflow_ui, browser, charted_pipeline, lagging_pipeline, stack):
     pipeline, _ = charted_pipeline
     rows = ledger_history(stack, airflow_ui["ledger_schema"], pipeline)
-    login(browser, airflow_ui)
-    browser.get(f"{airflow_ui['url']}/plugin/kafka-pipelines")
-    frame = wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0]
+    frame = open_plugin(browser, airflow_ui)
     browser.switch_to.frame(frame)
     try:
         wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, f'svg[id="trend-{pipeline}"]'), "the lag trend")
@@ -321,9 +318,7 @@ def test_charts_in_the_browser(airflow_ui, browser, charted_pipeline, lagging_pi
             for r in browser.find_elements(By.CSS_SELECTOR, "#pipelines tbody tr")
         }
         assert states[pipeline] == "healthy" and states[lagging_pipeline[0]] == "failing"
-        bottom = browser.execute_script(
-            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
-        )
+        bottom = content_bottom(browser)
     finally:
         browser.switch_to.default_content()
     save_top(browser, SCREENSHOTS / "pipelines_overview.png", frame.rect["y"] + int(bottom) + 24)
@@ -363,9 +358,7 @@ def test_a_failing_pipelines_page_shows_the_root_cause_and_an_unknown_range_in_t
     airflow_ui, browser, failing_pipeline
 ):
     pipeline, attempt_id, blocker = failing_pipeline
-    login(browser, airflow_ui)
-    browser.get(f"{airflow_ui['url']}/plugin/kafka-pipelines")
-    frame = wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0]
+    frame = open_plugin(browser, airflow_ui)
     browser.switch_to.frame(frame)
     try:
         wait_until(lambda: browser.find_elements(By.LINK_TEXT, pipeline), "the failing pipeline's row")[0].click()
@@ -377,9 +370,7 @@ def test_a_failing_pipelines_page_shows_the_root_cause_and_an_unknown_range_in_t
         # the innermost error Spark named, with the path in the way, not py4j's "calling oNN.parquet"
         assert blocker in cells[6] and "An error occurred while calling" not in cells[6], cells
         assert cells[7].startswith("SparkJobError: Spark job for batch 1 of pipeline"), cells
-        bottom = browser.execute_script(
-            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
-        )
+        bottom = content_bottom(browser)
     finally:
         browser.switch_to.default_content()
     save_top(browser, SCREENSHOTS / "pipelines_failing.png", frame.rect["y"] + int(bottom) + 24)
@@ -395,6 +386,22 @@ def test_a_failing_pipelines_page_shows_the_root_cause_and_an_unknown_range_in_t
     finally:
         browser.switch_to.default_content()
     save_top(browser, SCREENSHOTS / "pipelines_unknown_range.png", frame.rect["y"] + int(bottom) + 24)
+
+
+def open_plugin(browser, airflow_ui) -> Any:
+    """Signed in, the Kafka pipelines page in Airflow's UI; returns its frame."""
+    login(browser, airflow_ui)
+    browser.get(f"{airflow_ui['url']}/plugin/kafka-pipelines")
+    return wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0]
+
+
+def content_bottom(browser) -> int:
+    """Where the frame's content ends (for a screenshot without the blank below it)."""
+    return int(
+        browser.execute_script(
+            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
+        )
+    )
 
 
 def save_top(driver, path: Path, height: int) -> None:
