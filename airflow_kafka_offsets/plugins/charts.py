@@ -97,6 +97,7 @@ def line_chart(chart_id: str, title: str, points: Sequence[Point], start: dateti
 
 
 MIN_BAR = 1.0  # px: a batch shorter than a pixel is still drawn, unless that would reach the next one
+GAP = 1.0  # px left free before the next bar, so back-to-back batches do not merge into one block
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ def bar_geometry(points: Sequence[Point], start: datetime, end: datetime, pixels
     durations and batches that did not overlap in time do not overlap on the chart.
 
     A bar narrower than :data:`MIN_BAR` is widened to it, but never past half the room before the next
-    bar's start (or the plot's end): bars of batches a minute apart stay apart at any range.
+    bar's start (or the plot's end); a bar ends :data:`GAP` (at most a quarter of that room) before the
+    next one starts. Bars of batches a minute apart, or back to back, stay apart at any range.
     """
     span = (end - start).total_seconds()
     scale = pixels / span if span > 0 else 0.0
@@ -124,9 +126,12 @@ def bar_geometry(points: Sequence[Point], start: datetime, end: datetime, pixels
     edges = [(px(p.since or p.at), px(p.at)) for p in points]
     bars = []
     for i, (left, right) in enumerate(edges):
-        room = (edges[i + 1][0] if i + 1 < len(edges) else pixels) - left
+        last = i + 1 == len(edges)
+        room = (pixels if last else edges[i + 1][0]) - left
         natural = right - left
         width = natural if natural >= MIN_BAR else max(natural, min(MIN_BAR, room / 2))
+        if not last:
+            width = min(width, room - min(GAP, room / 4))
         bars.append(Bar(left, width))
     return bars
 
