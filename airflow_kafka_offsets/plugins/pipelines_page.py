@@ -29,7 +29,9 @@ th, td { border-bottom: 1px solid #e2e8f0; padding: .3rem .7rem; text-align: lef
 th { background: #f7fafc; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .lag { font-weight: 600; color: #c05621; } .ok { color: #2f855a; } .dead { color: #c53030; font-weight: 600; }
 .note { color: #4a5568; font-size: .85rem; } nav a { margin-right: 1rem; }
-.risk { color: #c53030; font-weight: 600; } td.cause { color: #822727; font-family: monospace; max-width: 40rem; }
+.risk { color: #c53030; font-weight: 600; }
+td.cause { color: #822727; font-family: monospace; max-width: 32rem; overflow-wrap: anywhere; }
+td.error { max-width: 32rem; overflow-wrap: anywhere; font-size: .8rem; }
 .problem { background: #fed7d7; color: #822727; padding: .4rem .7rem; border-radius: 4px; }
 .state { border-radius: 9px; padding: .05rem .5rem; font-size: .8rem; font-weight: 600; white-space: nowrap; }
 .healthy { background: #c6f6d5; color: #22543d; } .lagging { background: #feebc8; color: #7b341e; }
@@ -233,7 +235,7 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str, 
         + _cell(a["started_at"])
         + _cell(a["finished_at"] or a["lease_expires_at"])
         + _cell(a.get("root_cause"), "cause")
-        + _cell(a["error"])
+        + _cell(a["error"], "error")
         + "</tr>"
         for a in detail.attempts
     ]
