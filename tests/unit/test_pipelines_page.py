@@ -157,5 +157,6 @@ def test_a_failed_attempt_shows_its_root_cause_beside_its_error():
     older = {**failed, "attempt_id": "b" * 32, "root_cause": None}  # recorded before root causes were kept
     html = pipeline_page(PipelineDetail(summary(), (), 1, 1, (), (failed, older), history), "../", "/d")
     assert "<th>root cause</th><th>error</th>" in html
-    assert '<td class="cause">java.io.IOException: Mkdirs failed to create file:/out/x</td><td class="error">SparkJobError' in html
+    cause = "java.io.IOException: Mkdirs failed to create file:/out/x"
+    assert f'<td class="cause">{cause}</td><td class="error">SparkJobError' in html
     assert '<td class="cause">—</td><td class="error">SparkJobError' in html
