@@ -98,7 +98,15 @@ class ConfigurationError(KafkaOffsetsError):
 
 
 class SparkJobError(KafkaOffsetsError):
-    """The Spark job failed or produced no report."""
+    """The Spark job failed or produced no report.
+
+    ``root_cause``: the innermost error Spark's output names (the last Java ``Caused by:``, else the
+    last error line that is not py4j's wrapper), which the ledger records with the failed attempt.
+    """
+
+    def __init__(self, message: str, root_cause: str | None = None) -> None:
+        super().__init__(message)
+        self.root_cause = root_cause
 
 
 class AttemptLeaseLostError(SparkJobError):

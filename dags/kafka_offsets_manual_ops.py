@@ -13,8 +13,9 @@
 
 **Approvals**: with *Require approval* on, a reset or change-spec with dry run off, and an
 abort, wait in Airflow's *Required actions* for a person to approve their dry run (the table of
-before and after); approved, the operation applies exactly that (a change in between refuses it);
-rejected, or not answered within an hour, nothing changes.
+before and after); approved, the operation applies exactly that (a change in between refuses it,
+and the approval task fails showing what it would now do), and the ledger's audit row names the
+approver and the digest approved; rejected, or not answered within an hour, nothing changes.
 
 Only the fields of the chosen operation are read; the others may stay empty. Empty means
 "every topic" / "every partition" / "in place" where the field says so.
@@ -62,6 +63,9 @@ with DAG(
         KafkaOperationPreviewOperator(task_id="preview", require_approval="{{ params.require_approval }}", **OPERATION)
         >> KafkaOperationApprovalOperator(task_id="approval", response_timeout=timedelta(hours=1))
         >> KafkaPipelineOperationOperator(
-            task_id="operation", approved_digest="{{ ti.xcom_pull(task_ids='preview')['digest'] }}", **OPERATION
+            task_id="operation",
+            approved_digest="{{ ti.xcom_pull(task_ids='preview')['digest'] }}",
+            approved_by="{{ (ti.xcom_pull(task_ids='approval') or {}).get('responded_by_user') }}",
+            **OPERATION,
         )
     )

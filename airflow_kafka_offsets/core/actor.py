@@ -9,14 +9,16 @@ null keys and keys this version does not know included, so stored rows read back
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
 @dataclass(frozen=True)
 class Actor:
     """An Airflow task try (dag, run, task, try, map index), a shell command (``cli``, ``user``) or
-    a manual operation (``operation``), and where it ran (``hostname``, ``pid``)."""
+    a manual operation (``operation``), and where it ran (``hostname``, ``pid``). An operation a
+    person approved also names them (``approved_by``: the Airflow user's name, ``approved_by_id``)
+    and the digest of the dry run they approved (``approved_digest``)."""
 
     dag_id: str | None = None
     run_id: str | None = None
@@ -24,6 +26,9 @@ class Actor:
     try_number: int | None = None
     map_index: int | None = None
     operation: str | None = None
+    approved_by: str | None = None
+    approved_by_id: str | None = None
+    approved_digest: str | None = None
     cli: str | None = None
     user: str | None = None
     hostname: str | None = None
@@ -55,10 +60,15 @@ class Actor:
         return dict(sorted(document.items()))
 
     def describe(self) -> str:
-        """'run R (dag D, task T, try N)' for log lines that name who did something."""
+        """'run R (dag D, task T, try N, approved by P)' for log lines that name who did something."""
         details = [
             f"{label} {value}"
-            for label, value in (("dag", self.dag_id), ("task", self.task_id), ("try", self.try_number))
+            for label, value in (
+                ("dag", self.dag_id),
+                ("task", self.task_id),
+                ("try", self.try_number),
+                ("approved by", self.approved_by),
+            )
             if value is not None
         ]
         return f"run {self.run_id}" + (f" ({', '.join(details)})" if details else "")
@@ -67,3 +77,14 @@ class Actor:
 def describe_actor(actor: Actor | None) -> str:
     """:meth:`Actor.describe`, 'run None' for no actor."""
     return (actor or Actor()).describe()
+
+
+def with_approval(actor: Actor, digest: str, approved_by: Mapping[str, Any] | str | None) -> Actor:
+    """``actor`` as it applies a dry run a person approved: with the digest approved and who approved
+    it, from Airflow's ``responded_by_user`` (``{"id": ..., "name": ...}``) or a name."""
+    if isinstance(approved_by, Mapping):
+        name, user_id = approved_by.get("name"), approved_by.get("id")
+        by, by_id = (None if name is None else str(name)), (None if user_id is None else str(user_id))
+    else:
+        by, by_id = approved_by or None, None
+    return replace(actor, approved_digest=digest, approved_by=by, approved_by_id=by_id)

@@ -38,11 +38,16 @@ class BatchPoint:
 
 @dataclass(frozen=True)
 class Point:
-    """One point of a series: when, the value, and the batch it comes from (None: looked up now)."""
+    """One point of a series: when, the value, and the batch it comes from (None: looked up now).
+
+    ``since``: the start of the span the value covers (a batch's plan, ``at`` its commit), for a bar
+    drawn as wide as the batch took; None for an instant.
+    """
 
     at: datetime
     value: float
     batch_id: int | None
+    since: datetime | None = None
 
 
 class PipelineState(Enum):
@@ -50,6 +55,13 @@ class PipelineState(Enum):
     LAGGING = "lagging"
     FAILING = "failing"
     DATA_AT_RISK = "data at risk"
+
+
+def unknown_range(name: str | None) -> str | None:
+    """What is wrong with a range's name, naming the valid ones; None for a known name or none given."""
+    if name is None or name in RANGES:
+        return None
+    return f"unknown range {name!r}: choose one of {', '.join(RANGES)} (shown: the last {DEFAULT_RANGE})"
 
 
 def range_seconds(name: str | None) -> tuple[str, int]:
@@ -89,12 +101,15 @@ def lag_age(points: Sequence[BatchPoint], now: datetime) -> list[Point]:
 
 
 def per_batch(points: Sequence[BatchPoint]) -> dict[str, list[Point]]:
-    """Records, payload bytes and seconds from plan to commit of each ingest batch, at its commit."""
+    """Records, payload bytes and seconds from plan to commit of each ingest batch, at its commit
+    (spanning from its plan)."""
     batches = ingest(points)
     return {
-        "records": [Point(p.committed_at, p.records, p.batch_id) for p in batches],
-        "bytes": [Point(p.committed_at, p.payload_bytes, p.batch_id) for p in batches],
-        "seconds": [Point(p.committed_at, _seconds(p.committed_at, p.planned_at), p.batch_id) for p in batches],
+        "records": [Point(p.committed_at, p.records, p.batch_id, p.planned_at) for p in batches],
+        "bytes": [Point(p.committed_at, p.payload_bytes, p.batch_id, p.planned_at) for p in batches],
+        "seconds": [
+            Point(p.committed_at, _seconds(p.committed_at, p.planned_at), p.batch_id, p.planned_at) for p in batches
+        ],
     }
 
 

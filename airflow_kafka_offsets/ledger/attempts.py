@@ -35,6 +35,8 @@ class Attempt:
     lease_expires_at: datetime | None
     lease_left_s: float | None
     error: str | None
+    root_cause: str | None = None
+    """The innermost error Spark's output named (null for attempts of older versions, and successes)."""
 
     @cached_property
     def report(self) -> BatchReport | None:
@@ -57,12 +59,12 @@ def _attempt_columns(report: bool) -> str:
     every partition: over a megabyte at 10,000 partitions)."""
     return (
         f"attempt_id, pipeline, batch_id, state, staging_uri, {'report::text' if report else 'NULL'}, actor,"
-        " started_at, finished_at, lease_expires_at, extract(epoch FROM lease_expires_at - now()), error"
+        " started_at, finished_at, lease_expires_at, extract(epoch FROM lease_expires_at - now()), error, root_cause"
     )
 
 
 def _attempt(row: Row) -> Attempt:
-    attempt_id, pipeline, batch_id, state, staging_uri, report, actor, started, finished, lease, left, error = row
+    attempt_id, pipeline, batch_id, state, staging_uri, report, actor, started, finished, lease, left, error, root = row
     return Attempt(
         attempt_id,
         pipeline,
@@ -76,6 +78,7 @@ def _attempt(row: Row) -> Attempt:
         lease,
         None if left is None else float(left),
         error,
+        root,
     )
 
 
@@ -98,13 +101,16 @@ class AttemptStatements(Statements):
         ).rowcount
         return renewed == 1
 
-    def finish_attempt(self, attempt_id: str, report: BatchReport | None, error: str | None) -> bool:
-        """Record how a running attempt ended; False if it no longer holds its lease (declared dead, or its
-        lease ran out: another run may have taken the batch, so this attempt must not commit)."""
+    def finish_attempt(
+        self, attempt_id: str, report: BatchReport | None, error: str | None, root_cause: str | None = None
+    ) -> bool:
+        """Record how a running attempt ended (a failure with its root cause, when Spark named one); False if
+        it no longer holds its lease (declared dead, or its lease ran out: another run may have taken the
+        batch, so this attempt must not commit)."""
         finished: int = self.execute(
-            "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
-            " WHERE attempt_id = %s AND state = 'running' AND lease_expires_at > now()",
-            ("failed" if error else "succeeded", jsonb(report.raw) if report else None, error, attempt_id),
+            "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s,"
+            " root_cause = %s WHERE attempt_id = %s AND state = 'running' AND lease_expires_at > now()",
+            ("failed" if error else "succeeded", jsonb(report.raw) if report else None, error, root_cause, attempt_id),
         ).rowcount
         return finished == 1
 

@@ -299,6 +299,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # reader can read every table as of one batch. Null for single-output sinks.
         "ALTER TABLE {s}.batches ADD COLUMN tables jsonb",
     ),
+    (
+        # A failed attempt's root cause: the innermost error Spark's output named (the last Java
+        # "Caused by:", else the last error line), beside the error the task raised. Null for
+        # successes and for attempts recorded before this column.
+        "ALTER TABLE {s}.attempts ADD COLUMN root_cause text",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -3,11 +3,14 @@
 Three tasks: :class:`KafkaOperationPreviewOperator` runs the operation's dry run (reset and
 change-spec with dry run off, abort) and keeps its table and digest;
 :class:`KafkaOperationApprovalOperator` asks for an approval showing that table (Airflow's
-"Required actions"); the operation task then runs with the approved digest
+"Required actions"); the operation task then runs with the approved digest and the approver
 (:class:`~airflow_kafka_offsets.operators.manual.KafkaPipelineOperationOperator`'s
-``approved_digest``) and applies only what the dry run showed. Rejected, the operation task is
-skipped; not answered in time, the approval fails and the operation task never runs. Either way
-nothing changes. Operations that change nothing (status, dry runs) pass without a question.
+``approved_digest`` and ``approved_by``) and applies only what the dry run showed, naming both in
+the ledger's audit row. Approved when the dry run no longer matches (records arrived, a batch was
+planned), the approval task itself fails with :class:`~airflow_kafka_offsets.errors.ApprovalMismatchError`
+showing what it would now do, so the refusal is where the approver looks. Rejected, the operation
+task is skipped; not answered in time, the approval fails and the operation task never runs. Either
+way nothing changes. Operations that change nothing (status, dry runs) pass without a question.
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow.exceptions import AirflowFailException
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Context
 
+from airflow_kafka_offsets.core.operation_fields import parse_request
 from airflow_kafka_offsets.core.operation_input import is_blank, parse_bool
+from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.operators.manual import KafkaPipelineOperationOperator
-from airflow_kafka_offsets.service.approval import needs_approval, preview
+from airflow_kafka_offsets.runtime import AirflowRuntime, actor_from_context
+from airflow_kafka_offsets.service.approval import approval_refused, needs_approval, preview
+from airflow_kafka_offsets.spark.runner import BatchRunner
 
 
 class KafkaOperationPreviewOperator(KafkaPipelineOperationOperator):
@@ -50,12 +58,25 @@ class KafkaOperationPreviewOperator(KafkaPipelineOperationOperator):
             "pipeline": shown.pipeline,
             "table": shown.table,
             "digest": shown.digest,
+            # what the approval needs to run the same dry run again when the answer comes
+            "options": dict(self.options or {}),
+            "connections": {
+                "kafka_conn_id": self.kafka_conn_id,
+                "postgres_conn_id": self.postgres_conn_id,
+                "ledger_schema": self.ledger_schema,
+            },
         }
 
 
 class KafkaOperationApprovalOperator(ApprovalOperator):
     """Approve or reject the dry run of ``preview_task_id`` in Airflow's UI; passes at once when the
-    preview needs no approval. Without an answer within ``response_timeout`` the task fails."""
+    preview needs no approval. Without an answer within ``response_timeout`` the task fails.
+
+    Approved, the dry run runs again: when it no longer shows what was approved the task fails
+    (:class:`~airflow_kafka_offsets.errors.ApprovalMismatchError`, with what it would now do). Its
+    XCom is Airflow's answer (``chosen_options``, ``responded_by_user``, ``responded_at``) with the
+    ``approved_digest``.
+    """
 
     def __init__(
         self, *, preview_task_id: str = "preview", response_timeout: timedelta = timedelta(hours=1), **kwargs: Any
@@ -73,6 +94,26 @@ class KafkaOperationApprovalOperator(ApprovalOperator):
         self.subject = f"Approve {name} of pipeline {shown['pipeline']}?"
         self.body = approval_body(name, shown["table"], shown["digest"])
         return super().execute(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        answer = super().execute_complete(context, event)
+        if answer["chosen_options"] != [self.APPROVE]:
+            return answer
+        shown = context["ti"].xcom_pull(task_ids=self.preview_task_id)
+        request = parse_request({**shown["options"], "operation": shown["operation"], "pipeline": shown["pipeline"]})
+        runtime = AirflowRuntime(**shown["connections"])
+        now = preview(request, runtime.operation_context(request, actor_from_context(context), _no_spark))
+        if now.digest != shown["digest"]:
+            user = answer.get("responded_by_user") or {}
+            exc = approval_refused(now, user.get("name"))
+            self.log.error("%s", exc)
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        return {**answer, "approved_digest": shown["digest"]}
+
+
+def _no_spark(output_root: str) -> BatchRunner:
+    """An approval's dry run (reset, change-spec, abort) submits no Spark job."""
+    raise ConfigurationError(f"an approval's dry run runs no Spark job (asked for one writing to {output_root})")
 
 
 def markdown_table(table: str) -> str:

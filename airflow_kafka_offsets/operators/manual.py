@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from airflow.sdk import Context
 
+from airflow_kafka_offsets.core.actor import with_approval
 from airflow_kafka_offsets.core.operation_fields import OperationRequest, parse_request
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkJobOperator
 from airflow_kafka_offsets.runtime import actor_from_context
@@ -35,6 +36,8 @@ class KafkaPipelineOperationOperator(SparkJobOperator):
     :param approved_digest: the digest of an approved dry run (templated; see
         :class:`~airflow_kafka_offsets.operators.approval.KafkaOperationApprovalOperator`): the
         operation then applies only what that dry run showed, else it is refused with nothing changed.
+    :param approved_by: who approved it (templated): Airflow's ``responded_by_user`` (``{"id", "name"}``)
+        or a name. The ledger's audit rows of the operation name them and the digest approved.
     """
 
     template_fields: Sequence[str] = (
@@ -42,6 +45,7 @@ class KafkaPipelineOperationOperator(SparkJobOperator):
         "operation",
         "options",
         "approved_digest",
+        "approved_by",
         *SPARK_TEMPLATE_FIELDS,
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
@@ -56,12 +60,14 @@ class KafkaPipelineOperationOperator(SparkJobOperator):
         operation: str,
         options: Mapping[str, Any] | None = None,
         approved_digest: str | None = None,
+        approved_by: Mapping[str, Any] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.operation = operation
         self.options = options
         self.approved_digest = approved_digest
+        self.approved_by = approved_by
 
     def request(self) -> OperationRequest:
         """The rendered options, validated for the operation."""
@@ -75,7 +81,8 @@ class KafkaPipelineOperationOperator(SparkJobOperator):
         request = self.request()
         ctx = self.operation_context(request, context)
         if self.approved_digest:
-            ctx = replace(ctx, approval=ApprovalCheck(self.approved_digest))
+            actor = with_approval(ctx.actor, self.approved_digest, self.approved_by)
+            ctx = replace(ctx, approval=ApprovalCheck(self.approved_digest), actor=actor)
         result = run_operation(request, ctx)
         self.log.info("%s of %s:\n%s", request.operation, request.pipeline, result.text)
         return result.data

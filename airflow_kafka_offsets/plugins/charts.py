@@ -1,13 +1,15 @@
 """Inline SVG charts for the "Kafka pipelines" page, drawn on the server (pure: points in, markup out).
 
 No script and nothing fetched: the page stays one HTML document inside Airflow's frame. Every
-drawn point carries its numbers (``data-batch``, ``data-value``, ``data-at``) and a tooltip, so a
-reader (or a test) can check a chart against the ledger.
+drawn point carries its numbers (``data-batch``, ``data-value``, ``data-at``, and ``data-since``
+for a bar spanning a batch's plan to its commit) and a tooltip, so a reader (or a test) can check a
+chart against the ledger.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
@@ -49,8 +51,9 @@ def number(value: float) -> str:
 def _attrs(p: Point, fmt: Format) -> str:
     batch = "" if p.batch_id is None else str(p.batch_id)
     label = f"batch {batch}" if batch else "now"
+    since = "" if p.since is None else f' data-since="{p.since.isoformat()}"'
     return (
-        f'data-batch="{batch}" data-value="{number(p.value)}" data-at="{p.at.isoformat()}"'
+        f'data-batch="{batch}" data-value="{number(p.value)}" data-at="{p.at.isoformat()}"{since}'
         f"><title>{escape(label)} at {p.at:%Y-%m-%d %H:%M:%S}: {escape(fmt(p.value))}</title"
     )
 
@@ -93,15 +96,55 @@ def line_chart(chart_id: str, title: str, points: Sequence[Point], start: dateti
     return _frame(chart_id, title, start, end, fmt(y.high), body)
 
 
+MIN_BAR = 1.0  # px: a batch shorter than a pixel is still drawn, unless that would reach the next one
+GAP = 1.0  # px left free before the next bar, so back-to-back batches do not merge into one block
+
+
+@dataclass(frozen=True)
+class Bar:
+    """Where a point's bar goes, in pixels from the plot's left edge."""
+
+    left: float
+    width: float
+
+
+def bar_geometry(points: Sequence[Point], start: datetime, end: datetime, pixels: float) -> list[Bar]:
+    """Bars placed and sized by time: each spans its point's ``since`` to ``at`` (a batch's plan to its
+    commit) on the window [start, end] drawn ``pixels`` wide, so the widths are in proportion to the
+    durations and batches that did not overlap in time do not overlap on the chart.
+
+    A bar narrower than :data:`MIN_BAR` is widened to it, but never past half the room before the next
+    bar's start (or the plot's end); a bar ends :data:`GAP` (at most a quarter of that room) before the
+    next one starts. Bars of batches a minute apart, or back to back, stay apart at any range.
+    """
+    span = (end - start).total_seconds()
+    scale = pixels / span if span > 0 else 0.0
+
+    def px(at: datetime) -> float:
+        return min(pixels, max(0.0, (at - start).total_seconds() * scale))
+
+    edges = [(px(p.since or p.at), px(p.at)) for p in points]
+    bars = []
+    for i, (left, right) in enumerate(edges):
+        last = i + 1 == len(edges)
+        room = (pixels if last else edges[i + 1][0]) - left
+        natural = right - left
+        width = natural if natural >= MIN_BAR else max(natural, min(MIN_BAR, room / 2))
+        if not last:
+            width = min(width, room - min(GAP, room / 4))
+        bars.append(Bar(left, width))
+    return bars
+
+
 def bar_chart(chart_id: str, title: str, points: Sequence[Point], start: datetime, end: datetime, fmt: Format) -> str:
-    """One bar per point at its time, over the time window [start, end]."""
-    x, y = _scales(points, start, end)
+    """One bar per point, from its ``since`` to its time (see :func:`bar_geometry`), over [start, end]."""
+    _, y = _scales(points, start, end)
     base = HEIGHT - BOTTOM
-    width = max(1.0, min(8.0, (WIDTH - LEFT - RIGHT) / max(1, len(points)) * 0.7))
+    geometry = bar_geometry(points, start, end, WIDTH - LEFT - RIGHT)
     bars = "".join(
-        f'<rect class="point" x="{LEFT + x(p.at.timestamp()) - width / 2:.1f}" y="{base - y(p.value):.1f}"'
-        f' width="{width:.1f}" height="{y(p.value):.1f}" fill="{BAR}" {_attrs(p, fmt)}></rect>'
-        for p in points
+        f'<rect class="point" x="{LEFT + g.left:.3f}" y="{base - y(p.value):.1f}"'
+        f' width="{g.width:.3f}" height="{y(p.value):.1f}" fill="{BAR}" {_attrs(p, fmt)}></rect>'
+        for p, g in zip(points, geometry)
     )
     return _frame(chart_id, title, start, end, fmt(y.high), bars + ("" if points else _nothing()))
 

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.config import config_value
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
-from airflow_kafka_offsets.core.history import DEFAULT_RANGE, RANGES
+from airflow_kafka_offsets.core.history import unknown_range
 from airflow_kafka_offsets.errors import PipelineNotFoundError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.plugins.pipelines_page import not_found_page, overview_page, pipeline_page
@@ -66,7 +66,6 @@ def _overview_href(request: Request) -> str:
 
 
 Page = Annotated[int, Query(ge=1, le=1_000_000)]
-Range = Annotated[str, Query(pattern="^(" + "|".join(RANGES) + ")$")]
 
 
 def create_app() -> FastAPI:
@@ -81,8 +80,10 @@ def create_app() -> FastAPI:
         return overview_page(overview(_ledger(), _kafka(), page), "pipelines/", _trigger_url())
 
     @app.get("/pipelines/{pipeline}", response_class=HTMLResponse)
-    def pipeline(pipeline: str, page: Page = 1, range: Range = DEFAULT_RANGE) -> str:
+    def pipeline(pipeline: str, page: Page = 1, range: str | None = None) -> HTMLResponse:
+        # An unknown range answers with the page (over the default range) and the ranges there are.
+        problem = unknown_range(range)
         detail = pipeline_detail(_ledger(), _kafka(), pipeline, page, range)
-        return pipeline_page(detail, "../", _trigger_url())
+        return HTMLResponse(pipeline_page(detail, "../", _trigger_url(), problem), status_code=400 if problem else 200)
 
     return app

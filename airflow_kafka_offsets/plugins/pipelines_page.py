@@ -30,6 +30,9 @@ th { background: #f7fafc; } td.num { text-align: right; font-variant-numeric: ta
 .lag { font-weight: 600; color: #c05621; } .ok { color: #2f855a; } .dead { color: #c53030; font-weight: 600; }
 .note { color: #4a5568; font-size: .85rem; } nav a { margin-right: 1rem; }
 .risk { color: #c53030; font-weight: 600; }
+td.cause { color: #822727; font-family: monospace; max-width: 32rem; overflow-wrap: anywhere; }
+td.error { max-width: 32rem; overflow-wrap: anywhere; font-size: .8rem; }
+.problem { background: #fed7d7; color: #822727; padding: .4rem .7rem; border-radius: 4px; }
 .state { border-radius: 9px; padding: .05rem .5rem; font-size: .8rem; font-weight: 600; white-space: nowrap; }
 .healthy { background: #c6f6d5; color: #22543d; } .lagging { background: #feebc8; color: #7b341e; }
 .failing, .data-at-risk { background: #fed7d7; color: #822727; }
@@ -163,14 +166,16 @@ def _range_links(shown: str) -> str:
     return f'<p class="ranges">last {" ".join(links)}</p>'
 
 
-def charts(h: History) -> str:
-    """Lag (records, age) over the range and each batch's records, bytes and seconds."""
+def charts(h: History, problem: str | None = None) -> str:
+    """Lag (records, age) over the range and each batch's records, bytes and seconds; ``problem``: what
+    was wrong with the range asked for (shown above the ranges there are)."""
+    asked = f'<p class="problem" id="range-problem" role="alert">{escape(problem)}</p>' if problem else ""
     return (
-        f'<h2>Lag and batches</h2>{_range_links(h.range)}<p class="note">From the ledger\'s committed batches '
+        f'<h2>Lag and batches</h2>{asked}{_range_links(h.range)}<p class="note">From the ledger\'s committed batches '
         "(the newest 1,000 of the range). Lag in records: when each batch was planned, the offsets it was "
         "planned over (at least the lag, when the pipeline caps a batch), and now. Age of the oldest unread "
         "record, at most: a batch reads every record produced before it was planned, so the age drops at "
-        "each commit. Seconds: from plan to commit.</p>"
+        "each commit. Seconds: from plan to commit. Each batch's bar spans its plan to its commit.</p>"
         '<div class="charts">'
         + draw.line_chart("chart-lag-records", "Lag (records)", h.lag_records, h.start, h.now, draw.count)
         + draw.line_chart(
@@ -183,8 +188,9 @@ def charts(h: History) -> str:
     )
 
 
-def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) -> str:
-    """One pipeline: cursor and lag per partition (a page), recent batches with ranges, attempts."""
+def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str, problem: str | None = None) -> str:
+    """One pipeline: cursor and lag per partition (a page), recent batches with ranges, attempts;
+    ``problem``: what was wrong with the range asked for, if anything."""
     s = detail.summary
     lag, _ = _lag(s)
     partitions = [
@@ -228,7 +234,8 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
         + _cell(a["run_id"])
         + _cell(a["started_at"])
         + _cell(a["finished_at"] or a["lease_expires_at"])
-        + _cell(a["error"])
+        + _cell(a.get("root_cause"), "cause")
+        + _cell(a["error"], "error")
         + "</tr>"
         for a in detail.attempts
     ]
@@ -238,7 +245,7 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
         f'<p id="summary">topics {escape(", ".join(s.topics))}; {s.partitions} partition(s); '
         f'lag <span id="total-lag">{escape(lag)}</span> records; batch in flight: '
         f'<span id="in-flight">{escape(_in_flight(s))}</span>; dead attempts: {s.dead_attempts}</p>'
-        + charts(detail.history)
+        + charts(detail.history, problem)
         + f'<h2>Partitions</h2><p class="note">Cursor: the next offset to ingest. Lag in time: age of the oldest '
         f"unread record, looked up for the {PARTITIONS_PER_PAGE} partitions of this page only.</p>"
         + _table(
@@ -250,8 +257,14 @@ def pipeline_page(detail: PipelineDetail, overview_href: str, trigger_url: str) 
         + f'<h2>Recent batches</h2><p class="note">The last {RECENT_BATCHES}; ranges are [start, end). A reset '
         "records the cursor it set as an empty range, after the span it skipped.</p>"
         + _table(["batch", "kind", "state", "planned", "committed", "at", "ranges"], batches, "batches")
-        + "<h2>Spark attempts of these batches</h2>"
-        + _table(["attempt", "batch", "state", "run", "started", "ended / lease until", "error"], attempts, "attempts")
+        + '<h2>Spark attempts of these batches</h2><p class="note">Root cause: the innermost error Spark\'s '
+        "output named for a failed attempt (its last <code>Caused by:</code>); the error is what the task "
+        "raised.</p>"
+        + _table(
+            ["attempt", "batch", "state", "run", "started", "ended / lease until", "root cause", "error"],
+            attempts,
+            "attempts",
+        )
     )
     return _page(f"Kafka pipeline {s.name}", body)
 

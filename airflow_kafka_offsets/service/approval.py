@@ -59,10 +59,16 @@ class ApprovalCheck:
 
     def check(self, operation: str, pipeline: str, table: str) -> None:
         if digest(operation, pipeline, table) != self.digest:
-            raise ApprovalMismatchError(
-                f"{operation} of pipeline {pipeline!r} refused, nothing changed: it would now do something other "
-                f"than the dry run that was approved. It would now do:\n{table}\nRun it again to approve this."
-            )
+            raise approval_refused(Preview(operation, pipeline, table, digest(operation, pipeline, table)))
+
+
+def approval_refused(now: Preview, approved_by: str | None = None) -> ApprovalMismatchError:
+    """The refusal of an approval whose dry run now shows ``now``: what it would do instead."""
+    by = f" (approved by {approved_by})" if approved_by else ""
+    return ApprovalMismatchError(
+        f"{now.operation} of pipeline {now.pipeline!r}{by} refused, nothing changed: it would now do something "
+        f"other than the dry run that was approved. It would now do:\n{now.table}\nRun it again to approve this."
+    )
 
 
 def preview(request: OperationRequest, ctx: OperationContext) -> Preview:

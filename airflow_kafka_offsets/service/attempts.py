@@ -87,7 +87,8 @@ def execute_attempt(
     except BaseException as exc:
         with ledger.transaction() as tx:
             state = tx.batch(plan.pipeline, plan.batch_id, for_update=True).state
-            held = tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000])
+            root = exc.root_cause if isinstance(exc, SparkJobError) else None
+            held = tx.finish_attempt(attempt_id, None, f"{type(exc).__name__}: {exc}"[:4000], root)
         loss = keeper.lost or (None if held else LeaseLoss(datetime.now(UTC), LEASE_GONE))
         if loss is not None or state is not BatchState.PLANNED:  # else a planned batch keeps it to inspect
             sink.discard_attempt(staging_uri)

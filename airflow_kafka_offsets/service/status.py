@@ -122,6 +122,7 @@ def attempt_status(attempt: Attempt) -> dict[str, Any]:
         "finished_at": attempt.finished_at.isoformat() if attempt.finished_at else None,
         "lease_expires_at": attempt.lease_expires_at.isoformat() if attempt.lease_expires_at else None,
         "error": attempt.error,
+        "root_cause": attempt.root_cause,
     }
 
 

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from airflow_kafka_offsets.errors import ConfigurationError, KafkaOffsetsError, SparkJobError
 from airflow_kafka_offsets.object_storage.storage import Storage
-from airflow_kafka_offsets.spark.failures import FailureScanner, spark_job_error
+from airflow_kafka_offsets.spark.failures import MAX_EVIDENCE, FailureScanner, spark_job_error
 from airflow_kafka_offsets.spark.formats import with_registry_access
 from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF, SparkSettings
 from airflow_kafka_offsets.spark.versions import check_connect_client, worker_pyspark
@@ -355,7 +355,10 @@ def connect_job_error(job: Mapping[str, Any], where: str, exc: BaseException) ->
             f"{what}: the Spark Connect server at {where} did not answer ({detail[:300]}); the attempt is lost. "
             "Next: start the server again (scripts/stack up --spark-connect locally), then retry the read"
         )
-    return SparkJobError(f"{what} on the Spark Connect server at {where}: {type(exc).__name__}: {first[:1000]}")
+    return SparkJobError(
+        f"{what} on the Spark Connect server at {where}: {type(exc).__name__}: {first[:1000]}",
+        scanner.root_cause or first[:MAX_EVIDENCE],
+    )
 
 
 _UNREACHABLE = ("UNAVAILABLE", "failed to connect to all addresses", "Connection refused", "Socket closed")

@@ -216,6 +216,7 @@ class FailureScanner:
         self._found: SparkFailure | None = None
         self._lost_spans: set[tuple[str, int, int]] = set()
         self.last_error_line: str | None = None
+        self._caused_by: str | None = None
 
     def scan(self, lines: Iterable[str]) -> Iterator[str]:
         for line in lines:
@@ -230,8 +231,17 @@ class FailureScanner:
                 self._lost_spans.add((span["tp"], int(span["start"]), int(span["end"])))
             if self._found is None or _PRIORITY[failure.kind] < _PRIORITY[self._found.kind]:
                 self._found = failure
-        if _ERROR_LINE.search(line):
-            self.last_error_line = line.strip()[:MAX_EVIDENCE]
+        caused = _CAUSED_BY.match(line)
+        if caused:
+            self._caused_by = caused.group(1).strip()[:MAX_EVIDENCE]
+        if _ERROR_LINE.search(line) and _PY4J_WRAPPER not in line:
+            self.last_error_line = _evidence(line)
+
+    @property
+    def root_cause(self) -> str | None:
+        """The innermost error of the output: the last Java ``Caused by:`` (the bottom of the chain Spark
+        printed last), else the last error line that is not py4j's "An error occurred while calling"."""
+        return self._caused_by or self.last_error_line
 
     @property
     def found(self) -> SparkFailure | None:
@@ -249,8 +259,11 @@ def classify(lines: Iterable[str]) -> SparkFailure | None:
 
 
 _PRIORITY = {kind: rank for rank, kind in enumerate(FailureKind)}
-# An exception's own line (not a stack frame): "pyspark.errors...AnalysisException: ...", "java.lang.X: ...".
-_ERROR_LINE = re.compile(r"^\s*(?:Caused by: )?[\w.$]+(?:Exception|Error)(?:: |$)")
+# An exception's own line (not a stack frame): "pyspark.errors...AnalysisException: ...", "java.lang.X: ...",
+# and the JVM exception py4j prints under its wrapper (": org.apache.spark.SparkException: ...").
+_ERROR_LINE = re.compile(r"^\s*(?::\s*)?(?:Caused by: )?[\w.$]+(?:Exception|Error)(?:: |$)")
+_CAUSED_BY = re.compile(r"^\s*Caused by: (\S.*)")
+_PY4J_WRAPPER = "An error occurred while calling"
 
 
 _ERROR_CLASSES: Mapping[FailureKind, type[SparkJobError]] = {
@@ -267,18 +280,20 @@ _EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
 
 
 def spark_job_error(job: Mapping[str, Any], scanner: FailureScanner, hook_message: str) -> SparkJobError:
-    """The exception for a failed spark-submit: the cause found in Spark's output and the next step.
+    """The exception for a failed spark-submit: the cause found in Spark's output and the next step,
+    with the output's root cause (see :attr:`FailureScanner.root_cause`).
 
     The hook's own message (the command line and a tail of JVM frames) is left out: the full
-    output is in the task log above.
+    output is in the task's log.
     """
     what = f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed"
+    root = scanner.root_cause
     failure = scanner.found
     if failure is not None:
         return _ERROR_CLASSES[failure.kind](
-            f"{what}: {failure.cause}. Next: {failure.next_step}.\nSpark's output: {failure.evidence}"
+            f"{what}: {failure.cause}. Next: {failure.next_step}.\nSpark's output: {failure.evidence}", root
         )
     code = _EXIT_CODE.search(hook_message)
     exit_code = f"spark-submit exited with code {code.group(1)}" if code else "spark-submit failed"
-    last = f"; its last error: {scanner.last_error_line}" if scanner.last_error_line else ""
-    return SparkJobError(f"{what}: {exit_code}{last}. Spark's full output is in the task log above")
+    cause = f"; root cause: {root}" if root else ""
+    return SparkJobError(f"{what}: {exit_code}{cause}. Spark's full output is in the task's log", root)

@@ -3,7 +3,9 @@
 Airflow's scheduler runs ``kafka_offsets_manual_ops`` with *Require approval* on: the preview task
 runs the reset's dry run, the approval task waits in *Required actions* showing its table, and the
 test clicks Approve or Reject the way a person does. Approved, the reset applies exactly the table
-shown; rejected, or changed since the dry run, the ledger stays as it was. No Spark is involved.
+shown and its audit row names the person who approved and the digest approved; rejected, or changed
+since the dry run, the ledger stays as it was, and a changed one shows as a failed approval where the
+approver looks. No Spark is involved.
 """
 
 from __future__ import annotations
@@ -152,12 +154,24 @@ def test_an_approved_reset_applies_exactly_the_dry_run_shown(airflow_ui, browser
         (2, "committed", topic, 0, 2, 5, 5),
         (2, "committed", topic, 1, 2, 5, 5),
     ]
+    shown = xcom(airflow_ui, run_id, "preview")
+    answer = xcom(airflow_ui, run_id, "approval")
+    assert answer["chosen_options"] == ["Approve"] and answer["approved_digest"] == shown["digest"]
+    assert answer["responded_by_user"]["name"] == airflow_ui["user"]
     with ledger.transaction() as tx:
         (audit,) = tx.fetchall(
-            "SELECT actor->>'run_id' FROM {s}.audit WHERE pipeline = %s AND batch_id = 2 AND event = 'reset'",
+            "SELECT actor->>'run_id', actor->>'task_id', actor->>'approved_by', actor->>'approved_by_id',"
+            " actor->>'approved_digest' FROM {s}.audit WHERE pipeline = %s AND batch_id = 2 AND event = 'reset'",
             (pipeline,),
         )
-    assert audit == (run_id,)
+    # the person who clicked Approve, and the digest of the dry run they saw (its first 16 under the table)
+    assert audit == (run_id, "operation", airflow_ui["user"], answer["responded_by_user"]["id"], shown["digest"])
+    assert f"Dry run digest: {shown['digest'][:16]}" in text
+
+
+def xcom(airflow: dict, run_id: str, task_id: str) -> Any:
+    path = f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value?deserialize=true"
+    return api(airflow, path)["value"]
 
 
 def test_a_rejected_reset_changes_nothing(airflow_ui, browser, reset_pipeline):
@@ -183,9 +197,20 @@ def test_a_reset_that_changed_since_its_approval_is_refused(airflow_ui, browser,
     open_required_action(browser, airflow_ui, run_id)
     produce(stack.bootstrap_servers, topic, 2, partitions=2)  # to-latest would now skip 4, not the 3 shown
     click(browser, "Approve")
-    wait_for_states(airflow_ui, run_id, {"approval": "success", "operation": "failed"})
+    # refused by the approval task itself: the task the approver answered fails, the operation never runs
+    wait_for_states(airflow_ui, run_id, {"approval": "failed", "operation": "upstream_failed"})
     assert ledger_state(ledger, pipeline) == before
-    log = Path(airflow_ui["home"], "logs", f"dag_id={DAG_ID}", f"run_id={run_id}", "task_id=operation", "attempt=1.log")
+    log = Path(airflow_ui["home"], "logs", f"dag_id={DAG_ID}", f"run_id={run_id}", "task_id=approval", "attempt=1.log")
     text = log.read_text()
-    assert f"reset of pipeline '{pipeline}' refused, nothing changed" in text
+    assert f"reset of pipeline '{pipeline}' (approved by {airflow_ui['user']}) refused, nothing changed" in text
     assert f"{topic}-0       2      6  skip 4" in text  # what it would do now, not what was approved
+
+    # where the approver looks: the approval task's page says Failed, not only the answer given
+    browser.get(f"{airflow_ui['url']}/dags/{DAG_ID}/runs/{run_id}/tasks/approval")
+    header = wait_until(
+        lambda: (t := browser.find_element(By.TAG_NAME, "body").text) and "failed" in t.lower() and t,
+        "the approval task's state",
+        60,
+    )
+    assert "approval" in header
+    save_top(browser, SCREENSHOTS / "approval_refused.png", 640)

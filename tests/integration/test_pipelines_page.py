@@ -3,8 +3,9 @@
 The lagging pipeline is set up through the ledger and Kafka only (no Spark): created, its cursors
 reset to offset 3, then 6 more records arrive and a batch is planned and left in flight with a dead
 Spark attempt. The charted pipeline commits three batches of different sizes on Spark Connect,
-then 5 more records arrive. The page must show exactly that, charts drawn from the ledger's rows,
-and only to a logged-in user.
+then 5 more records arrive. The failing pipeline's read fails on Spark (its output root lies under
+a regular file). The page must show exactly that, charts drawn from the ledger's rows, the failed
+attempt's root cause, and only to a logged-in user.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import uuid
 from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import psycopg2.errors
@@ -28,11 +30,14 @@ import devstack
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.plugins.charts import LEFT, RIGHT, WIDTH
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
+from airflow_kafka_offsets.sinks.local import STAGING_DIR
 
 from .helpers import produce
-from .pipeline import ACTOR, operation_context, plan, run_once
+from .pipeline import ACTOR, operation_context, plan, read, run_once
 from .test_manual_ops_ui import login, wait_until
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
@@ -121,6 +126,29 @@ def charted_pipeline(stack, airflow_ui, kafka_admin_module, tmp_path_factory) ->
         assert run_once(ledger, spec, stack) is not None
     produce(stack.bootstrap_servers, topic, 5, partitions=3)
     return spec.name, topic
+
+
+@pytest.fixture(scope="module")
+def failing_pipeline(stack, airflow_ui, kafka_admin_module, tmp_path_factory) -> tuple[str, str, str]:
+    """(pipeline, failed attempt id, the regular file in the way): a planned batch whose read failed on
+    Spark, because a regular file stands where Spark writes the batch's staging (the output root itself
+    is writable, so the read gets as far as Spark)."""
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=airflow_ui["ledger_schema"])
+    ledger.migrate()
+    topic = kafka_admin_module(partitions=1)
+    root = tmp_path_factory.mktemp("failing")
+    spec = build_spec(f"failing_{uuid.uuid4().hex[:8]}", [topic], str(root))
+    blocker = root / STAGING_DIR / spec.name
+    blocker.parent.mkdir()
+    blocker.write_text("not a directory")
+    produce(stack.bootstrap_servers, topic, 4, partitions=1)
+    outcome = plan(ledger, spec, stack)
+    with pytest.raises(SparkJobError):
+        read(ledger, spec, stack, outcome)
+    with ledger.transaction() as tx:
+        (attempt,) = tx.attempts(spec.name, [1], reports=False)
+    assert attempt.state == "failed" and attempt.root_cause, attempt
+    return spec.name, attempt.attempt_id, str(blocker)
 
 
 def ledger_history(stack, schema: str, pipeline: str) -> list[tuple]:
@@ -234,9 +262,7 @@ def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, 
         assert cells == [[topic, "0", "3", "8", "5"], [topic, "1", "3", "8", "5"]]
         assert browser.find_element(By.ID, "total-lag").text == "10"
         assert browser.find_element(By.ID, "in-flight").text.startswith(f"batch {in_flight} since ")
-        bottom = browser.execute_script(
-            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
-        )
+        bottom = content_bottom(browser)
     finally:
         browser.switch_to.default_content()
     save_top(browser, SCREENSHOTS / "pipelines_page.png", frame.rect["y"] + int(bottom) + 24)
@@ -274,15 +300,16 @@ def test_charts_are_the_ledgers_history(airflow_ui, charted_pipeline, stack):
     assert f'id="trend-{pipeline}"' in html and 'data-values="12 30 5"' in html
 
     status, html = get(f"{airflow_ui['url']}/kafka-pipelines/pipelines/{pipeline}?range=year", token)
-    assert status == 422, html  # hour, day or week only
+    assert status == 400, html  # hour, day or week only: said on the page, over the default day
+    assert "unknown range 'year': choose one of hour, day, week (shown: the last day)" in unescape(html)
+    assert '<a href="?range=hour">hour</a> <strong>day</strong> <a href="?range=week">week</a>' in html
+    assert [p[:2] for p in chart_points(html)["chart-records"]] == [(str(r[0]), float(r[3])) for r in rows]
 
 
 def test_charts_in_the_browser(airflow_ui, browser, charted_pipeline, lagging_pipeline, stack):
     pipeline, _ = charted_pipeline
     rows = ledger_history(stack, airflow_ui["ledger_schema"], pipeline)
-    login(browser, airflow_ui)
-    browser.get(f"{airflow_ui['url']}/plugin/kafka-pipelines")
-    frame = wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0]
+    frame = open_plugin(browser, airflow_ui)
     browser.switch_to.frame(frame)
     try:
         wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, f'svg[id="trend-{pipeline}"]'), "the lag trend")
@@ -291,9 +318,7 @@ def test_charts_in_the_browser(airflow_ui, browser, charted_pipeline, lagging_pi
             for r in browser.find_elements(By.CSS_SELECTOR, "#pipelines tbody tr")
         }
         assert states[pipeline] == "healthy" and states[lagging_pipeline[0]] == "failing"
-        bottom = browser.execute_script(
-            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
-        )
+        bottom = content_bottom(browser)
     finally:
         browser.switch_to.default_content()
     save_top(browser, SCREENSHOTS / "pipelines_overview.png", frame.rect["y"] + int(bottom) + 24)
@@ -314,12 +339,69 @@ def test_charts_in_the_browser(airflow_ui, browser, charted_pipeline, lagging_pi
         assert [(b.get_attribute("data-batch"), b.get_attribute("data-value")) for b in bars] == [
             (str(r[0]), str(r[3])) for r in rows
         ]
-        assert all(b.size["height"] > 0 for b in bars)  # drawn, not only in the markup
+        assert all(b.size["height"] > 0 and b.size["width"] > 0 for b in bars)  # drawn, not only in the markup
+        # placed by time: each bar starts at its plan, and batches seconds apart never overlap on screen
+        boxes = [browser.execute_script("return arguments[0].getBoundingClientRect().toJSON()", b) for b in bars]
+        px_per_s = (WIDTH - LEFT - RIGHT) / 3600  # the hour's scale (the SVG is drawn at its own size)
+        assert [b.get_attribute("data-since") for b in bars] == [r[1].isoformat() for r in rows]
+        apart_s = (rows[1][1] - rows[0][1]).total_seconds()
+        assert boxes[1]["x"] - boxes[0]["x"] == pytest.approx(apart_s * px_per_s, abs=0.6)
+        assert boxes[0]["x"] + boxes[0]["width"] < boxes[1]["x"]
         charts = browser.find_element(By.CSS_SELECTOR, ".charts")
         bottom = charts.rect["y"] + charts.rect["height"]
     finally:
         browser.switch_to.default_content()
     save_top(browser, SCREENSHOTS / "pipelines_charts.png", frame.rect["y"] + int(bottom) + 24)
+
+
+def test_a_failing_pipelines_page_shows_the_root_cause_and_an_unknown_range_in_the_browser(
+    airflow_ui, browser, failing_pipeline
+):
+    pipeline, attempt_id, blocker = failing_pipeline
+    frame = open_plugin(browser, airflow_ui)
+    browser.switch_to.frame(frame)
+    try:
+        wait_until(lambda: browser.find_elements(By.LINK_TEXT, pipeline), "the failing pipeline's row")[0].click()
+        wait_until(lambda: browser.find_elements(By.ID, "attempts"), "the pipeline's attempts")
+        assert browser.find_element(By.CSS_SELECTOR, "h1 .state").text == "failing"
+        (row,) = browser.find_elements(By.CSS_SELECTOR, "#attempts tbody tr")
+        cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+        assert cells[:3] == [attempt_id[:12], "1", "failed"]
+        # the innermost error Spark named, with the path in the way, not py4j's "calling oNN.parquet"
+        assert blocker in cells[6] and "An error occurred while calling" not in cells[6], cells
+        assert cells[7].startswith("SparkJobError: Spark job for batch 1 of pipeline"), cells
+        bottom = content_bottom(browser)
+    finally:
+        browser.switch_to.default_content()
+    save_top(browser, SCREENSHOTS / "pipelines_failing.png", frame.rect["y"] + int(bottom) + 24)
+
+    browser.switch_to.frame(frame)
+    try:
+        browser.execute_script("window.location.search = '?range=year'")
+        problem = wait_until(lambda: browser.find_elements(By.ID, "range-problem"), "the range's message")[0]
+        assert problem.text == "unknown range 'year': choose one of hour, day, week (shown: the last day)"
+        assert [a.text for a in browser.find_elements(By.CSS_SELECTOR, ".ranges a")] == ["hour", "week"]
+        charts = browser.find_element(By.CSS_SELECTOR, ".charts")
+        bottom = charts.rect["y"] + charts.rect["height"]
+    finally:
+        browser.switch_to.default_content()
+    save_top(browser, SCREENSHOTS / "pipelines_unknown_range.png", frame.rect["y"] + int(bottom) + 24)
+
+
+def open_plugin(browser, airflow_ui) -> Any:
+    """Signed in, the Kafka pipelines page in Airflow's UI; returns its frame."""
+    login(browser, airflow_ui)
+    browser.get(f"{airflow_ui['url']}/plugin/kafka-pipelines")
+    return wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0]
+
+
+def content_bottom(browser) -> int:
+    """Where the frame's content ends (for a screenshot without the blank below it)."""
+    return int(
+        browser.execute_script(
+            "return Math.max(...Array.from(document.body.children, e => e.getBoundingClientRect().bottom))"
+        )
+    )
 
 
 def save_top(driver, path: Path, height: int) -> None:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_kafka_offsets.core.actor import Actor, describe_actor
+from airflow_kafka_offsets.core.actor import Actor, describe_actor, with_approval
 from airflow_kafka_offsets.ledger.sql import jsonb
 from airflow_kafka_offsets.operators.ingest import actor_from_context
 from airflow_kafka_offsets.runtime import cli_actor
@@ -53,6 +53,31 @@ def test_a_shell_actor_names_the_command_and_user(monkeypatch):
     document = cli_actor("reset").to_json()
     assert set(document) == {"cli", "user", "hostname", "pid"}
     assert (document["cli"], document["user"]) == ("reset", None)
+
+
+def test_an_approved_operations_actor_names_the_approver_and_the_digest_approved():
+    task = Actor.from_json({"dag_id": "ops", "run_id": "r", "task_id": "operation", "map_index": None})
+    airflow_user = {"id": "7", "name": "alice"}  # HITL's responded_by_user
+    approved = with_approval(replace(task, operation="reset"), "ab" * 32, airflow_user)
+    # the audit row's actor document: the task, the operation, who approved and what
+    assert approved.to_json() == {
+        "approved_by": "alice",
+        "approved_by_id": "7",
+        "approved_digest": "ab" * 32,
+        "dag_id": "ops",
+        "map_index": None,
+        "operation": "reset",
+        "run_id": "r",
+        "task_id": "operation",
+    }
+    assert Actor.from_json(approved.to_json()) == approved
+    assert with_approval(task, "cd" * 32, "bob").to_json()["approved_by"] == "bob"
+    assert "approved_by_id" not in with_approval(task, "cd" * 32, "bob").to_json()
+    nobody = with_approval(task, "cd" * 32, None).to_json()  # a digest given without an approver
+    assert nobody["approved_digest"] == "cd" * 32 and "approved_by" not in nobody
+    # rows an older version stored (no approval keys) read back unchanged
+    assert Actor.from_json(task.to_json()).approved_by is None
+    assert approved.describe() == "run r (dag ops, task operation, approved by alice)"
 
 
 def test_describe_names_the_run_and_what_is_known_of_the_task():

@@ -14,6 +14,7 @@ from airflow_kafka_offsets.core.history import (
     per_batch,
     range_seconds,
     state,
+    unknown_range,
 )
 
 T0 = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
@@ -48,9 +49,16 @@ def test_age_bound_drops_at_each_commit_and_grows_until_now():
 
 def test_per_batch_records_bytes_and_seconds_skip_resets():
     series = per_batch(HISTORY)
-    assert series["records"] == [Point(at(1), 100, 1), Point(at(6.5), 40, 3)]
-    assert series["bytes"] == [Point(at(1), 5000, 1), Point(at(6.5), 2000, 3)]
-    assert series["seconds"] == [Point(at(1), 60.0, 1), Point(at(6.5), 90.0, 3)]
+    # each at its commit, spanning from its plan
+    assert series["records"] == [Point(at(1), 100, 1, at(0)), Point(at(6.5), 40, 3, at(5))]
+    assert series["bytes"] == [Point(at(1), 5000, 1, at(0)), Point(at(6.5), 2000, 3, at(5))]
+    assert series["seconds"] == [Point(at(1), 60.0, 1, at(0)), Point(at(6.5), 90.0, 3, at(5))]
+
+
+def test_an_unknown_range_is_named_with_the_ranges_there_are():
+    assert [unknown_range(n) for n in ("hour", "day", "week", None)] == [None] * 4
+    assert unknown_range("year") == "unknown range 'year': choose one of hour, day, week (shown: the last day)"
+    assert unknown_range("<b>") == "unknown range '<b>': choose one of hour, day, week (shown: the last day)"
 
 
 def test_ranges_by_name_default_to_a_day():

@@ -126,3 +126,37 @@ def test_charts_carry_each_points_batch_and_value_and_say_when_a_range_is_empty(
     assert 'data-batch="" data-value="4" data-at="2026-11-22T05:01:00+00:00"><title>now at' in html
     assert "<title>batch 5 at 2026-11-22 04:31:00: 2.0 kB</title>" in html
     assert html.count("no committed batch in this range") == 1  # the age chart
+
+
+def test_an_unknown_range_is_said_above_the_ranges_there_are():
+    history = History("day", NOW - timedelta(days=1), NOW, (), (), (), (), ())
+    detail = PipelineDetail(summary(), (), 1, 1, (), (), history)
+    html = pipeline_page(detail, "../", "/d", f"unknown range {EVIL!r}: choose one of hour, day, week")
+    assert EVIL not in html
+    assert (
+        '<p class="problem" id="range-problem" role="alert">unknown range &#x27;&lt;script&gt;alert(&quot;x&quot;)'
+        "&lt;/script&gt;&#x27;: choose one of hour, day, week</p>"
+        '<p class="ranges">last <a href="?range=hour">hour</a> <strong>day</strong> <a href="?range=week">week</a>'
+    ) in html
+    assert 'id="range-problem"' not in pipeline_page(detail, "../", "/d")
+
+
+def test_a_failed_attempt_shows_its_root_cause_beside_its_error():
+    history = History("day", NOW - timedelta(days=1), NOW, (), (), (), (), ())
+    failed = {
+        "attempt_id": "a" * 32,
+        "batch_id": 4,
+        "state": "failed",
+        "run_id": "scheduled__1",
+        "started_at": "2026-11-22T05:00:00+00:00",
+        "finished_at": "2026-11-22T05:00:30+00:00",
+        "lease_expires_at": None,
+        "error": "SparkJobError: Spark job for batch 4 of pipeline 'orders' failed: spark-submit exited with code 1",
+        "root_cause": "java.io.IOException: Mkdirs failed to create file:/out/x",
+    }
+    older = {**failed, "attempt_id": "b" * 32, "root_cause": None}  # recorded before root causes were kept
+    html = pipeline_page(PipelineDetail(summary(), (), 1, 1, (), (failed, older), history), "../", "/d")
+    assert "<th>root cause</th><th>error</th>" in html
+    cause = "java.io.IOException: Mkdirs failed to create file:/out/x"
+    assert f'<td class="cause">{cause}</td><td class="error">SparkJobError' in html
+    assert '<td class="cause">—</td><td class="error">SparkJobError' in html

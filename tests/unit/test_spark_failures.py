@@ -82,6 +82,23 @@ py4j.protocol.Py4JJavaError: An error occurred while calling o51.parquet.
 Caused by: software.amazon.awssdk.services.s3.model.NoSuchBucketException: The specified bucket does not exist (Service: S3, Status Code: 404, Request ID: 18EA53A332BD265A0EF7C104) (SDK Attempt Count: 1)
 """
 
+# spark-submit of a PySpark write whose output root lies under a regular file (Spark 4.2, captured)
+PARENT_NOT_A_DIRECTORY = """\
+Traceback (most recent call last):
+  File "/tmp/ako-ui-capture/fail.py", line 3, in <module>
+    spark.range(3).write.parquet("file:///tmp/ako-ui-capture/blocker/out")
+  File "/venv/site-packages/pyspark/python/lib/pyspark.zip/pyspark/sql/readwriter.py", line 2093, in parquet
+  File "/venv/site-packages/pyspark/python/lib/py4j-0.10.9.9-src.zip/py4j/java_gateway.py", line 1362, in __call__
+  File "/venv/site-packages/pyspark/python/lib/pyspark.zip/pyspark/errors/exceptions/captured.py", line 251, in deco
+  File "/venv/site-packages/pyspark/python/lib/py4j-0.10.9.9-src.zip/py4j/protocol.py", line 327, in get_return_value
+py4j.protocol.Py4JJavaError: An error occurred while calling o28.parquet.
+: org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: file:/tmp/ako-ui-capture/blocker
+	at org.apache.hadoop.fs.RawLocalFileSystem.mkdirsWithOptionalPermission(RawLocalFileSystem.java:892)
+	at org.apache.hadoop.fs.RawLocalFileSystem.mkdirs(RawLocalFileSystem.java:873)
+	at org.apache.hadoop.fs.RawLocalFileSystem.mkdirsWithOptionalPermission(RawLocalFileSystem.java:900)
+	at org.apache.hadoop.fs.RawLocalFileSystem.mkdirs(RawLocalFileSystem.java:873)
+"""
+
 OUT_OF_MEMORY = """\
 26/11/22 03:01:02 ERROR Executor: Exception in task 0.0 in stage 1.0 (TID 3)
 java.lang.OutOfMemoryError: Java heap space
@@ -233,7 +250,61 @@ def test_the_final_error_names_the_cause_or_the_last_error_but_never_the_command
     error = spark_job_error(job, unknown, hook_message)
     assert type(error) is SparkJobError
     assert str(error) == (
-        "Spark job for batch 7 of pipeline 'orders' failed: spark-submit exited with code 1; its "
-        "last error: ValueError: unsupported job format 7, expected 1. Spark's full output is in "
-        "the task log above"
+        "Spark job for batch 7 of pipeline 'orders' failed: spark-submit exited with code 1; root "
+        "cause: ValueError: unsupported job format 7, expected 1. Spark's full output is in the task's log"
     )
+    assert error.root_cause == "ValueError: unsupported job format 7, expected 1"
+
+
+@pytest.mark.parametrize(
+    ("output", "root_cause"),
+    [
+        # no Java cause under py4j's wrapper: the JVM exception it wraps, not "calling o28.parquet"
+        (
+            PARENT_NOT_A_DIRECTORY,
+            "org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: "
+            "file:/tmp/ako-ui-capture/blocker",
+        ),
+        # a chain of causes: the innermost, the last "Caused by:"
+        (
+            S3_DENIED,
+            "software.amazon.awssdk.services.s3.model.S3Exception: Forbidden (Service: S3, Status Code: 403, "
+            "Request ID: 18EA53911B1EE5087E2E0CF1)",
+        ),
+        (
+            TLS_UNTRUSTED,
+            "sun.security.validator.ValidatorException: PKIX path building failed: "
+            "sun.security.provider.certpath.SunCertPathBuilderException: unable to find valid certification path "
+            "to requested target",
+        ),
+        (CONNECTOR, "java.lang.ClassNotFoundException: org.apache.kafka.common.serialization.ByteArraySerializer"),
+        # the app's own error line (a Python exception) when no JVM exception is named
+        ("Traceback (most recent call last):\nValueError: unsupported job format 7, expected 1\n", None),
+    ],
+)
+def test_the_root_cause_is_the_innermost_error_of_the_output(output, root_cause):
+    scanner = FailureScanner()
+    for line in output.splitlines():
+        scanner.feed(line)
+    assert scanner.root_cause == (root_cause or "ValueError: unsupported job format 7, expected 1")
+
+
+def test_an_unknown_failure_keeps_its_root_cause_in_the_error_and_on_the_exception():
+    scanner = FailureScanner()
+    for line in PARENT_NOT_A_DIRECTORY.splitlines():
+        scanner.feed(line)
+    assert scanner.found is None
+    error = spark_job_error({"batch_id": 3, "pipeline": "orders"}, scanner, "... Error code is: 1.")
+    cause = "org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: file:/tmp/ako-ui-capture/blocker"
+    assert error.root_cause == cause
+    assert str(error) == (
+        f"Spark job for batch 3 of pipeline 'orders' failed: spark-submit exited with code 1; root cause: {cause}. "
+        "Spark's full output is in the task's log"
+    )
+    assert "An error occurred while calling" not in str(error)
+    # a known cause keeps its own message and the root cause beside it
+    known = FailureScanner()
+    for line in S3_DENIED.splitlines():
+        known.feed(line)
+    error = spark_job_error({"batch_id": 3, "pipeline": "orders"}, known, "")
+    assert type(error) is SparkObjectStoreError and error.root_cause.startswith("software.amazon.awssdk")

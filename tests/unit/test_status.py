@@ -70,6 +70,7 @@ def test_a_batch_and_an_attempt_as_status_shows_them():
         "finished_at": None,
         "lease_expires_at": NOW.isoformat(),
         "error": None,
+        "root_cause": None,
     }
     assert status.attempt_counts([dead]) == {"live": 0, "dead": 1, "succeeded": 0, "failed": 0}
 
