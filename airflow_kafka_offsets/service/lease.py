@@ -11,7 +11,7 @@ import logging
 import threading
 from types import TracebackType
 
-from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.ledger.port import LedgerPort
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +26,10 @@ class LeaseKeeper:
 
     A renewal that fails (the database restarting) is logged and retried at the next beat. Once
     the ledger says the attempt is no longer running (declared dead), renewing stops; the attempt's
-    end is then refused (see ``LedgerTransaction.finish_attempt``).
+    end is then refused (see ``LedgerTransactionPort.finish_attempt``).
     """
 
-    def __init__(self, ledger: Ledger, attempt_id: str, lease_s: float) -> None:
+    def __init__(self, ledger: LedgerPort, attempt_id: str, lease_s: float) -> None:
         self._ledger = ledger
         self._attempt_id = attempt_id
         self._lease_s = lease_s
