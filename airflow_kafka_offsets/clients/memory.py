@@ -68,7 +68,9 @@ class MemoryKafka:
             if missing:
                 raise UnknownTopicError(f"topic(s) {', '.join(missing)} do not exist in Kafka")
             return {
-                tp: PartitionOffsets(self._starts[tp], self._ends[tp]) for tp in sorted(self._ends) if tp.topic in topics
+                tp: PartitionOffsets(self._starts[tp], self._ends[tp])
+                for tp in sorted(self._ends)
+                if tp.topic in topics
             }
 
     def _known(self, topic: str, partition: int) -> TopicPartition:

@@ -25,20 +25,21 @@ class DecodingStatements(Statements):
             (json.dumps(decode.batch_json(), sort_keys=True), pipeline, batch_id),
         ).rowcount
         if updated != 1:
-            raise BatchNotFoundError(f"pipeline {pipeline!r} has no planned batch {batch_id} to record its decoding with")
-
+            raise BatchNotFoundError(
+                f"pipeline {pipeline!r} has no planned batch {batch_id} to record its decoding with"
+            )
 
     def batch_decode(self, pipeline: str, batch_id: int) -> DecodeSpec | None:
         """The decoding batch ``batch_id`` was planned with; None when it recorded none."""
         # to_jsonb of the row: a ledger not yet migrated to schema 8 (the tests of older ledgers' history) has
         # no decode column and reads as a batch that recorded none
         row = self.fetchone(
-            "SELECT to_jsonb(b) -> 'decode' FROM {s}.batches b WHERE pipeline = %s AND batch_id = %s", (pipeline, batch_id)
+            "SELECT to_jsonb(b) -> 'decode' FROM {s}.batches b WHERE pipeline = %s AND batch_id = %s",
+            (pipeline, batch_id),
         )
         if row is None:
             raise BatchNotFoundError(f"pipeline {pipeline!r} has no batch {batch_id}")
         return _decode(row[0])
-
 
     def last_recorded_decode(self, pipeline: str) -> tuple[int, DecodeSpec] | None:
         """The newest batch (planned or committed, not aborted) that recorded a decoding, and that decoding."""

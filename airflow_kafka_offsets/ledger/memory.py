@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg2 import errors as pg_errors
 
@@ -51,6 +51,9 @@ from airflow_kafka_offsets.errors import (
 from airflow_kafka_offsets.ledger.attempts import Attempt
 from airflow_kafka_offsets.ledger.batches import BatchRecord, raise_for_state
 from airflow_kafka_offsets.ledger.sql import Row
+
+if TYPE_CHECKING:
+    from airflow_kafka_offsets.ledger.port import LedgerPort
 
 
 class ManualClock:
@@ -177,7 +180,9 @@ class MemoryTransaction:
     def audit(self, pipeline: str, batch_id: int | None, event: str, detail: Mapping[str, Any], actor: Actor) -> None:
         if self._read_only:
             raise pg_errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction")
-        self._audit.append(AuditEntry(pipeline, batch_id, event, json.loads(json.dumps(detail, default=str)), actor, self.now))
+        self._audit.append(
+            AuditEntry(pipeline, batch_id, event, json.loads(json.dumps(detail, default=str)), actor, self.now)
+        )
 
     # pipelines and cursors
     def lock_pipeline(self, spec: PipelineSpec) -> tuple[int, int]:
@@ -319,7 +324,9 @@ class MemoryTransaction:
         raise_for_state(self.batch(pipeline, batch_id, for_update=True), BatchState.PLANNED)
         row = self._batch(pipeline, batch_id)
         ranges = tuple(replace(r, live=False) for r in row.ranges)
-        self._put(BATCHES, (pipeline, batch_id), replace(row, state=BatchState.ABORTED, abort_reason=reason, ranges=ranges))
+        self._put(
+            BATCHES, (pipeline, batch_id), replace(row, state=BatchState.ABORTED, abort_reason=reason, ranges=ranges)
+        )
         self.audit(pipeline, batch_id, "aborted", {"reason": reason}, actor)
 
     def committed_batch_ids(self, pipeline: str) -> list[int]:
@@ -350,7 +357,9 @@ class MemoryTransaction:
     def record_batch_decode(self, pipeline: str, batch_id: int, decode: DecodeSpec) -> None:
         row: _Batch | None = self._get(BATCHES, (pipeline, batch_id))
         if row is None or row.state is not BatchState.PLANNED:
-            raise BatchNotFoundError(f"pipeline {pipeline!r} has no planned batch {batch_id} to record its decoding with")
+            raise BatchNotFoundError(
+                f"pipeline {pipeline!r} has no planned batch {batch_id} to record its decoding with"
+            )
         stored = DecodeSpec.from_json(json.loads(json.dumps(decode.batch_json(), sort_keys=True)))
         self._put(BATCHES, (pipeline, batch_id), replace(row, decode=stored))
 
@@ -367,7 +376,9 @@ class MemoryTransaction:
     def start_attempt(self, plan: BatchPlan, attempt_id: str, staging_uri: str, actor: Actor, lease_s: float) -> None:
         self._batch(plan.pipeline, plan.batch_id)  # the attempt's batch must exist (its foreign key)
         if self._get(ATTEMPTS, attempt_id) is not None:
-            raise pg_errors.UniqueViolation(f'duplicate key value violates unique constraint "attempts_pkey" ({attempt_id})')
+            raise pg_errors.UniqueViolation(
+                f'duplicate key value violates unique constraint "attempts_pkey" ({attempt_id})'
+            )
         lease = self.now + timedelta(seconds=lease_s)
         attempt = _Attempt(attempt_id, plan.pipeline, plan.batch_id, "running", staging_uri, actor, self.now, lease)
         self._put(ATTEMPTS, attempt_id, attempt)
@@ -410,12 +421,17 @@ class MemoryTransaction:
         same_task = actor.try_number is not None and actor.run_id is not None
         dead = []
         for attempt_id, row in sorted(self._rows(ATTEMPTS).items()):
-            if row.pipeline != pipeline or (batch_id is not None and row.batch_id != batch_id) or row.state != "running":
+            if (
+                row.pipeline != pipeline
+                or (batch_id is not None and row.batch_id != batch_id)
+                or row.state != "running"
+            ):
                 continue
             expired = row.lease_expires_at is None or row.lease_expires_at <= self.now
             earlier_try = (
                 same_task
-                and (row.actor.dag_id, row.actor.run_id, row.actor.task_id) == (actor.dag_id, actor.run_id, actor.task_id)
+                and (row.actor.dag_id, row.actor.run_id, row.actor.task_id)
+                == (actor.dag_id, actor.run_id, actor.task_id)
                 and row.actor.map_index == actor.map_index
                 and row.actor.try_number is not None
                 and actor.try_number is not None
@@ -664,3 +680,10 @@ class MemoryLedger:
         """The pipeline's audit trail, oldest first."""
         with self._changed:
             return [e for e in self._audit if e.pipeline == pipeline]
+
+
+if TYPE_CHECKING:  # mypy checks that both ledgers implement the port (their transactions with them)
+    from airflow_kafka_offsets.ledger.store import Ledger
+
+    def _implement(twin: MemoryLedger, postgres: Ledger) -> tuple[LedgerPort, LedgerPort]:
+        return twin, postgres

@@ -37,7 +37,9 @@ class StagedAttempt:
     batch_state: BatchState
 
 
-def start_attempt(tx: LedgerTransactionPort, sink: Sink, plan: BatchPlan, actor: Actor, lease_s: float) -> tuple[str, str]:
+def start_attempt(
+    tx: LedgerTransactionPort, sink: Sink, plan: BatchPlan, actor: Actor, lease_s: float
+) -> tuple[str, str]:
     """Record a new running attempt with its lease; returns (attempt id, staging URI)."""
     attempt_id = uuid.uuid4().hex
     staging_uri = sink.staging_uri(plan.pipeline, plan.batch_id, attempt_id)

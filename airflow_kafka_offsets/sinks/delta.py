@@ -138,7 +138,12 @@ class DeltaSink:
         return [p for p in paths if p.startswith(prefix)]
 
     def publish(self, tx: LedgerStatements, publication: Publication) -> None:
-        """One Delta commit: the attempt's files in (a replay also takes the batch's current files out)."""
+        """One Delta commit: the attempt's files in (a replay also takes the batch's current files out).
+
+        Delta's log is its own transaction: ``tx`` is not used."""
+        self._commit(publication)
+
+    def _commit(self, publication: Publication) -> None:
         plan = publication.plan
         if publication.staging_uri is None:
             return  # a batch without records changes nothing a reader could see
@@ -189,7 +194,7 @@ class DeltaSink:
         if publication.replay or landed is None or landed < plan.batch_id:
             target = self.staging_uri(plan.pipeline, plan.batch_id, publication.attempt_id)
             self.storage.copy_tree(files_uri, target)
-            self.publish(None, replace(publication, staging_uri=target))
+            self._commit(replace(publication, staging_uri=target))
             table = self.table()
         for commit in self._commits(table, publication.pipeline_uid)[::-1]:
             if commit.get(BATCH) == str(plan.batch_id) and commit.get(ATTEMPT) == publication.attempt_id:

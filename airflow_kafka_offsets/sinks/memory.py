@@ -154,7 +154,9 @@ class MemorySpark:
         records = tuple(
             (str(r["topic"]), int(r["partition"]), offset, value)
             for r in job["ranges"]
-            for offset, value in self._kafka.records(TopicPartition(r["topic"], int(r["partition"])), r["start"], r["end"])
+            for offset, value in self._kafka.records(
+                TopicPartition(r["topic"], int(r["partition"])), r["start"], r["end"]
+            )
         )
         partitions = summarize_rows((t, p, o, len(v), False) for t, p, o, v in records)
         report = {

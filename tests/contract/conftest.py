@@ -35,7 +35,9 @@ class World:
             return [(e.batch_id, e.event, dict(e.detail)) for e in self.ledger.audit_entries(pipeline)]
         assert isinstance(self.ledger, Ledger)
         with self.ledger.transaction() as tx:
-            rows = tx.fetchall("SELECT batch_id, event, detail FROM {s}.audit WHERE pipeline = %s ORDER BY id", (pipeline,))
+            rows = tx.fetchall(
+                "SELECT batch_id, event, detail FROM {s}.audit WHERE pipeline = %s ORDER BY id", (pipeline,)
+            )
         return [(b, e, d if isinstance(d, dict) else json.loads(d)) for b, e, d in rows]
 
 
