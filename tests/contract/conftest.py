@@ -41,16 +41,21 @@ class World:
         return [(b, e, d if isinstance(d, dict) else json.loads(d)) for b, e, d in rows]
 
 
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """The stack's PostgreSQL (reused when running; a stack that cannot start fails the tests)."""
+    import devstack
+
+    return devstack.up().pg_dsn()
+
+
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.integration)])
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
     kafka, sink = MemoryKafka(), MemorySink()
     if request.param == "memory":
         yield World(MemoryLedger(), kafka, sink, MemorySpark(kafka, sink))
         return
-    import devstack
-
-    info = devstack.up()  # reuses the running stack; a stack that cannot start fails the test
-    dsn = info.pg_dsn()
+    dsn = request.getfixturevalue("pg_dsn")
     ledger = Ledger(lambda: psycopg2.connect(dsn), schema=f"t_{uuid.uuid4().hex[:12]}", lock_timeout_s=LOCK_TIMEOUT_S)
     ledger.migrate()
     yield World(ledger, kafka, sink, MemorySpark(kafka, sink))
