@@ -4,7 +4,7 @@
 :class:`LedgerTransaction` is the statements of every aggregate, each in its own module:
 ``pipelines`` (specs and cursors), ``batches`` (plans, ranges, aborts), ``commits`` (the commit and
 what committed batches hold), ``attempts`` (Spark attempts and their leases), ``resets`` and
-``audit``.
+``audit`` and ``decodings``. It implements :mod:`~airflow_kafka_offsets.ledger.port`.
 
 PostgreSQL enforces the contract where it can: the pipeline row lock
 serialises planning, a partial unique index allows one planned batch per
@@ -32,6 +32,7 @@ from airflow_kafka_offsets.errors import (
 from airflow_kafka_offsets.ledger.attempts import AttemptStatements
 from airflow_kafka_offsets.ledger.batches import BatchRecord, BatchStatements
 from airflow_kafka_offsets.ledger.commits import CommitStatements
+from airflow_kafka_offsets.ledger.decodings import DecodingStatements
 from airflow_kafka_offsets.ledger.history import HistoryStatements
 from airflow_kafka_offsets.ledger.resets import ResetStatements
 from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
@@ -56,7 +57,9 @@ def _close_quietly(conn: Any) -> None:
         pass
 
 
-class LedgerTransaction(ResetStatements, BatchStatements, CommitStatements, AttemptStatements, HistoryStatements):
+class LedgerTransaction(
+    ResetStatements, BatchStatements, CommitStatements, AttemptStatements, HistoryStatements, DecodingStatements
+):
     """Statements inside one open transaction; use :meth:`Ledger.transaction`."""
 
 

@@ -17,7 +17,7 @@ from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, BatchState
 from airflow_kafka_offsets.core.report import check_report, parse_report
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
 from airflow_kafka_offsets.errors import AttemptLeaseLostError, SparkJobError
-from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
+from airflow_kafka_offsets.ledger.port import LedgerPort, LedgerTransactionPort
 from airflow_kafka_offsets.service.context import Submit
 from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.faults import crash_point
@@ -43,7 +43,9 @@ class StagedAttempt:
     batch_state: BatchState
 
 
-def start_attempt(tx: LedgerTransaction, sink: Sink, plan: BatchPlan, actor: Actor, lease_s: float) -> tuple[str, str]:
+def start_attempt(
+    tx: LedgerTransactionPort, sink: Sink, plan: BatchPlan, actor: Actor, lease_s: float
+) -> tuple[str, str]:
     """Record a new running attempt with its lease; returns (attempt id, staging URI)."""
     attempt_id = uuid.uuid4().hex
     staging_uri = sink.staging_uri(plan.pipeline, plan.batch_id, attempt_id)
@@ -52,7 +54,7 @@ def start_attempt(tx: LedgerTransaction, sink: Sink, plan: BatchPlan, actor: Act
 
 
 def execute_attempt(
-    ledger: Ledger,
+    ledger: LedgerPort,
     sink: Sink,
     plan: BatchPlan,
     attempt_id: str,
@@ -121,7 +123,7 @@ def lease_lost(plan: BatchPlan, attempt_id: str, loss: LeaseLoss) -> AttemptLeas
     )
 
 
-def discard_ended_attempts(ledger: Ledger, sink: Sink, pipeline: str, batch_id: int) -> list[str]:
+def discard_ended_attempts(ledger: LedgerPort, sink: Sink, pipeline: str, batch_id: int) -> list[str]:
     """After a batch is committed or aborted: remove the staging of its attempts that have ended.
 
     A live attempt is left alone; it removes its own staging when it ends (see execute_attempt).

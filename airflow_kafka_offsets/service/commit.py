@@ -13,7 +13,8 @@ from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchPlan, BatchState
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
 from airflow_kafka_offsets.errors import BatchStateError, OutputLocationError
-from airflow_kafka_offsets.ledger import Ledger, describe_actor
+from airflow_kafka_offsets.ledger import describe_actor
+from airflow_kafka_offsets.ledger.port import LedgerPort
 from airflow_kafka_offsets.service.attempts import discard_ended_attempts
 from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.faults import crash_point
@@ -34,7 +35,7 @@ class CommitOutcome:
 
 
 def commit_batch(
-    ledger: Ledger,
+    ledger: LedgerPort,
     sink: Sink,
     pipeline: str,
     batch_id: int,

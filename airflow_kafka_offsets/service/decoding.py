@@ -16,14 +16,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_kafka_offsets.clients.avro_registry import resolve_reader
 from airflow_kafka_offsets.core.avro import column_changes
 from airflow_kafka_offsets.core.model import DecodeSpec, PipelineSpec
 from airflow_kafka_offsets.errors import BatchStateError, ConfigurationError, SchemaEvolutionError
-from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.ledger.decodings import batch_decode, last_recorded_decode
+from airflow_kafka_offsets.ledger.port import LedgerPort, LedgerTransactionPort
 from airflow_kafka_offsets.sinks import Sink
 
 if TYPE_CHECKING:
@@ -36,7 +35,7 @@ RegistryClients = Callable[[str], "SchemaRegistryClient"]
 
 
 def next_decode(
-    ledger: Ledger, spec: PipelineSpec, sink: Sink, registry: RegistryClients | None = None
+    ledger: LedgerPort, spec: PipelineSpec, sink: Sink, registry: RegistryClients | None = None
 ) -> DecodeSpec | None:
     """The decoding of the pipeline's next batch, the sink checked (created, evolved) for it.
 
@@ -50,8 +49,8 @@ def next_decode(
         return decode
     with ledger.transaction(read_only=True) as tx:
         planned = tx.planned_batch_id(spec.name)
-        recorded = batch_decode(tx, spec.name, planned) if planned is not None else None
-        previous = last_recorded_decode(tx, spec.name) if recorded is None else None
+        recorded = tx.batch_decode(spec.name, planned) if planned is not None else None
+        previous = tx.last_recorded_decode(spec.name) if recorded is None else None
     if recorded is not None and recorded.avro == decode.avro:
         sink.check_writable(recorded)
         return recorded
@@ -85,11 +84,11 @@ def next_decode(
     return resolved
 
 
-def batch_decoding(tx: Any, spec: PipelineSpec, batch_id: int) -> DecodeSpec | None:
+def batch_decoding(tx: LedgerTransactionPort, spec: PipelineSpec, batch_id: int) -> DecodeSpec | None:
     """What batch ``batch_id`` is read (and its empty output written) with: its recorded decoding, else
     the spec's. An Avro spec without a recorded reader schema (a batch planned before the pipeline
     decoded Avro) cannot be read as Avro: refused."""
-    recorded = batch_decode(tx, spec.name, batch_id)
+    recorded = tx.batch_decode(spec.name, batch_id)
     if recorded is not None:
         return recorded
     if spec.decode is not None and spec.decode.avro is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
-from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.ledger.port import LedgerPort
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,10 @@ class LeaseKeeper:
     lease is lost once the ledger refuses a renewal (the attempt was declared dead, or its lease had
     run out: a lapsed lease is never revived) or once the lease runs out before any renewal reached
     the ledger. A lost lease means the attempt must not be recorded as succeeded (see
-    :attr:`lost` and ``LedgerTransaction.finish_attempt``).
+    :attr:`lost` and ``LedgerTransactionPort.finish_attempt``).
     """
 
-    def __init__(self, ledger: Ledger, attempt_id: str, lease_s: float) -> None:
+    def __init__(self, ledger: LedgerPort, attempt_id: str, lease_s: float) -> None:
         self._ledger = ledger
         self._attempt_id = attempt_id
         self._lease_s = lease_s

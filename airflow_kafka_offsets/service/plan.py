@@ -18,8 +18,8 @@ from airflow_kafka_offsets.core.model import (
 from airflow_kafka_offsets.core.planner import has_work, new_partitions, plan_ranges
 from airflow_kafka_offsets.core.tables import LoggedPartitionTable
 from airflow_kafka_offsets.errors import BatchStateError
-from airflow_kafka_offsets.ledger import Ledger, describe_actor
-from airflow_kafka_offsets.ledger.decodings import record_batch_decode
+from airflow_kafka_offsets.ledger import describe_actor
+from airflow_kafka_offsets.ledger.port import LedgerPort
 from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.service.readable import OffsetsSource
 from airflow_kafka_offsets.sinks import Sink
@@ -39,7 +39,7 @@ class PlanOutcome:
 
 
 def plan_batch(
-    ledger: Ledger,
+    ledger: LedgerPort,
     spec: PipelineSpec,
     offsets_source: OffsetsSource,
     sink: Sink,
@@ -75,7 +75,7 @@ def plan_batch(
         plan = BatchPlan(spec.name, next_batch_id, epoch, ranges, sink.output_uri(spec.name, next_batch_id))
         tx.insert_plan(plan, new_partitions(ranges, cursors), actor)
         if decode is not None and decode.reader is not None:
-            record_batch_decode(tx, plan.pipeline, plan.batch_id, decode)
+            tx.record_batch_decode(plan.pipeline, plan.batch_id, decode)
     crash_point("after_plan")
     log.info(
         "pipeline %s: planned batch %s (%s records)\n%s",
@@ -87,7 +87,7 @@ def plan_batch(
     return PlanOutcome(plan, replayed=False)
 
 
-def load_batch(ledger: Ledger, pipeline: str, batch_id: int | None) -> BatchPlan | None:
+def load_batch(ledger: LedgerPort, pipeline: str, batch_id: int | None) -> BatchPlan | None:
     """The given batch if it still needs work, else the pipeline's planned batch, else None."""
     with ledger.transaction() as tx:
         if batch_id is None:

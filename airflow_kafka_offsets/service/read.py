@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, BatchState
 from airflow_kafka_offsets.errors import PipelineBusyError
-from airflow_kafka_offsets.ledger import Attempt, Ledger, describe_actor, raise_for_state
+from airflow_kafka_offsets.ledger import Attempt, describe_actor, raise_for_state
+from airflow_kafka_offsets.ledger.port import LedgerPort
 from airflow_kafka_offsets.service.attempts import execute_attempt, start_attempt
 from airflow_kafka_offsets.service.context import Submit
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
@@ -29,7 +30,7 @@ def _still_staged(sink: Sink, pipeline_uid: str, plan: BatchPlan, attempt: Attem
 
 
 def run_batch(
-    ledger: Ledger,
+    ledger: LedgerPort,
     sink: Sink,
     plan: BatchPlan,
     submit: Submit,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from airflow_kafka_offsets.core.deleted import deleted_spans, planned_refusal, replay_refusal
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionOffsets, TopicPartition
 from airflow_kafka_offsets.errors import RecordsDeletedError
-from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.ledger.port import LedgerPort
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ OffsetsSource = Callable[[Sequence[str]], Mapping[TopicPartition, PartitionOffse
 
 
 def refuse_deleted_replay(
-    ledger: Ledger, offsets_source: OffsetsSource, pipeline: str, batch_ids: Sequence[int]
+    ledger: LedgerPort, offsets_source: OffsetsSource, pipeline: str, batch_ids: Sequence[int]
 ) -> None:
     """Raise :class:`RecordsDeletedError` when Kafka no longer holds records of any of these committed
     batches; nothing is started for any of them then (the others are named, to replay alone)."""

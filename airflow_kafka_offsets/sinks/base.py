@@ -17,6 +17,7 @@ The contract every sink keeps, with the ledger's batch row locked by the caller:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -58,6 +59,15 @@ def _compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+class LedgerStatements(Protocol):
+    """The open ledger transaction a batch is published in: a sink that commits inside it (Iceberg in the
+    ledger's catalog) runs its catalog's statements there, so the table and the ledger commit together."""
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any: ...
+
+    def fetchone(self, sql: str, params: Sequence[Any] | None = None) -> tuple[Any, ...] | None: ...
+
+
 class Sink(Protocol):
     """Where a pipeline's batches land (see the module docstring for the contract)."""
 
@@ -85,14 +95,14 @@ class Sink(Protocol):
         """The attempt whose records the output holds for this batch now, if any."""
         ...
 
-    def publish(self, tx: Any, publication: Publication) -> dict[str, Any] | None:
+    def publish(self, tx: LedgerStatements, publication: Publication) -> dict[str, Any] | None:
         """Make the attempt the batch's records; ``tx`` is the open ledger transaction.
 
         A sink of many tables returns what each table's commit produced (snapshot id or version, and
         records, by table name) for the ledger's batch row; the other sinks return None."""
         ...
 
-    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+    def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Take back a published, never committed batch (abort); returns staging left to discard."""
         ...
 

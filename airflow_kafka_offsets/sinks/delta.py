@@ -30,7 +30,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
-from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DAY_COLUMN
 
@@ -137,8 +137,13 @@ class DeltaSink:
         paths = table.get_add_actions(flatten=True).column("path").to_pylist()
         return [p for p in paths if p.startswith(prefix)]
 
-    def publish(self, tx: Any, publication: Publication) -> None:
-        """One Delta commit: the attempt's files in (a replay also takes the batch's current files out)."""
+    def publish(self, tx: LedgerStatements, publication: Publication) -> None:
+        """One Delta commit: the attempt's files in (a replay also takes the batch's current files out).
+
+        Delta's log is its own transaction: ``tx`` is not used."""
+        self._commit(publication)
+
+    def _commit(self, publication: Publication) -> None:
         plan = publication.plan
         if publication.staging_uri is None:
             return  # a batch without records changes nothing a reader could see
@@ -189,7 +194,7 @@ class DeltaSink:
         if publication.replay or landed is None or landed < plan.batch_id:
             target = self.staging_uri(plan.pipeline, plan.batch_id, publication.attempt_id)
             self.storage.copy_tree(files_uri, target)
-            self.publish(None, replace(publication, staging_uri=target))
+            self._commit(replace(publication, staging_uri=target))
             table = self.table()
         for commit in self._commits(table, publication.pipeline_uid)[::-1]:
             if commit.get(BATCH) == str(plan.batch_id) and commit.get(ATTEMPT) == publication.attempt_id:
@@ -199,7 +204,7 @@ class DeltaSink:
             "log after its commit (another writer removed it?); nothing was committed in the ledger"
         )
 
-    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+    def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Remove a batch that a crash left in the table but not in the ledger, in a new Delta commit."""
         table = self.table()
         paths = self._batch_files(table, plan.batch_id)

@@ -42,7 +42,7 @@ from pyiceberg.transforms import DayTransform
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
-from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
 
 PIPELINE_UID = "kafka-offsets.pipeline-uid"
@@ -58,7 +58,7 @@ class LedgerCatalog(SqlCatalog):
     _bound: Any = None
 
     @contextmanager
-    def bound(self, tx: Any) -> Iterator[None]:
+    def bound(self, tx: LedgerStatements) -> Iterator[None]:
         self._bound = tx
         try:
             yield
@@ -289,7 +289,7 @@ class IcebergSink:
         attempts = self._snapshot_attempts(self.table(), pipeline_uid, plan.batch_id)
         return attempts[-1] if attempts else None
 
-    def publish(self, tx: Any, publication: Publication) -> None:
+    def publish(self, tx: LedgerStatements, publication: Publication) -> None:
         """Add the attempt's files (a replay also removes the batch's current ones) in one snapshot.
 
         In the ledger's catalog the pointer moves inside ``tx``. In another catalog the commit is
@@ -317,7 +317,7 @@ class IcebergSink:
             "concurrent writers; nothing of it was added, the batch stays planned: run the commit again"
         )
 
-    def commit_locked(self, tx: Any, publication: Publication, data: list[str]) -> int:
+    def commit_locked(self, tx: LedgerStatements, publication: Publication, data: list[str]) -> int:
         """Commit ``data`` (a replay: instead of the batch's files) with the table's pointer moving in
         ``tx``, creating the table there if it has no catalog row yet; returns the new snapshot id."""
         catalog = self.catalog()
@@ -347,7 +347,7 @@ class IcebergSink:
         assert snapshot is not None  # the commit just added one
         return snapshot.snapshot_id
 
-    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+    def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Remove a batch that a crash left in another catalog's table (the ledger's catalog never has one)."""
         if self.transactional:
             return None  # a snapshot only lands with the ledger's commit: an uncommitted batch was never visible

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.errors import OutputLocationError
-from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 
@@ -114,7 +114,7 @@ class LocalDirectorySink:
         attempt_id = (self.read_report(self.output_uri(plan.pipeline, plan.batch_id)) or {}).get("attempt_id")
         return str(attempt_id) if attempt_id else None
 
-    def publish(self, tx: Any, publication: Publication) -> None:
+    def publish(self, tx: LedgerStatements, publication: Publication) -> None:
         """Rename the attempt's directory to the batch's directory under this sink's root."""
         plan = publication.plan
         if publication.staging_uri is None:
@@ -164,7 +164,7 @@ class LocalDirectorySink:
         (staged / REPORT_NAME).write_text(json.dumps(report), encoding="utf-8")
         self.publish_directory(_file_uri(staged), self.output_uri(pipeline, batch_id))
 
-    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+    def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Take a published (never committed) output back out of readers' sight, into staging.
 
         Called while the batch's ledger row is locked, before its abort is committed: if that

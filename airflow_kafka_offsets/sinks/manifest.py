@@ -33,7 +33,7 @@ from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.object_storage.access import S3Access, signing_credentials
 from airflow_kafka_offsets.object_storage.refusals import NO_SUCH_BUCKET, s3_refusal
 from airflow_kafka_offsets.object_storage.signing import S3Request, S3Response, send
-from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.sinks.local import EMPTY_ATTEMPT, STAGING_DIR
 from airflow_kafka_offsets.sinks.schema import output_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
@@ -159,7 +159,7 @@ class ManifestDirectorySink:
         manifest = self.read_manifest(self.output_uri(plan.pipeline, plan.batch_id))
         return manifest.attempt_id if manifest and manifest.pipeline_uid == pipeline_uid else None
 
-    def publish(self, tx: Any, publication: Publication) -> None:
+    def publish(self, tx: LedgerStatements, publication: Publication) -> None:
         """Write the batch's manifest listing the attempt's files: once for a commit, replacing for a replay."""
         plan = publication.plan
         output = self.output_uri(plan.pipeline, plan.batch_id)
@@ -206,7 +206,7 @@ class ManifestDirectorySink:
         report = {"format": 1, "pipeline": pipeline, "batch_id": batch_id, "attempt_id": None, "partitions": []}
         self.storage.write_bytes(files.join(staging, REPORT_NAME), json.dumps(report).encode("utf-8"))
 
-    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+    def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Delete a published, never committed batch's manifest; returns its attempt's staging to discard.
 
         If the abort's transaction then fails, the batch is still planned and its attempt still

@@ -27,7 +27,7 @@ from typing import Any
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, SinkFormat
 from airflow_kafka_offsets.core.routing import TableRoutes
 from airflow_kafka_offsets.object_storage import storage as files
-from airflow_kafka_offsets.sinks.base import Publication
+from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import TABLE_COLUMN
 
 STAGING_DIR = "_batches"
@@ -119,7 +119,7 @@ class MultiTableSink:
         crash left in some tables is finished table by table by the next commit (see publish)."""
         return None
 
-    def publish(self, tx: Any, publication: Publication) -> dict[str, Any] | None:
+    def publish(self, tx: LedgerStatements, publication: Publication) -> dict[str, Any] | None:
         """Each touched table's commit, Iceberg in ``tx``; returns per table its snapshot id or version."""
         if publication.staging_uri is None:
             return None
@@ -135,7 +135,7 @@ class MultiTableSink:
                 done[name] = {"version": sink.commit_once(publication, data), "records": records}
         return done
 
-    def withdraw(self, tx: Any, pipeline_uid: str, plan: BatchPlan) -> str | None:
+    def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Iceberg: nothing (an uncommitted batch was never in a table). Delta: remove the batch from
         every table a crashed commit left it in."""
         left = None

@@ -30,7 +30,6 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
 from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
 from airflow_kafka_offsets.ledger import Ledger
-from airflow_kafka_offsets.ledger.decodings import batch_decode
 from airflow_kafka_offsets.service.operations.replay import replay_batch
 from faults_harness import lake_readers
 
@@ -191,7 +190,7 @@ def test_three_writer_versions_and_corrupted_records_land_once_typed_in_every_si
     assert_every_record_once(rows, source)
     assert decode_errors_in_ledger(ledger, spec.name, 1) == source.bad_per_partition() == {0: 3, 1: 3}
     with ledger.transaction() as tx:
-        recorded = batch_decode(tx, spec.name, 1)
+        recorded = tx.batch_decode(spec.name, 1)
     assert recorded is not None and recorded.reader is not None
     assert (recorded.reader.subject, recorded.reader.version, recorded.reader.schema_id) == (
         source.subject,
@@ -339,7 +338,7 @@ def test_keep_raw_value_false_writes_values_only_where_they_did_not_decode_and_c
     ]
     assert decode_errors_in_ledger(ledger, spec.name, 1) == {0: 3, 1: 3}
     with ledger.transaction() as tx:
-        recorded = batch_decode(tx, spec.name, 1)
+        recorded = tx.batch_decode(spec.name, 1)
     assert recorded is not None and recorded.keep_raw_value is False  # a replay writes what the commit wrote
     if sink_format == "directory":
         errors = pq.read_table(local_path(outcome.plan.output_uri) / "_errors").to_pylist()
@@ -371,8 +370,8 @@ def test_a_replay_after_a_fourth_version_decodes_as_the_commit_did_and_the_next_
     source.produce_records(4, 2)
     assert run_once(ledger, spec, stack).records == 2
     with ledger.transaction() as tx:
-        versions = [batch_decode(tx, spec.name, b).reader.version for b in (1, 2)]  # type: ignore[union-attr]
-        second = batch_decode(tx, spec.name, 2)
+        versions = [tx.batch_decode(spec.name, b).reader.version for b in (1, 2)]  # type: ignore[union-attr]
+        second = tx.batch_decode(spec.name, 2)
     assert versions == [3, 4] and second is not None and second.reader is not None
     assert second.reader.schema_id == fourth
     new_rows = output_rows(stack, ledger, spec, 2)
@@ -494,7 +493,7 @@ def test_catch_up_plans_each_avro_batch_with_its_reader_schema(stack, ledger, ma
     assert (outcome.batches, outcome.records) == (2, 6)
     assert_every_record_once(output_rows(stack, ledger, spec), source)
     with ledger.transaction() as tx:
-        assert [batch_decode(tx, spec.name, b).reader.version for b in (1, 2)] == [3, 3]  # type: ignore[union-attr]
+        assert [tx.batch_decode(spec.name, b).reader.version for b in (1, 2)] == [3, 3]  # type: ignore[union-attr]
 
 
 def test_the_operators_take_the_registry_from_its_airflow_connection(stack, ledger, schema, make_topic, tmp_path):

@@ -22,7 +22,6 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
 from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
-from airflow_kafka_offsets.ledger.decodings import batch_decode
 from airflow_kafka_offsets.spark_apps.kafka_batch_avro import GUID_FORM, GUID_HEADER
 
 from .pipeline import run_once
@@ -93,7 +92,7 @@ def test_a_schema_with_references_lands_typed_and_the_ledger_records_it_self_con
         (offset, None, order) for offset, order in zip(offsets, orders, strict=True)
     ]
     with ledger.transaction() as tx:
-        recorded = batch_decode(tx, spec.name, 1)
+        recorded = tx.batch_decode(spec.name, 1)
     assert recorded is not None and recorded.reader is not None
     assert recorded.reader.schema_id == order_id
     ship = json.loads(recorded.reader.schema)["fields"][1]["type"]
