@@ -21,9 +21,9 @@ import structlog.testing
 from airflow.sdk import DAG, Asset, AssetAlias
 from airflow.sdk.api.datamodels._generated import DagRunType
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
-from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from airflow_kafka_offsets.operators.base import AirflowFailException
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionRange, PartitionReport
 from airflow_kafka_offsets.errors import DataLossError, KafkaUnavailableError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook

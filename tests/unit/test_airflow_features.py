@@ -1,0 +1,62 @@
+"""The Airflow features the package probes for, as the installed Airflow has them and as docs/airflow.md
+tells them per line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_offsets import airflow_features
+from airflow_kafka_offsets.airflow_features import AIRFLOW_LINES, FEATURES, Feature
+from airflow_kafka_offsets.errors import AirflowFeatureUnavailableError, ConfigurationError
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "airflow.md"
+
+
+def doc_table() -> list[list[str]]:
+    text = DOC.read_text()
+    block = text.split("<!-- airflow-lines:start -->", 1)[1].split("<!-- airflow-lines:end -->", 1)[0]
+    return [[cell.strip() for cell in row.strip().strip("|").split("|")] for row in block.strip().splitlines()]
+
+
+def test_this_airflow_has_exactly_the_features_declared_for_its_line():
+    line = ".".join(airflow_features.airflow_version().split(".")[:2])
+    assert line in AIRFLOW_LINES
+    assert airflow_features.detected() == airflow_features.declared(line)
+
+
+def test_a_feature_is_declared_from_its_line_on():
+    assert [airflow_features.declared(line)["partitioned_assets"] for line in AIRFLOW_LINES] == [False, True, True]
+    assert all(airflow_features.declared("3.1")[f.name] == (f.since == "3.1") for f in FEATURES)
+    assert all(airflow_features.declared("3.3").values())
+
+
+def test_the_docs_table_is_what_the_package_declares_per_line_and_every_smoke_passed():
+    header, rule, *rows = doc_table()
+    assert [re.match(r"Airflow (\d+\.\d+) \(\1\.\d+\)", cell).group(1) for cell in header[1:]] == list(AIRFLOW_LINES)
+    assert rule == ["---"] * (len(AIRFLOW_LINES) + 1)
+    by_title = {row[0]: row[1:] for row in rows}
+    for feature in FEATURES:
+        expected = [
+            "yes" if airflow_features.declared(line)[feature.name] else f"no (needs {feature.since})"
+            for line in AIRFLOW_LINES
+        ]
+        assert by_title.pop(feature.title) == expected, feature.name
+    smoke = {title: cells for title, cells in by_title.items() if title.startswith("smoke: ")}
+    assert smoke == by_title and len(smoke) >= 7
+    assert all(cells == ["passed"] * len(AIRFLOW_LINES) for cells in smoke.values()), smoke
+
+
+def test_using_a_feature_this_airflow_lacks_names_it_and_the_release_it_needs(monkeypatch: pytest.MonkeyPatch):
+    missing = Feature("time_travel", "Time travel", "9.9", lambda: False)
+    monkeypatch.setitem(airflow_features.BY_NAME, "time_travel", missing)
+    with pytest.raises(AirflowFeatureUnavailableError) as raised:
+        airflow_features.require("time_travel")
+    assert isinstance(raised.value, ConfigurationError)
+    assert str(raised.value) == (
+        f"Time travel needs Apache Airflow 9.9 or later; this is Apache Airflow {airflow_features.airflow_version()} "
+        "(upgrade Airflow, or leave the feature out)"
+    )
+    airflow_features.available.cache_clear()
