@@ -98,7 +98,7 @@ FEATURES: tuple[Feature, ...] = (
     ),
     Feature(
         "deadline_variable_interval",
-        "A deadline read from a Variable when a run starts (`VariableInterval`), named deadlines",
+        "A deadline read from a Variable when a run starts (`VariableInterval`)",
         "3.3",
         _has("airflow.sdk.definitions.deadline", "VariableInterval"),
     ),

@@ -40,7 +40,7 @@ def config_value(key: str, fallback: str) -> str:
     try:
         from airflow.sdk import conf
     except ImportError:  # Airflow 3.1's task SDK has no conf: the core's
-        from airflow.configuration import conf
+        from airflow.configuration import conf  # type: ignore[assignment,unused-ignore]
 
     return conf.get(CONFIG_SECTION, key, fallback=fallback) or fallback
 

@@ -51,7 +51,7 @@ def run(*args: str | Path, **kwargs: object) -> None:
 
 def build_wheel(into: Path) -> Path:
     """The package's wheel from this clone, as a user would install it."""
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", into, ROOT)
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", into, ROOT)
     (wheel,) = into.glob("airflow_kafka_offsets-*.whl")
     return wheel
 
@@ -76,15 +76,39 @@ def test_line(line: str, venv: Path, pytest_args: list[str]) -> bool:
     importlib mode and no current directory on sys.path: this clone's sources are not imported)."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "AIRFLOW_HOME")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["AKO_AIRFLOW_MATRIX"] = line
+    # The repository's benchmarks package (its report's tests are among the unit tests), without the
+    # repository's root, whose airflow_kafka_offsets/ would shadow the installed wheel.
+    with tempfile.TemporaryDirectory(prefix="ako-matrix-path-") as shim:
+        (Path(shim) / "benchmarks").symlink_to(ROOT / "benchmarks")
+        env["PYTHONPATH"] = shim
+        return _pytest(line, venv, env, pytest_args)
+
+
+def _pytest(line: str, venv: Path, env: dict[str, str], pytest_args: list[str]) -> bool:
     started = time.monotonic()
     result = subprocess.run(
-        [str(venv / "bin" / "python"), "-P", "-m", "pytest", "--import-mode=importlib", "-p", "no:cacheprovider",
-         "-q", "tests/unit", "tests/integration/test_airflow_line.py", *pytest_args],
+        [
+            str(venv / "bin" / "python"),
+            "-P",
+            "-m",
+            "pytest",
+            "--import-mode=importlib",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "tests/unit",
+            "tests/integration/test_airflow_line.py",
+            *pytest_args,
+        ],
         cwd=ROOT,
         env=env,
     )
-    print(f"airflow-matrix: Airflow {line}: {'passed' if result.returncode == 0 else 'FAILED'} "
-          f"in {time.monotonic() - started:.0f}s", flush=True)
+    print(
+        f"airflow-matrix: Airflow {line}: {'passed' if result.returncode == 0 else 'FAILED'} "
+        f"in {time.monotonic() - started:.0f}s",
+        flush=True,
+    )
     return result.returncode == 0
 
 
@@ -93,13 +117,24 @@ def table(records: dict[str, dict]) -> str:
     from airflow_kafka_offsets.airflow_features import AIRFLOW_LINES, FEATURES
 
     lines = [line for line in AIRFLOW_LINES if line in records]
-    head = ["| feature | " + " | ".join(f"Airflow {line} ({records[line]['airflow']})" for line in lines) + " |",
-            "| --- |" + " --- |" * len(lines)]
-    rows = [f"| {f.title} | " + " | ".join("yes" if records[line]["features"][f.name] else f"no (needs {f.since})"
-                                           for line in lines) + " |" for f in FEATURES]
-    smoke = ["| smoke: " + name.removeprefix("test_").replace("_", " ") + " | "
-             + " | ".join(records[line]["smoke"].get(name, "not run") for line in lines) + " |"
-             for name in sorted({n for line in lines for n in records[line]["smoke"]})]
+    head = [
+        "| feature | " + " | ".join(f"Airflow {line} ({records[line]['airflow']})" for line in lines) + " |",
+        "| --- |" + " --- |" * len(lines),
+    ]
+    rows = [
+        f"| {f.title} | "
+        + " | ".join("yes" if records[line]["features"][f.name] else f"no (needs {f.since})" for line in lines)
+        + " |"
+        for f in FEATURES
+    ]
+    smoke = [
+        "| smoke: "
+        + name.removeprefix("test_").replace("_", " ")
+        + " | "
+        + " | ".join(records[line]["smoke"].get(name, "not run") for line in lines)
+        + " |"
+        for name in sorted({n for line in lines for n in records[line]["smoke"]})
+    ]
     return "\n".join([*head, *rows, *smoke])
 
 

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _async_callback(target: Any, kwargs: dict[str, Any]) -> Callback:
-    """Airflow's AsyncCallback: in ``airflow.sdk.definitions.callback`` from 3.2 on, beside the deadline in 3.1."""
+def async_callback(target: Any, kwargs: dict[str, Any]) -> Callback:
+    """A callback run in the triggerer (Airflow's AsyncCallback: in ``airflow.sdk.definitions.callback`` from
+    3.2 on, beside the deadline in 3.1), for ``freshness_deadline(..., callback=...)`` on every line."""
     try:
         from airflow.sdk.definitions.callback import AsyncCallback
     except ImportError:
@@ -61,7 +62,7 @@ def freshness_deadline(
     validate_pipeline_name(pipeline)
     if not isinstance(within, timedelta):
         require("deadline_variable_interval")
-    report = _async_callback(
+    report = async_callback(
         freshness_missed,
         {
             "pipeline": pipeline,

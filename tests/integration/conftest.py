@@ -186,6 +186,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
     version = airflow_features.airflow_version()
     AIRFLOW_LINE_RESULTS.mkdir(parents=True, exist_ok=True)
-    record = {"airflow": version, "features": airflow_features.detected(), "smoke": dict(sorted(_line_outcomes.items()))}
+    record = {
+        "airflow": version,
+        "features": airflow_features.detected(),
+        "smoke": dict(sorted(_line_outcomes.items())),
+    }
     line = ".".join(version.split(".")[:2])
     (AIRFLOW_LINE_RESULTS / f"{line}.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -167,12 +167,9 @@ def refused(exc_type: type[BaseException], match: str | None = None) -> Iterator
 
 
 def dag_bag() -> Any:
-    """The DAGs folder parsed by Airflow's DagBag (``airflow.dag_processing.dagbag`` from Airflow 3.2 on,
-    ``airflow.models.dagbag`` before)."""
-    try:
-        from airflow.dag_processing.dagbag import DagBag
-    except ImportError:
-        from airflow.models.dagbag import DagBag
+    """The DAGs folder parsed by Airflow's DagBag."""
+    from ..dagbag import DagBag
+
     return DagBag()
 
 

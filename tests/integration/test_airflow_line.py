@@ -79,8 +79,9 @@ def test_a_batch_through_the_task_group_under_airflow_dags_test(
     assert_exactly_once(committed_rows(ledger, pipeline), produced)
 
 
-def test_a_batch_through_the_one_task_form(stack, airflow_db, ledger, schema, make_topic, monkeypatch, tmp_path,
-                                           on_spark_connect):
+def test_a_batch_through_the_one_task_form(
+    stack, airflow_db, ledger, schema, make_topic, monkeypatch, tmp_path, on_spark_connect
+):
     topic = make_topic(partitions=1)
     pipeline = f"line_one_{schema}"
     monkeypatch.setenv("AIRFLOW_VAR_KAFKA_OFFSETS_ONE_TASK_TOPIC", topic)
@@ -143,9 +144,8 @@ def test_the_manual_operations_dag_status_and_reset_dry_run(committed_pipeline, 
 
 
 def test_airflows_api_app_serves_the_kafka_pipelines_page(committed_pipeline, airflow_db, stack):
-    from airflow.api_fastapi.app import create_app
+    from airflow.api_fastapi.app import create_app, get_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-    from airflow.api_fastapi.app import get_auth_manager
     from fastapi.testclient import TestClient
 
     client = TestClient(create_app())

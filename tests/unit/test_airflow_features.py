@@ -3,7 +3,9 @@ tells them per line."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,3 +62,12 @@ def test_using_a_feature_this_airflow_lacks_names_it_and_the_release_it_needs(mo
         "(upgrade Airflow, or leave the feature out)"
     )
     airflow_features.available.cache_clear()
+
+
+@pytest.mark.skipif("AKO_AIRFLOW_MATRIX" not in os.environ, reason="scripts/airflow-matrix's run of an older line")
+def test_the_matrix_tests_the_wheel_installed_in_the_lines_venv_on_that_line():
+    import airflow_kafka_offsets
+
+    assert Path(airflow_kafka_offsets.__file__).is_relative_to(sys.prefix)
+    assert "site-packages" in Path(airflow_kafka_offsets.__file__).parts
+    assert airflow_features.airflow_version().startswith(os.environ["AKO_AIRFLOW_MATRIX"] + ".")

@@ -107,7 +107,7 @@ def test_the_dag_examples_are_found() -> None:
 
 @pytest.mark.parametrize("block", DAG_BLOCKS, ids=str)
 def test_every_dag_example_builds_its_dag(block: Block, tmp_path: Path) -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from ..dagbag import DagBag
 
     dag_file = tmp_path / "example_dag.py"
     dag_file.write_text(block.body)
@@ -323,7 +323,7 @@ def test_asset_and_alias_names_are_as_documented() -> None:
 
 
 def test_the_manual_operations_form_has_the_fields_the_page_names() -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from ..dagbag import DagBag
 
     bag = DagBag(dag_folder=str(ROOT / "dags" / "kafka_offsets_manual_ops.py"))
     dag = bag.dags["kafka_offsets_manual_ops"]

@@ -23,7 +23,6 @@ from airflow.sdk.api.datamodels._generated import DagRunType
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
-from airflow_kafka_offsets.operators.base import AirflowFailException
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionRange, PartitionReport
 from airflow_kafka_offsets.errors import DataLossError, KafkaUnavailableError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
@@ -37,6 +36,7 @@ from airflow_kafka_offsets.operators import (
 from airflow_kafka_offsets.operators import commit as commit_step
 from airflow_kafka_offsets.operators import plan as plan_step
 from airflow_kafka_offsets.operators import read as read_step
+from airflow_kafka_offsets.operators.base import AirflowFailException
 from airflow_kafka_offsets.service.plan import PlanOutcome
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
@@ -459,7 +459,7 @@ def test_the_kafka_hook_is_the_apache_kafka_providers() -> None:
 
 
 def test_example_dags_import_without_errors() -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from ..dagbag import DagBag
 
     dags = Path(__file__).resolve().parents[2] / "dags"
     bag = DagBag(dag_folder=str(dags))
