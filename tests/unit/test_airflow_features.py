@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_offsets import airflow_features
-from airflow_kafka_offsets.airflow_features import AIRFLOW_LINES, FEATURES, Feature
+from airflow_kafka_offsets.airflow_features import AIRFLOW_LINES, FEATURES, Feature, available
 from airflow_kafka_offsets.errors import AirflowFeatureUnavailableError, ConfigurationError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "airflow.md"
@@ -71,3 +71,17 @@ def test_the_matrix_tests_the_wheel_installed_in_the_lines_venv_on_that_line():
     assert Path(airflow_kafka_offsets.__file__).is_relative_to(sys.prefix)
     assert "site-packages" in Path(airflow_kafka_offsets.__file__).parts
     assert airflow_features.airflow_version().startswith(os.environ["AKO_AIRFLOW_MATRIX"] + ".")
+
+
+@pytest.mark.skipif(available("provider_cli"), reason="this Airflow's CLI loads providers' commands (3.2+)")
+def test_without_provider_commands_airflows_cli_has_no_kafka_offsets_and_the_console_script_takes_its_arguments():
+    import argparse
+
+    from airflow.cli import cli_parser
+
+    from airflow_kafka_offsets.cli import build_parser
+
+    (commands,) = (a for a in cli_parser.get_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert "kafka-offsets" not in commands.choices and "dags" in commands.choices
+    args = build_parser().parse_args(["status", "orders", "--json", "--ledger-schema", "s"])
+    assert (args.command, args.pipeline, args.json, args.ledger_schema) == ("status", "orders", True, "s")
