@@ -40,6 +40,13 @@ def _provider_cli() -> bool:
     return hasattr(ProvidersManager, "cli_command_functions")
 
 
+def _partitioned_events() -> bool:
+    """Tasks can emit partitioned asset events and DAGs be scheduled on them (3.2 has the timetable only)."""
+    context = _module_or_none("airflow.sdk.execution_time.context")
+    accessor = getattr(context, "OutletEventAccessor", None)
+    return _has("airflow.sdk", "PartitionedAssetTimetable")() and hasattr(accessor, "add_partitions")
+
+
 def _dag_takes(parameter: str) -> Callable[[], bool]:
     def probe() -> bool:
         from airflow.sdk import DAG
@@ -81,8 +88,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "partitioned_assets",
         "One run per batch (partitioned asset events, `PartitionedAssetTimetable`)",
-        "3.2",
-        _has("airflow.sdk", "PartitionedAssetTimetable"),
+        "3.3",
+        _partitioned_events,
     ),
     Feature(
         "provider_cli",

@@ -1,5 +1,5 @@
 """One run per batch the ``demo_events`` pipeline commits, keyed by the batch: Airflow's partitioned
-assets (Airflow 3.2 and later).
+asset events (Airflow 3.3 and later).
 
 Every commit of ``kafka_ingest_example`` also emits an event on the asset
 ``kafka-offsets://demo_events/batches`` whose partition key names the batch (``batch=000000000042``,
@@ -7,7 +7,7 @@ as its output directory is named). Scheduled with ``PartitionedAssetTimetable``,
 run per committed batch with that key as the run's ``partition_key``, so the Airflow UI lists runs
 by batch and re-running one batch's downstream work is clearing that one run. The task looks the
 batch up in the ledger (``postgres_default``) and reads its Parquet output with pyarrow. On an Airflow
-without partitioned assets (3.1) the DAG is not defined.
+without partitioned asset events (before 3.3) the DAG is not defined.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ class KafkaBatchCommitOperator(KafkaBatchStepOperator):
     ``kafka-offsets://<pipeline>/batches`` (:func:`pipeline_batches_asset`) whose partition key names
     the batch (``batch=000000000042``), so a downstream DAG scheduled with
     ``PartitionedAssetTimetable`` runs once per batch, with that key (on an Airflow without
-    partitioned assets, 3.1, the event has no partition key). A run that finds the batch
+    partitioned asset events, before 3.3, the event has no partition key). A run that finds the batch
     already committed, or nothing to commit, emits neither (the partitioned asset becomes an outlet
     only when a commit happens).
 

@@ -30,7 +30,7 @@ def test_this_airflow_has_exactly_the_features_declared_for_its_line():
 
 
 def test_a_feature_is_declared_from_its_line_on():
-    assert [airflow_features.declared(line)["partitioned_assets"] for line in AIRFLOW_LINES] == [False, True, True]
+    assert [airflow_features.declared(line)["partitioned_assets"] for line in AIRFLOW_LINES] == [False, False, True]
     assert all(airflow_features.declared("3.1")[f.name] == (f.since == "3.1") for f in FEATURES)
     assert all(airflow_features.declared("3.3").values())
 
