@@ -22,7 +22,7 @@ def test_the_table_says_per_line_which_features_were_found_and_how_each_smoke_st
     lines = airflow_matrix.table(records).splitlines()
     assert lines[0] == "| feature | Airflow 3.1 (3.1.8) | Airflow 3.3 (3.3.2) |"
     partitioned = next(line for line in lines if "PartitionedAssetTimetable" in line)
-    assert partitioned.endswith("| no (needs 3.2) | yes |")
+    assert partitioned.endswith("| no (needs 3.3) | yes |")
     assert lines[-2:] == [
         "| smoke: every example dag parses | not run | passed |",
         "| smoke: the cli status json | passed | failed |",
