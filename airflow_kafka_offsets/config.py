@@ -37,7 +37,10 @@ CONFIG_SECTION = "kafka_offsets"
 
 def config_value(key: str, fallback: str) -> str:
     """A setting of the section (an empty value means the fallback)."""
-    from airflow.sdk import conf
+    try:
+        from airflow.sdk import conf
+    except ImportError:  # Airflow 3.1's task SDK has no conf: the core's
+        from airflow.configuration import conf  # type: ignore[assignment,unused-ignore]
 
     return conf.get(CONFIG_SECTION, key, fallback=fallback) or fallback
 

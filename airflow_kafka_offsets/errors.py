@@ -97,6 +97,19 @@ class ConfigurationError(KafkaOffsetsError):
     """A connection or setting needed by an operator is missing or wrong."""
 
 
+class AirflowFeatureUnavailableError(ConfigurationError):
+    """A feature of the package needs a newer Apache Airflow than the one installed."""
+
+    def __init__(self, feature: str, needs: str, installed: str) -> None:
+        super().__init__(
+            f"{feature} needs Apache Airflow {needs} or later; this is Apache Airflow {installed} "
+            f"(upgrade Airflow, or leave the feature out)"
+        )
+        self.feature = feature
+        self.needs = needs
+        self.installed = installed
+
+
 class SparkJobError(KafkaOffsetsError):
     """The Spark job failed or produced no report.
 

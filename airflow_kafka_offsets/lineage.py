@@ -44,7 +44,7 @@ def pipeline_output_alias(pipeline: str) -> AssetAlias:
 
 
 def pipeline_batches_asset(pipeline: str) -> Asset:
-    """The pipeline's committed batches as one partitioned asset (Airflow 3.2+): each commit emits an
+    """The pipeline's committed batches as one partitioned asset (Airflow 3.3+): each commit emits an
     event on it whose partition key names the batch (:func:`batch_partition_key`)."""
     return Asset(name=f"kafka_offsets_batches/{pipeline}", uri=f"kafka-offsets://{pipeline}/batches")
 

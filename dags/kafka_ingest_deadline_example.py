@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Variable
 
+from airflow_kafka_offsets.airflow_features import allowed_run_types
 from airflow_kafka_offsets.operators import kafka_ingest_task_group
 from airflow_kafka_offsets.triggers import freshness_deadline
 
@@ -31,7 +32,7 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    allowed_run_types=["scheduled", "manual"],  # the cursor decides what a run reads: no backfills
+    **allowed_run_types("scheduled", "manual"),  # the cursor decides what a run reads: no backfills
     deadline=freshness_deadline(
         PIPELINE, within=timedelta(seconds=int(Variable.get("kafka_offsets_deadline_seconds", default=900)))
     ),

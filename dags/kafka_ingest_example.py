@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Variable
 
+from airflow_kafka_offsets.airflow_features import allowed_run_types
 from airflow_kafka_offsets.operators import kafka_ingest_task_group
 
 with DAG(
@@ -32,7 +33,7 @@ with DAG(
     max_active_runs=1,
     # The cursor, not a run's data interval, decides what a batch reads: backfills are refused
     # (Airflow's Backfill button and `airflow backfill create` say so); replay re-reads the past.
-    allowed_run_types=["scheduled", "manual"],
+    **allowed_run_types("scheduled", "manual"),
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     tags=["kafka", "spark", "exactly-once"],
     doc_md=__doc__,

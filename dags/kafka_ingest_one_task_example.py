@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Variable
 
+from airflow_kafka_offsets.airflow_features import allowed_run_types
 from airflow_kafka_offsets.operators import KafkaBatchOperator
 
 INTERVAL = Variable.get("kafka_offsets_one_task_interval_seconds", default="")
@@ -28,7 +29,7 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    allowed_run_types=["scheduled", "manual"],
+    **allowed_run_types("scheduled", "manual"),
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     tags=["kafka", "spark", "exactly-once"],
     doc_md=__doc__,

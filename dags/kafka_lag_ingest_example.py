@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
 
+from airflow_kafka_offsets.airflow_features import allowed_run_types
 from airflow_kafka_offsets.operators import kafka_ingest_task_group
 from airflow_kafka_offsets.triggers import KafkaLagTrigger, lag_asset
 
@@ -42,7 +43,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     # The cursor decides what a run reads: no backfills (see kafka_ingest_example)
-    allowed_run_types=["asset_triggered", "manual"],
+    **allowed_run_types("asset_triggered", "manual"),
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     tags=["kafka", "spark", "exactly-once", "assets"],
     doc_md=__doc__,

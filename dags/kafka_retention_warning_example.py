@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
 
+from airflow_kafka_offsets.airflow_features import allowed_run_types
 from airflow_kafka_offsets.operators import kafka_ingest_task_group
 from airflow_kafka_offsets.triggers import KafkaRetentionRiskTrigger, retention_risk_asset
 
@@ -38,7 +39,7 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    allowed_run_types=["asset_triggered", "manual"],  # the cursor decides what a run reads: no backfills
+    **allowed_run_types("asset_triggered", "manual"),  # the cursor decides what a run reads: no backfills
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     tags=["kafka", "spark", "exactly-once", "assets", "retention"],
     doc_md=__doc__,

@@ -6,13 +6,13 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_kafka_offsets.airflow_features import airflow_exception
 from airflow_kafka_offsets.errors import ConfigurationError
 
 
 def get_connection(conn_id: str, what: str) -> Any:
     """The Airflow connection, or a ConfigurationError naming it (missing, or its lookup failed)."""
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
+    AirflowNotFoundException = airflow_exception("AirflowNotFoundException")
     try:
         return BaseHook.get_connection(conn_id)
     except AirflowNotFoundException as exc:

@@ -388,8 +388,11 @@ class MemoryTransaction:
         """The attempt while it runs with an unexpired lease (a lapsed lease is never revived), locked."""
 
         def holds(row: _Attempt | None) -> bool:
-            return row is not None and row.state == "running" and row.lease_expires_at is not None and (
-                row.lease_expires_at > self.now
+            return (
+                row is not None
+                and row.state == "running"
+                and row.lease_expires_at is not None
+                and (row.lease_expires_at > self.now)
             )
 
         if not holds(self._get(ATTEMPTS, attempt_id)):

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_kafka_offsets.airflow_features import airflow_exception
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.core.options import given_options
 from airflow_kafka_offsets.core.values import optional_int
@@ -19,6 +19,8 @@ from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, AirflowRuntime, spark_r
 from airflow_kafka_offsets.sinks import Sink
 from airflow_kafka_offsets.spark.options import CONNECTOR_PARAMS, SPARK_PARAMS, SparkJobOptions
 from airflow_kafka_offsets.spark.runner import BatchRunner
+
+AirflowFailException = airflow_exception("AirflowFailException")
 
 
 def parse_batch_id(value: Any) -> int | None:

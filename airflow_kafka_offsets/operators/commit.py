@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.sdk import Context, XComArg
 
+from airflow_kafka_offsets.airflow_features import available
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.lineage import (
@@ -31,7 +32,8 @@ class KafkaBatchCommitOperator(KafkaBatchStepOperator):
     with the batch in ``extra``. Each commit also emits an event on the partitioned asset
     ``kafka-offsets://<pipeline>/batches`` (:func:`pipeline_batches_asset`) whose partition key names
     the batch (``batch=000000000042``), so a downstream DAG scheduled with
-    ``PartitionedAssetTimetable`` runs once per batch, with that key. A run that finds the batch
+    ``PartitionedAssetTimetable`` runs once per batch, with that key (on an Airflow without
+    partitioned asset events, before 3.3, the event has no partition key). A run that finds the batch
     already committed, or nothing to commit, emits neither (the partitioned asset becomes an outlet
     only when a commit happens).
 
@@ -83,7 +85,8 @@ def commit_step(op: KafkaBatchStepOperator, context: Context, batch_id: int | No
             op.add_outlets([batches])
         event = context["outlet_events"][batches]
         event.extra = facts
-        event.add_partitions(batch_partition_key(batch_id))
+        if available("partitioned_assets"):
+            event.add_partitions(batch_partition_key(batch_id))
         mirror_consumer_group(op, ledger)
     return {
         "pipeline": op.pipeline,

@@ -47,7 +47,11 @@ def check_spark_connection(conn_id: str) -> Any:
 
     Returns the connection."""
     from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:  # Airflow 3.1 keeps it in airflow.exceptions
+        from airflow.exceptions import AirflowNotFoundException  # type: ignore[attr-defined,no-redef,unused-ignore]
 
     try:
         conn = BaseHook.get_connection(conn_id)

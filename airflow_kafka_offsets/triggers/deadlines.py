@@ -1,4 +1,5 @@
-"""A freshness deadline for an ingest DAG with Airflow's Deadline Alerts (Airflow 3.1 and later).
+"""A freshness deadline for an ingest DAG with Airflow's Deadline Alerts (Airflow 3.1 and later; a
+``VariableInterval`` and the deadline's name need Airflow 3.3).
 
 A run of the ingest DAG reads everything Kafka holds when it plans, so records are at most one
 schedule interval plus one run old once it commits: a run still unfinished ``within`` after its
@@ -11,14 +12,15 @@ log and the callback's output; give your own (a Slack or PagerDuty notifier) ins
 
 from __future__ import annotations
 
+import inspect
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg2
-from airflow.sdk.definitions.callback import AsyncCallback, Callback
-from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference, VariableInterval
+from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
+from airflow_kafka_offsets.airflow_features import require
 from airflow_kafka_offsets.core.defaults import DEFAULT_KAFKA_CONN_ID, DEFAULT_POSTGRES_CONN_ID
 from airflow_kafka_offsets.core.lag import total_lag, unread_positions
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
@@ -26,7 +28,21 @@ from airflow_kafka_offsets.errors import KafkaOffsetsError
 from airflow_kafka_offsets.runtime import AirflowRuntime
 from airflow_kafka_offsets.triggers.watch import KAFKA_TIMEOUT_S, in_thread
 
+if TYPE_CHECKING:
+    from airflow.sdk.definitions.callback import Callback
+    from airflow.sdk.definitions.deadline import VariableInterval
+
 log = logging.getLogger(__name__)
+
+
+def async_callback(target: Any, kwargs: dict[str, Any]) -> Callback:
+    """A callback run in the triggerer (Airflow's AsyncCallback: in ``airflow.sdk.definitions.callback`` from
+    3.2 on, beside the deadline in 3.1), for ``freshness_deadline(..., callback=...)`` on every line."""
+    try:
+        from airflow.sdk.definitions.callback import AsyncCallback
+    except ImportError:
+        from airflow.sdk.definitions.deadline import AsyncCallback  # type: ignore[attr-defined,no-redef,unused-ignore]
+    return AsyncCallback(target, kwargs=kwargs)  # type: ignore[no-any-return,unused-ignore]
 
 
 def freshness_deadline(
@@ -40,22 +56,28 @@ def freshness_deadline(
 ) -> DeadlineAlert:
     """The ``deadline=`` of an ingest DAG: each run must end within ``within`` of its logical date,
     else ``callback`` runs (default: :func:`freshness_missed`, which reports the pipeline's lag). A run
-    without a logical date (triggered with none) has no deadline."""
+    without a logical date (triggered with none) has no deadline. ``within`` as a ``VariableInterval``
+    needs Airflow 3.3 (:class:`~airflow_kafka_offsets.errors.AirflowFeatureUnavailableError` before);
+    where Airflow names deadlines (3.3), it is ``kafka_offsets_freshness_<pipeline>``."""
     validate_pipeline_name(pipeline)
-    report = AsyncCallback(
+    if not isinstance(within, timedelta):
+        require("deadline_variable_interval")
+    report = async_callback(
         freshness_missed,
-        kwargs={
+        {
             "pipeline": pipeline,
             "kafka_config_id": kafka_config_id,
             "postgres_conn_id": postgres_conn_id,
             "ledger_schema": ledger_schema,
         },
     )
+    takes_name = "name" in inspect.signature(DeadlineAlert).parameters
+    named = {"name": f"kafka_offsets_freshness_{pipeline}"} if takes_name else {}
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
-        interval=within,
+        interval=within,  # type: ignore[arg-type,unused-ignore]
         callback=callback or report,
-        name=f"kafka_offsets_freshness_{pipeline}",
+        **named,
     )
 
 

@@ -162,3 +162,34 @@ def browser() -> Iterator[Any]:
     driver.implicitly_wait(10)
     yield driver
     driver.quit()
+
+
+# Outcomes of the Airflow line's smoke (test_airflow_line.py), written with the features this Airflow has
+# to out/airflow-lines/<line>.json when the session ends: docs/airflow.md's table is made from them.
+AIRFLOW_LINE_RESULTS = Path(__file__).resolve().parents[2] / "out" / "airflow-lines"
+_line_outcomes: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "airflow_line" not in report.keywords:
+        return
+    if report.when == "call" or report.outcome != "passed":
+        name = report.nodeid.rsplit("::", 1)[-1]
+        if _line_outcomes.get(name) != "failed":
+            _line_outcomes[name] = report.outcome
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not _line_outcomes:
+        return
+    from airflow_kafka_offsets import airflow_features
+
+    version = airflow_features.airflow_version()
+    AIRFLOW_LINE_RESULTS.mkdir(parents=True, exist_ok=True)
+    record = {
+        "airflow": version,
+        "features": airflow_features.detected(),
+        "smoke": dict(sorted(_line_outcomes.items())),
+    }
+    line = ".".join(version.split(".")[:2])
+    (AIRFLOW_LINE_RESULTS / f"{line}.json").write_text(json.dumps(record, indent=2) + "\n")

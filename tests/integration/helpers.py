@@ -151,7 +151,7 @@ class Refusal:
 def refused(exc_type: type[BaseException], match: str | None = None) -> Iterator[Refusal]:
     """The package's ``exc_type`` error, raised directly or (from an operator) as the cause of the
     AirflowFailException that fails the task without retries."""
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow_kafka_offsets.operators.base import AirflowFailException
 
     caught = Refusal()
     with pytest.raises((exc_type, AirflowFailException)) as info:
@@ -166,12 +166,17 @@ def refused(exc_type: type[BaseException], match: str | None = None) -> Iterator
     caught.value = error
 
 
+def dag_bag() -> Any:
+    """The DAGs folder parsed by Airflow's DagBag."""
+    from ..dagbag import DagBag
+
+    return DagBag()
+
+
 def run_dag(dag_id: str) -> Any:
     """One real DAG run with ``dag.test()`` (the DAG from the DAGs folder, which must parse cleanly);
     dag.test() does not raise when a task fails, so the run's state is asserted here."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag()
+    bag = dag_bag()
     assert not bag.import_errors, bag.import_errors
     dag_run = bag.get_dag(dag_id).test()
     assert dag_run.state == "success", f"DAG run ended {dag_run.state}"

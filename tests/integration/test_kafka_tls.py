@@ -90,7 +90,7 @@ def ingest(pipeline: str, schema: str, kafka_conn_id: str, topic: str, output: P
 
 def not_retried(error: BaseException, exc_type: type[BaseException]) -> BaseException:
     """The operator failed the task without retries (AirflowFailException) for the package's ``exc_type``."""
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow_kafka_offsets.operators.base import AirflowFailException
 
     assert isinstance(error, AirflowFailException), f"{error!r} lets Airflow retry the task"
     cause = error.__cause__

@@ -184,8 +184,11 @@ def test_catch_up_drains_a_backlog_in_capped_batches_and_mirrors_the_consumer_gr
 
 
 def test_manual_ops_dag_trigger_form(stack, airflow_db, ledger, schema, make_topic, monkeypatch, tmp_path):
-    from airflow.dag_processing.dagbag import DagBag
-    from airflow.sdk.exceptions import ParamValidationError
+    from airflow_kafka_offsets.airflow_features import airflow_exception
+
+    from ..dagbag import DagBag
+
+    ParamValidationError = airflow_exception("ParamValidationError")
 
     dag = DagBag().get_dag("kafka_offsets_manual_ops")
     for bad in (

@@ -250,7 +250,7 @@ def files_containing(root: Path, secret: bytes) -> list[str]:
 
 
 def run_example_dag():
-    from airflow.dag_processing.dagbag import DagBag
+    from ..dagbag import DagBag
 
     bag = DagBag()
     assert not bag.import_errors, bag.import_errors

@@ -214,7 +214,7 @@ def test_lag_asset_is_watched_by_the_trigger():
 
 
 def test_example_dag_is_scheduled_on_the_lag_asset():
-    from airflow.dag_processing.dagbag import DagBag
+    from ..dagbag import DagBag
 
     path = Path(__file__).resolve().parents[2] / "dags" / "kafka_lag_ingest_example.py"
     bag = DagBag(dag_folder=str(path))
@@ -239,7 +239,7 @@ def test_airflow_lists_the_trigger_module_from_provider_info():
 
 
 def test_retention_example_dag_is_scheduled_on_the_retention_risk_asset():
-    from airflow.dag_processing.dagbag import DagBag
+    from ..dagbag import DagBag
 
     path = Path(__file__).resolve().parents[2] / "dags" / "kafka_retention_warning_example.py"
     bag = DagBag(dag_folder=str(path))

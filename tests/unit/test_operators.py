@@ -21,9 +21,9 @@ import structlog.testing
 from airflow.sdk import DAG, Asset, AssetAlias
 from airflow.sdk.api.datamodels._generated import DagRunType
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
-from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from airflow_kafka_offsets.airflow_features import available
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionRange, PartitionReport
 from airflow_kafka_offsets.errors import DataLossError, KafkaUnavailableError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
@@ -37,6 +37,7 @@ from airflow_kafka_offsets.operators import (
 from airflow_kafka_offsets.operators import commit as commit_step
 from airflow_kafka_offsets.operators import plan as plan_step
 from airflow_kafka_offsets.operators import read as read_step
+from airflow_kafka_offsets.operators.base import AirflowFailException
 from airflow_kafka_offsets.service.plan import PlanOutcome
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
@@ -400,7 +401,9 @@ def test_commit_operator_reports_the_commit(monkeypatch: pytest.MonkeyPatch, com
     batches = Asset(name="kafka_offsets_batches/orders", uri="kafka-offsets://orders/batches")
     assert batches in op.outlets
     keyed = ctx["outlet_events"][batches]
-    assert (keyed.partition_keys, keyed.extra) == ({"batch=000000000004"}, event.extra)
+    assert keyed.extra == event.extra
+    if available("partitioned_assets"):  # Airflow 3.2+
+        assert keyed.partition_keys == {"batch=000000000004"}
 
 
 def test_a_templated_pipeline_gets_its_alias_once_rendered(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -444,7 +447,11 @@ def test_the_kafka_hook_is_the_apache_kafka_providers() -> None:
     provider; this package's hook extends that hook rather than declaring a parallel one."""
     from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
     from airflow.providers_manager import ProvidersManager
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    try:
+        from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+    except ImportError:  # Airflow 3.1: the one providers manager
+        ProvidersManagerTaskRuntime = ProvidersManager
 
     assert issubclass(KafkaClusterHook, KafkaBaseHook)
     assert KafkaClusterHook.test_connection is KafkaBaseHook.test_connection
@@ -459,13 +466,16 @@ def test_the_kafka_hook_is_the_apache_kafka_providers() -> None:
 
 
 def test_example_dags_import_without_errors() -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from ..dagbag import DagBag
 
     dags = Path(__file__).resolve().parents[2] / "dags"
     bag = DagBag(dag_folder=str(dags))
     assert bag.import_errors == {}
     # one DAG per file, named after it: the local stack waits for exactly these to be parsed
-    assert {bag.dags[d].fileloc: d for d in bag.dag_ids} == {str(p): p.stem for p in dags.glob("*.py")}
+    defined = {str(p): p.stem for p in dags.glob("*.py")}
+    if not available("partitioned_assets"):  # not defined before Airflow 3.2
+        del defined[str(dags / "kafka_batch_partition_example.py")]
+    assert {bag.dags[d].fileloc: d for d in bag.dag_ids} == defined
     # the ingest examples name their topic literally (the variable is read while parsing): inlets from the start
     assert bag.dags["kafka_ingest_example"].get_task("ingest.plan").inlets == [
         Asset(uri="kafka://127.0.0.1:9/demo-events")
