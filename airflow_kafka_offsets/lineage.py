@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from airflow.providers.apache.kafka.assets.kafka import create_asset
 from airflow.sdk import Asset, AssetAlias
 
-from airflow_kafka_offsets.core.model import BatchPlan
+from airflow_kafka_offsets.core.model import BatchPlan, batch_directory
 from airflow_kafka_offsets.core.spec import validate_topics
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.object_storage.storage import join
@@ -52,7 +52,7 @@ def pipeline_batches_asset(pipeline: str) -> Asset:
 def batch_partition_key(batch_id: int) -> str:
     """The partition key of a batch's event: ``batch=000000000042``, as the batch's output directory
     is named (so keys sort in batch order)."""
-    return f"batch={batch_id:012d}"
+    return batch_directory(batch_id)
 
 
 def kafka_server(bootstrap_servers: str) -> str:

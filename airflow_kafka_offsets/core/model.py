@@ -271,6 +271,12 @@ class PartitionRange:
         return {"topic": self.topic, "partition": self.partition, "start": self.start, "end": self.end}
 
 
+def batch_directory(batch_id: int) -> str:
+    """A batch's directory name under its pipeline (``batch=000000000042``): zero-padded, so listings sort
+    in batch order; also the partition key of the batch's asset event."""
+    return f"batch={batch_id:012d}"
+
+
 @dataclass(frozen=True)
 class BatchPlan:
     """A batch as written to the ledger before Spark runs; it never changes afterwards."""

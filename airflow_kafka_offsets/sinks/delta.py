@@ -27,7 +27,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction
 
-from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
@@ -112,7 +112,7 @@ class DeltaSink:
         return self.location
 
     def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
-        return files.join(self.location, f"batch={batch_id:012d}", attempt_id)
+        return files.join(self.location, batch_directory(batch_id), attempt_id)
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)
@@ -133,7 +133,7 @@ class DeltaSink:
         return None
 
     def _batch_files(self, table: DeltaTable, batch_id: int) -> list[str]:
-        prefix = f"batch={batch_id:012d}/"
+        prefix = batch_directory(batch_id) + "/"
         paths = table.get_add_actions(flatten=True).column("path").to_pylist()
         return [p for p in paths if p.startswith(prefix)]
 

@@ -39,7 +39,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.transforms import DayTransform
 
-from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
@@ -269,7 +269,7 @@ class IcebergSink:
 
     def _batch_root(self, batch_id: int) -> str:
         """Where every attempt of a batch writes: its data files' common prefix."""
-        return files.join(self._staging_root or files.join(self.location, "data"), f"batch={batch_id:012d}")
+        return files.join(self._staging_root or files.join(self.location, "data"), batch_directory(batch_id))
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)

@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 import pyarrow.parquet as pq
 
-from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
@@ -97,11 +97,11 @@ class LocalDirectorySink:
 
     def output_uri(self, pipeline: str, batch_id: int) -> str:
         validate_pipeline_name(pipeline)
-        return _file_uri(self._inside(self.root / pipeline / f"batch={batch_id:012d}"))
+        return _file_uri(self._inside(self.root / pipeline / batch_directory(batch_id)))
 
     def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
         validate_pipeline_name(pipeline)
-        return _file_uri(self._inside(self.root / STAGING_DIR / pipeline / f"batch={batch_id:012d}" / attempt_id))
+        return _file_uri(self._inside(self.root / STAGING_DIR / pipeline / batch_directory(batch_id) / attempt_id))
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         path = self._inside(_local_path(staging_uri)) / REPORT_NAME

@@ -26,7 +26,7 @@ from xml.etree import ElementTree
 
 import pyarrow.parquet as pq
 
-from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.object_storage import storage as files
@@ -146,11 +146,11 @@ class ManifestDirectorySink:
 
     def output_uri(self, pipeline: str, batch_id: int) -> str:
         validate_pipeline_name(pipeline)
-        return files.join(self.root, pipeline, f"batch={batch_id:012d}")
+        return files.join(self.root, pipeline, batch_directory(batch_id))
 
     def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
         validate_pipeline_name(pipeline)
-        return files.join(self.root, STAGING_DIR, pipeline, f"batch={batch_id:012d}", attempt_id)
+        return files.join(self.root, STAGING_DIR, pipeline, batch_directory(batch_id), attempt_id)
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, SinkFormat
+from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, SinkFormat, batch_directory
 from airflow_kafka_offsets.core.routing import TableRoutes
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
@@ -104,7 +104,7 @@ class MultiTableSink:
         return self.root
 
     def staging_uri(self, pipeline: str, batch_id: int, attempt_id: str) -> str:
-        return files.join(self.staging_root, f"batch={batch_id:012d}", attempt_id)
+        return files.join(self.staging_root, batch_directory(batch_id), attempt_id)
 
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)
