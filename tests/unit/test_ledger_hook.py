@@ -88,7 +88,7 @@ def test_opening_the_ledger_does_not_load_the_postgres_hook_until_a_sink_asks_fo
         "print('airflow.providers.postgres.hooks.postgres' in sys.modules)\n"
     )
     env = {**os.environ, "AIRFLOW_CONN_PG": json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": 9})}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     lines = out.splitlines()[-3:]
     assert lines[0] == "False"
     assert lines[1].startswith("postgresql+psycopg://127.0.0.1:9?connect_timeout=10&keepalives=1&")

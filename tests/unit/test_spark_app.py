@@ -16,7 +16,8 @@ from airflow_kafka_offsets.spark import settings as spark_settings
 from airflow_kafka_offsets.spark.versions import CONNECTOR_JAR as PACKAGE_CONNECTOR_JAR
 from airflow_kafka_offsets.spark_apps import kafka_batch_contract as contract
 
-APPS = Path(__file__).resolve().parents[2] / "spark_apps"
+# The app as it ships: the repository's spark_apps/ in a development install, the wheel's copy otherwise.
+APPS = Path(contract.__file__).resolve().parent
 sys.path.insert(0, str(APPS))  # the app imports its contract by file name, as under spark-submit --py-files
 import kafka_batch_check as check  # noqa: E402
 import kafka_range_batch as app  # noqa: E402

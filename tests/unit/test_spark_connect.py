@@ -141,5 +141,5 @@ def test_the_workers_pyspark_is_found_without_importing_it() -> None:
         "import sys; from airflow_kafka_offsets.spark.versions import worker_pyspark; found = worker_pyspark(); "
         "print(found.version, 'pyspark' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == [importlib.metadata.version("pyspark"), "False"]
