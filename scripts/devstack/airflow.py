@@ -106,6 +106,7 @@ ledger_schema = {ledger_schema}
         "home": str(home),
         "port": port,
         "url": url,
+        "airflow": airflow_bin(),  # the install it runs (a test run on another Airflow line must not reuse it)
         "user": USER,
         "ledger_schema": ledger_schema,
         "password_file": str(home / "passwords.json"),

@@ -38,11 +38,9 @@ from airflow_kafka_offsets.sinks.local import STAGING_DIR
 
 from .helpers import produce
 from .pipeline import ACTOR, operation_context, plan, read, run_once
-from .test_manual_ops_ui import login, wait_until
+from .test_manual_ops_ui import SCREENSHOTS, login, wait_until
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"
 
 
 class _Tables(HTMLParser):
