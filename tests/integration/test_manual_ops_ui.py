@@ -70,7 +70,12 @@ def result_of(airflow: dict, run_id: str) -> Any:
     return entry["value"]
 
 
-SIGNED_IN = "button[aria-label=Admin]"  # Airflow's navigation, shown only to a signed-in user
+def nav_item(tag: str, label: str) -> str:
+    """The CSS selector of an item of Airflow's side navigation: named by aria-label (3.2 on) or title (3.1)."""
+    return f'{tag}[aria-label="{label}"], {tag}[title="{label}"]'
+
+
+SIGNED_IN = nav_item("button", "Admin")  # Airflow's navigation, shown only to a signed-in user
 
 
 def login(driver: WebDriver, airflow: dict) -> None:
