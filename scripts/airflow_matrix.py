@@ -1,9 +1,10 @@
 """The package on every older Airflow line it supports: per line a venv pinned by
 ``constraints/airflow-<line>.txt`` (cached outside the work tree, built once), the package's wheel built
-from this clone and installed into it on every run, then the unit tests and the line's smoke
-(tests/integration/test_airflow_line.py) on the running local stack. The pinned line (constraints.txt)
-runs in .venv with the main suite. ``--update-docs`` writes docs/airflow.md's table from
-``out/airflow-lines/<line>.json`` (what the smoke found on each line).
+from this clone and installed into it on every run, then the unit tests, the line's smoke
+(tests/integration/test_airflow_line.py) and the browser check of the pipelines page (``LINE_TESTS``) on
+the running local stack. The pinned line (constraints.txt) runs in .venv with the main suite.
+``--update-docs`` writes docs/airflow.md's table from ``out/airflow-lines/<line>.json`` (what the smoke
+found on each line).
 
 Usage: scripts/airflow-matrix [--lines 3.1,3.2] [--build-only] [--update-docs]
 """
@@ -28,6 +29,12 @@ PINNED_LINE = "3.3"
 RESULTS = ROOT / "out" / "airflow-lines"
 DOC = ROOT / "docs" / "airflow.md"
 START, END = "<!-- airflow-lines:start -->", "<!-- airflow-lines:end -->"
+# The line's smoke, and in a headless browser against a real deployment of the line's Airflow the Kafka
+# pipelines page opened from Airflow's navigation.
+LINE_TESTS = (
+    "tests/integration/test_airflow_line.py",
+    "tests/integration/test_pipelines_page.py::test_page_opens_from_airflow_navigation_in_the_browser",
+)
 CACHE = Path(os.environ.get("AKO_CACHE_DIR", Path.home() / ".cache" / "airflow-kafka-offsets")) / "venvs"
 PYTHON = os.environ.get("PYTHON", "python3.11")
 
@@ -72,7 +79,7 @@ def ensure_venv(line: str, wheel: Path) -> Path:
 
 
 def test_line(line: str, venv: Path, pytest_args: list[str]) -> bool:
-    """The unit tests and the line's smoke in the line's venv, against the installed wheel (pytest's
+    """The unit tests and ``LINE_TESTS`` in the line's venv, against the installed wheel (pytest's
     importlib mode and no current directory on sys.path: this clone's sources are not imported)."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "AIRFLOW_HOME")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -101,7 +108,7 @@ def _pytest(line: str, venv: Path, env: dict[str, str], pytest_args: list[str]) 
             "no:cacheprovider",
             "-q",
             "tests/unit",
-            "tests/integration/test_airflow_line.py",
+            *LINE_TESTS,
             *pytest_args,
         ],
         cwd=ROOT,

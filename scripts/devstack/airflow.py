@@ -34,6 +34,8 @@ ARGUMENTS = {"scheduler": ["--skip-serve-logs"], "triggerer": ["--skip-serve-log
 REPO = Path(__file__).resolve().parents[2]
 # each file in dags/ declares one DAG named after it; tests use them all as soon as Airflow is up
 PROJECT_DAGS = frozenset(path.stem for path in (REPO / "dags").glob("*.py"))
+# DAGs whose file defines them only where the installed Airflow has the feature they ride on (airflow_features)
+FEATURE_DAGS = {"kafka_batch_partition_example": "partitioned_assets"}
 # dags/ (the dags_folder) and the benchmarks' DAGs (benchmarks/dags/, for the scheduler section)
 DAG_BUNDLES = [
     {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle", "kwargs": {}},
@@ -106,6 +108,7 @@ ledger_schema = {ledger_schema}
         "home": str(home),
         "port": port,
         "url": url,
+        "airflow": airflow_bin(),  # the install it runs (a test run on another Airflow line must not reuse it)
         "user": USER,
         "ledger_schema": ledger_schema,
         "password_file": str(home / "passwords.json"),
@@ -152,6 +155,7 @@ def start(
     )
     airflow = airflow_bin()
     procs.run([airflow, "db", "migrate"], "airflow db migrate", env=env, timeout=timeout)
+    expected = defined_dags(env)
     home = Path(cfg["home"])
     for component in COMPONENTS:
         if not procs.pid_alive(cfg["pids"].get(component), marker(component)):
@@ -163,7 +167,7 @@ def start(
                 cwd=home,
                 env=env,
             )
-    _wait_ready(cfg, timeout)
+    _wait_ready(cfg, expected, timeout)
     return cfg
 
 
@@ -197,8 +201,21 @@ def api(
         return json.loads(response.read() or b"null")
 
 
-def _wait_ready(cfg: Mapping[str, Any], timeout: float) -> None:
-    """Healthy scheduler, dag-processor and triggerer, and the project's DAGs parsed."""
+def defined_dags(env: Mapping[str, str]) -> frozenset[str]:
+    """The project's DAGs this Airflow defines: those of ``FEATURE_DAGS`` only where it has their feature (the
+    installed package's probe, run in the deployment's interpreter and environment)."""
+    probe = procs.run(
+        [sys.executable, "-m", "airflow_kafka_offsets.airflow_features"],
+        "the Airflow feature probe",
+        cwd=env["AIRFLOW_HOME"],  # not a clone's root, whose sources would shadow the installed package
+        env=env,
+    )
+    features: dict[str, bool] = json.loads(probe.stdout)["features"]
+    return frozenset(dag for dag in PROJECT_DAGS if features.get(FEATURE_DAGS.get(dag, ""), True))
+
+
+def _wait_ready(cfg: Mapping[str, Any], expected: frozenset[str], timeout: float) -> None:
+    """Healthy scheduler, dag-processor and triggerer, and the project's DAGs (``expected``) parsed."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
@@ -215,7 +232,7 @@ def _wait_ready(cfg: Mapping[str, Any], timeout: float) -> None:
                 for c in ("metadatabase", "scheduler", "dag_processor", "triggerer")
             )
             dags = {d["dag_id"] for d in api(cfg, "dags?limit=100")["dags"]} if healthy else set()
-            missing = sorted(PROJECT_DAGS - dags)
+            missing = sorted(expected - dags)
             if not missing:
                 return
             errors = api(cfg, "importErrors?limit=100")["import_errors"] if healthy else []

@@ -130,7 +130,8 @@ def airflow_ui(stack: devstack.StackInfo, spark_connect: str) -> Iterator[dict]:
     """A real Airflow (api-server, scheduler, dag-processor, triggerer) on the stack, its ledger in its own schema,
     started after the Spark Connect server so that its connection is among the deployment's.
 
-    Reused when already running (it then must use that schema); stopped afterwards if started here.
+    Reused when already running (it then must use that schema and be this interpreter's Airflow, the one of the
+    line under test); stopped afterwards if started here.
     """
     already_running = devstack.status()["services"].get("airflow_api_server", {}).get("alive", False)
     started = time.monotonic()
@@ -138,6 +139,9 @@ def airflow_ui(stack: devstack.StackInfo, spark_connect: str) -> Iterator[dict]:
     print(f"Airflow ready in {time.monotonic() - started:.0f}s at {airflow['url']}")
     assert airflow["ledger_schema"] == BROWSER_LEDGER_SCHEMA, (
         f"the running Airflow uses ledger schema {airflow['ledger_schema']!r}; stop it (scripts/stack down)"
+    )
+    assert airflow.get("airflow") == devstack.airflow.airflow_bin(), (
+        f"the running Airflow is {airflow.get('airflow')}, not this interpreter's; stop it (scripts/stack down)"
     )
     yield airflow
     if not already_running:

@@ -2,12 +2,14 @@
 
 Airflow (api-server, scheduler, dag-processor) runs the project's dags/ on the local stack; the
 test logs in, opens the form of ``kafka_offsets_manual_ops``, triggers runs the way a user does and
-checks what they did to (and read from) the ledger. Screenshots go to ``out/screenshots/``.
+checks what they did to (and read from) the ledger. Screenshots go to ``out/screenshots/`` (on an older
+Airflow line, under scripts/airflow-matrix: ``out/screenshots/airflow-<line>/``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,8 @@ pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
 DAG_ID = "kafka_offsets_manual_ops"
 PIPELINE = "demo_events"  # the form's default
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"
+_LINE = os.environ.get("AKO_AIRFLOW_MATRIX")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots" / (f"airflow-{_LINE}" if _LINE else "")
 
 
 def api(airflow: dict, path: str) -> Any:
@@ -67,7 +70,12 @@ def result_of(airflow: dict, run_id: str) -> Any:
     return entry["value"]
 
 
-SIGNED_IN = "button[aria-label=Admin]"  # Airflow's navigation, shown only to a signed-in user
+def nav_item(tag: str, label: str) -> str:
+    """The CSS selector of an item of Airflow's side navigation: named by aria-label (3.2 on) or title (3.1)."""
+    return f'{tag}[aria-label="{label}"], {tag}[title="{label}"]'
+
+
+SIGNED_IN = nav_item("button", "Admin")  # Airflow's navigation, shown only to a signed-in user
 
 
 def login(driver: WebDriver, airflow: dict) -> None:

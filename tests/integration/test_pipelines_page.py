@@ -38,11 +38,9 @@ from airflow_kafka_offsets.sinks.local import STAGING_DIR
 
 from .helpers import produce
 from .pipeline import ACTOR, operation_context, plan, read, run_once
-from .test_manual_ops_ui import login, wait_until
+from .test_manual_ops_ui import SCREENSHOTS, login, nav_item, wait_until
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "out" / "screenshots"
 
 
 class _Tables(HTMLParser):
@@ -248,7 +246,7 @@ def test_page_opens_from_airflow_navigation_in_the_browser(airflow_ui, browser, 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     login(browser, airflow_ui)
     browser.get(f"{airflow_ui['url']}/")
-    browser.find_element(By.CSS_SELECTOR, 'a[aria-label="Kafka pipelines"]').click()  # in the side navigation
+    browser.find_element(By.CSS_SELECTOR, nav_item("a", "Kafka pipelines")).click()  # in the side navigation
     wait_until(lambda: "/plugin/kafka-pipelines" in browser.current_url, "the plugin page")
     frame = wait_until(lambda: browser.find_elements(By.TAG_NAME, "iframe"), "the page's frame")[0]
     browser.switch_to.frame(frame)
