@@ -357,3 +357,12 @@ def test_the_manual_operations_form_has_the_fields_the_page_names() -> None:
     assert {"reset_topic", "reset_partitions", "replay_output_root", "replay_first_batch", "operation"} <= fields
     assert fields - set(dag.params) == set()
     assert "operation" in dag.task_dict
+
+
+def test_the_readmes_install_section_names_every_user_extra() -> None:
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    install = README.read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"\[([a-z-]+)\]", install))
+    assert named == extras - {"test", "lint"}  # the two the project's own scripts install
