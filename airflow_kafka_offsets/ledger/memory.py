@@ -50,6 +50,7 @@ from airflow_kafka_offsets.errors import (
 )
 from airflow_kafka_offsets.ledger.attempts import Attempt
 from airflow_kafka_offsets.ledger.batches import BatchRecord, raise_for_state
+from airflow_kafka_offsets.ledger.port import OwnTransactionReads
 from airflow_kafka_offsets.ledger.sql import Row
 
 if TYPE_CHECKING:
@@ -623,7 +624,7 @@ class MemoryTransaction:
         return self.execute(sql, params)  # type: ignore[no-any-return]
 
 
-class MemoryLedger:
+class MemoryLedger(OwnTransactionReads):
     """A ledger in this process's memory; implements :class:`~airflow_kafka_offsets.ledger.port.LedgerPort`."""
 
     def __init__(self, clock: Callable[[], datetime] | None = None, lock_timeout_s: float = 0.0) -> None:
@@ -681,14 +682,6 @@ class MemoryLedger:
             tx.commit()
         finally:
             self._release(tx)
-
-    def batch(self, pipeline: str, batch_id: int) -> BatchRecord:
-        with self.transaction() as tx:
-            return tx.batch(pipeline, batch_id)
-
-    def cursors(self, pipeline: str) -> dict[TopicPartition, int]:
-        with self.transaction() as tx:
-            return tx.cursors(pipeline)
 
     def audit_entries(self, pipeline: str) -> list[AuditEntry]:
         """The pipeline's audit trail, oldest first."""

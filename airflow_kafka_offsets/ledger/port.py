@@ -96,3 +96,19 @@ class LedgerPort(Protocol):
     def transaction(self, read_only: bool = False) -> AbstractContextManager[LedgerTransactionPort]: ...
     def batch(self, pipeline: str, batch_id: int) -> BatchRecord: ...
     def cursors(self, pipeline: str) -> dict[TopicPartition, int]: ...
+
+
+class OwnTransactionReads:
+    """:class:`LedgerPort`'s ``batch`` and ``cursors``, each read in a transaction of its own: one body for
+    both ledgers."""
+
+    def transaction(self, read_only: bool = False) -> AbstractContextManager[LedgerTransactionPort]:
+        raise NotImplementedError
+
+    def batch(self, pipeline: str, batch_id: int) -> BatchRecord:
+        with self.transaction() as tx:
+            return tx.batch(pipeline, batch_id)
+
+    def cursors(self, pipeline: str) -> dict[TopicPartition, int]:
+        with self.transaction() as tx:
+            return tx.cursors(pipeline)

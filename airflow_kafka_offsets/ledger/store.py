@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from airflow_kafka_offsets import __version__
-from airflow_kafka_offsets.core.model import TopicPartition
 from airflow_kafka_offsets.core.timeouts import DEFAULT_LOCK_TIMEOUT_S, LedgerTimeouts
 from airflow_kafka_offsets.errors import (
     LedgerConnectionLostError,
@@ -34,6 +33,7 @@ from airflow_kafka_offsets.ledger.batches import BatchRecord, BatchStatements
 from airflow_kafka_offsets.ledger.commits import CommitStatements
 from airflow_kafka_offsets.ledger.decodings import DecodingStatements
 from airflow_kafka_offsets.ledger.history import HistoryStatements
+from airflow_kafka_offsets.ledger.port import OwnTransactionReads
 from airflow_kafka_offsets.ledger.resets import ResetStatements
 from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
 
@@ -63,7 +63,7 @@ class LedgerTransaction(
     """Statements inside one open transaction; use :meth:`Ledger.transaction`."""
 
 
-class Ledger:
+class Ledger(OwnTransactionReads):
     """Entry point: migrations and transactions on connections from ``connect``."""
 
     def __init__(
@@ -229,14 +229,6 @@ class Ledger:
                 f"ledger schema {self.schema!r} is at version {version}, newer than version {SCHEMA_VERSION} "
                 f"known to airflow-kafka-offsets {__version__}: upgrade the package"
             )
-
-    def batch(self, pipeline: str, batch_id: int) -> BatchRecord:
-        with self.transaction() as tx:
-            return tx.batch(pipeline, batch_id)
-
-    def cursors(self, pipeline: str) -> dict[TopicPartition, int]:
-        with self.transaction() as tx:
-            return tx.cursors(pipeline)
 
     def committed_batches(self, pipeline: str) -> list[BatchRecord]:
         with self.transaction() as tx:
