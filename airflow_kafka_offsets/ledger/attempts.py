@@ -54,12 +54,14 @@ class Attempt:
         return self.state
 
 
-def _attempt_columns(report: bool) -> str:
+def _attempt_columns(report: bool, root_cause: bool = True) -> str:
     """An attempt row's columns; without ``report`` its document stays in the database (a report lists
-    every partition: over a megabyte at 10,000 partitions)."""
+    every partition: over a megabyte at 10,000 partitions). Without ``root_cause`` (a succeeded attempt has
+    none) the commit path reads no column newer than the ledgers it commits on."""
     return (
         f"attempt_id, pipeline, batch_id, state, staging_uri, {'report::text' if report else 'NULL'}, actor,"
-        " started_at, finished_at, lease_expires_at, extract(epoch FROM lease_expires_at - now()), error, root_cause"
+        " started_at, finished_at, lease_expires_at, extract(epoch FROM lease_expires_at - now()), error,"
+        f" {'root_cause' if root_cause else 'NULL'}"
     )
 
 
@@ -107,10 +109,11 @@ class AttemptStatements(Statements):
         """Record how a running attempt ended (a failure with its root cause, when Spark named one); False if
         it no longer holds its lease (declared dead, or its lease ran out: another run may have taken the
         batch, so this attempt must not commit)."""
+        cause = (", root_cause = %s", (root_cause,)) if root_cause is not None else ("", ())  # none on success
         finished: int = self.execute(
-            "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s,"
-            " root_cause = %s WHERE attempt_id = %s AND state = 'running' AND lease_expires_at > now()",
-            ("failed" if error else "succeeded", jsonb(report.raw) if report else None, error, root_cause, attempt_id),
+            "UPDATE {s}.attempts SET state = %s, finished_at = now(), report = %s::jsonb, error = %s"
+            f"{cause[0]} WHERE attempt_id = %s AND state = 'running' AND lease_expires_at > now()",
+            ("failed" if error else "succeeded", jsonb(report.raw) if report else None, error, *cause[1], attempt_id),
         ).rowcount
         return finished == 1
 
@@ -151,9 +154,10 @@ class AttemptStatements(Statements):
         return [r[0] for r in rows]
 
     def attempts(self, pipeline: str, batch_ids: Sequence[int], *, reports: bool = True) -> list[Attempt]:
-        """Attempts of the given batches, oldest first (without ``reports``: with no report document)."""
+        """Attempts of the given batches, oldest first (without ``reports``, the batch steps' read: with no
+        report document and no root cause)."""
         rows = self.fetchall(
-            f"SELECT {_attempt_columns(reports)} FROM {{s}}.attempts"
+            f"SELECT {_attempt_columns(reports, root_cause=reports)} FROM {{s}}.attempts"
             " WHERE pipeline = %s AND batch_id = ANY(%s::bigint[]) ORDER BY started_at, attempt_id",
             (pipeline, list(batch_ids)),
         )
@@ -163,7 +167,7 @@ class AttemptStatements(Statements):
         """The attempt a commit takes: the last one that succeeded with a report (without ``report``: returned
         with no report document)."""
         row = self.fetchone(
-            f"SELECT {_attempt_columns(report)} FROM {{s}}.attempts"
+            f"SELECT {_attempt_columns(report, root_cause=False)} FROM {{s}}.attempts"
             " WHERE pipeline = %s AND batch_id = %s AND state = 'succeeded' AND report IS NOT NULL"
             " ORDER BY finished_at DESC LIMIT 1",
             (pipeline, batch_id),

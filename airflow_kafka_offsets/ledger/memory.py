@@ -478,7 +478,7 @@ class MemoryTransaction:
             row.lease_expires_at,
             left,
             row.error,
-            row.root_cause,
+            row.root_cause if report else None,
         )
 
     def attempts(self, pipeline: str, batch_ids: Sequence[int], *, reports: bool = True) -> list[Attempt]:
