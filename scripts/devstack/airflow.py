@@ -1,7 +1,8 @@
 """A real Airflow deployment on loopback: api-server (UI + REST), scheduler, dag-processor, triggerer.
 
-It runs the project's ``dags/`` with LocalExecutor, its metadata in a database ``airflow`` of the
-stack's PostgreSQL, in a throwaway AIRFLOW_HOME under the stack dir. The stack's connections come
+It runs the project's ``dags/`` with LocalExecutor, its metadata in a database
+``airflow_<major>_<minor>`` of the stack's PostgreSQL (one per Airflow line: a line cannot migrate a
+database a newer one has), in a throwaway AIRFLOW_HOME under the stack dir. The stack's connections come
 in as ``AIRFLOW_CONN_*`` env vars. Login: SimpleAuthManager, user ``admin`` with a password
 generated once per deployment (``<home>/passwords.json``, 0600). Secrets (the metadata DB URL, the
 JWT secret) live in ``<home>/airflow.cfg`` (0600), never on a command line.
@@ -18,13 +19,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from . import postgres, procs, state
 from .errors import StackError
 
-DATABASE = "airflow"
 USER = "admin"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 # The scheduler (LocalExecutor) and the triggerer would each start a log server bound to every
@@ -45,6 +46,13 @@ DAG_BUNDLES = [
         "kwargs": {"path": str(REPO / "benchmarks" / "dags")},
     },
 ]
+
+
+def database() -> str:
+    """The metadata database of the installed Airflow's line: each line migrates its own, since an older
+    line refuses a database a newer line has migrated (and the matrix runs every line on one stack)."""
+    major, minor = version("apache-airflow").split(".")[:2]
+    return f"airflow_{major}_{minor}"
 
 
 def airflow_bin() -> str:
@@ -76,7 +84,7 @@ simple_auth_manager_passwords_file = {home / "passwords.json"}
 execution_api_server_url = {url}/execution/
 
 [database]
-sql_alchemy_conn = postgresql+psycopg2://{pg["user"]}:{db_password}@{pg["host"]}:{pg["port"]}/{DATABASE}
+sql_alchemy_conn = postgresql+psycopg2://{pg["user"]}:{db_password}@{pg["host"]}:{pg["port"]}/{database()}
 
 [api]
 host = {state.LOOPBACK}
@@ -148,7 +156,7 @@ def start(
     cfg: dict[str, Any], pg: Mapping[str, Any], connections: Mapping[str, str], timeout: float = 300
 ) -> dict[str, Any]:
     """Migrate the metadata DB, start the components, wait until the UI serves the DAGs."""
-    postgres.ensure_database(dict(pg), DATABASE)
+    postgres.ensure_database(dict(pg), database())
     env = command_env(cfg, connections)
     cfg["connections"] = sorted(
         k.removeprefix("AIRFLOW_CONN_").lower() for k in connections if k.startswith("AIRFLOW_CONN_")

@@ -23,7 +23,7 @@ from airflow.sdk.api.datamodels._generated import DagRunType
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
-from airflow_kafka_offsets.airflow_features import available
+from airflow_kafka_offsets.airflow_features import airflow_version, available
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, PartitionRange, PartitionReport
 from airflow_kafka_offsets.errors import DataLossError, KafkaUnavailableError
 from airflow_kafka_offsets.hooks import KafkaClusterHook, LedgerHook
@@ -462,7 +462,11 @@ def test_the_kafka_hook_is_the_apache_kafka_providers() -> None:
         "apache-airflow-providers-apache-kafka",
         "airflow.providers.apache.kafka.hooks.base.KafkaBaseHook",
     )
-    assert ProvidersManager().field_behaviours["kafka"]["relabeling"] == {"extra": "Config Dict"}  # the UI form
+    # The UI form: the provider's own; Airflow 3.1's providers manager gathers the forms only where
+    # flask_appbuilder is installed (it logs "UI widgets will be missing" otherwise), later lines always.
+    assert KafkaBaseHook.get_ui_field_behaviour()["relabeling"] == {"extra": "Config Dict"}
+    if not airflow_version().startswith("3.1."):
+        assert ProvidersManager().field_behaviours["kafka"]["relabeling"] == {"extra": "Config Dict"}
 
 
 def test_example_dags_import_without_errors() -> None:
