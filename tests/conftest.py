@@ -27,3 +27,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.integration)
+
+
+# Time per test file, printed at the end of every run (the suite's budget is spent file by file) and
+# appended as each test ends to $AKO_TEST_TIMES when set, so a run cut short still says where it was.
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _file_seconds[path] = _file_seconds.get(path, 0.0) + report.duration
+    times = os.environ.get("AKO_TEST_TIMES")
+    if times and report.when == "teardown":
+        with open(times, "a") as out:
+            out.write(f"{report.nodeid}\t{_file_seconds[path]:.1f}\n")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own --durations list: the last lines of a CI log
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _file_seconds:
+        return
+    terminalreporter.section("seconds per test file (setup + call + teardown)")
+    ranked = sorted(_file_seconds.items(), key=lambda item: -item[1])
+    for path, seconds in ranked[:30]:
+        terminalreporter.write_line(f"{seconds:8.1f}  {path}")
+    terminalreporter.write_line(f"{sum(_file_seconds.values()):8.1f}  in all {len(ranked)} files")
