@@ -5,6 +5,7 @@ faults all hit the ``batch`` task, in the order their steps run in it."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ from airflow_kafka_offsets.service.faults import CRASH_ENV
 from faults_harness.context import MISSED, TrialError
 from faults_harness.driver import check_replayed, run_dag
 from faults_harness.fault import Fault, in_one_task
+from faults_harness.lost_ack import CommitAckCutter
 from faults_harness.monitors import (
     SPARK_START_TIMEOUT_S,
     kill_in_spark,
@@ -199,6 +201,55 @@ def stale_reader() -> Fault:
     )
 
 
+# The statement of the commit step's transaction that marks the batch committed (ledger/commits.py).
+MARKS_COMMITTED = re.compile(rb"SET state = 'committed'")
+
+
+def lost_commit_ack(pipe: Pipeline) -> Fault:
+    """The ledger's COMMIT of the batch reaches PostgreSQL and its answer is lost: the try fails not
+    knowing; the next one (the task's retry, or the next run) must find the batch committed and do
+    nothing twice, the table (committed in that transaction, or before it) agreeing."""
+    info = pipe.ctx.info
+    cutter = CommitAckCutter((info.pg_host, info.pg_port), MARKS_COMMITTED)
+    proxied = {
+        "conn_type": "postgres",
+        "host": "127.0.0.1",
+        "port": cutter.port,
+        "login": info.pg_user,
+        "password": info.pg_password,
+        "schema": info.pg_database,
+        "extra": {"sslmode": "disable", "gssencmode": "disable"},
+    }
+
+    def committed_unanswered(p: Pipeline, w: Worker) -> str:
+        w.wait(timeout=WORKER_TIMEOUT_S)
+        if not cutter.cut.is_set():
+            return f"{MISSED}no COMMIT marking the batch committed went through the proxy (worker ended {w.poll()})"
+        return "the ledger's COMMIT reached PostgreSQL, its answer was cut"
+
+    fault = Fault(
+        "commit",
+        {"AIRFLOW_CONN_POSTGRES_DEFAULT": json.dumps(proxied)},
+        monitor=committed_unanswered,
+        description="lost acknowledgment of the ledger's COMMIT",
+    )
+
+    def check() -> None:
+        cutter.close()
+        unanswered = [w for w in pipe.workers if w.env.get("AIRFLOW_CONN_POSTGRES_DEFAULT") == json.dumps(proxied)]
+        (worker,) = unanswered
+        if cutter.cut.is_set() and (
+            worker.ok or "lost the connection to the ledger database while committing" not in str(worker.error)
+        ):
+            raise TrialError(
+                f"the try whose COMMIT went unanswered should fail saying so: {worker.result or worker.error}"
+            )
+        fault.outcome += f"; the try failed: {worker.error}"
+
+    fault.after = check
+    return fault
+
+
 KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "after_plan": crash("plan", "after_plan"),
     "during_spark_read": spark_kill("read", whole_group=True),
@@ -212,6 +263,7 @@ KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "kafka_restart": kafka_restart,
     "s3_restart": s3_restart,
     "stale_worker": stale_worker,
+    "lost_commit_ack": lost_commit_ack,
     "concurrent_runs": None,  # two runs started together, no other fault
 }
 

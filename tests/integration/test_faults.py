@@ -12,8 +12,8 @@ concurrent and stale runs are in test_concurrency.py. The table sinks on S3 get 
 the ledger's), read back by PyIceberg and delta-rs, on the warm Spark Connect server. With Avro values
 (``--avro``: three writer versions through the stack's schema registry, a corrupted record per
 partition) an Iceberg table's committer is killed between the table commit and the ledger's, then
-inside the ledger's: every id lands once with its fields typed in the reader's shape, every
-corrupted record as a decode error at its offset (``scripts/faults --avro --sink directory|delta``
+inside the ledger's, then its COMMIT's answer is lost: every id lands once with its fields typed in the
+reader's shape, every corrupted record as a decode error at its offset (``scripts/faults --avro --sink directory|delta``
 runs the other sinks, the directory's ``_errors/`` checked too). A batch into many Iceberg tables
 gets the commit's crash points, its tables read at every batch's snapshots. The one-task form
 (``--form one-task``: ``KafkaBatchOperator`` plans, reads and commits in one worker) gets a crash
@@ -64,10 +64,21 @@ def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(
     stack, spark_connect, tmp_path, keep_raw_value
 ):
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
-    kinds = ["after_publish", "in_commit_transaction"]
+    kinds = ["after_publish", "in_commit_transaction", "lost_commit_ack"]
     options = {"sink": "iceberg", "spark_connect": connect, "avro": True, "keep_raw_value": keep_raw_value}
     summary, _ = run_one("+".join(kinds), tmp_path / "faults", **options)
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in kinds]
+
+
+@pytest.mark.parametrize("sink", ["directory", "delta"])
+def test_a_lost_acknowledgment_of_the_ledgers_commit_commits_the_batch_once(stack, spark_connect, tmp_path, sink):
+    """The COMMIT reaches PostgreSQL, its answer is lost (a wire-protocol proxy resets the link as the answer
+    comes back): the try fails saying so, its retry finds the batch committed (the Delta table agrees by its
+    transaction id, the directory by its manifest). Iceberg's case is in the Avro chain above."""
+    connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    summary, result = run_one("lost_commit_ack", tmp_path / "faults", sink=sink, spark_connect=connect)
+    assert summary == ["lost_commit_ack: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
+    assert "while committing: the COMMIT may or may not have reached the database" in result.fault
 
 
 def test_commit_crashes_of_a_batch_into_many_iceberg_tables_leave_no_torn_batch(stack, spark_connect, tmp_path):

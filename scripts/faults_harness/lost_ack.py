@@ -1,0 +1,142 @@
+"""A PostgreSQL wire-protocol proxy that loses one acknowledgment.
+
+The COMMIT of the first transaction that runs a statement matching ``marker`` is passed on to the
+server; the server's answer (CommandComplete ``COMMIT``) is read by the proxy and never reaches the
+client: both sockets are reset. The client is left not knowing whether its transaction committed,
+while it did. A plain TCP proxy cannot time this cut: it needs to see the COMMIT go out and its
+answer come back. The client (psycopg2) speaks the simple query protocol, so every statement is a
+``Q`` message carrying its SQL text; TLS is not proxied (the proxied connection sets
+``sslmode=disable`` and ``gssencmode=disable``).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import threading
+from dataclasses import dataclass, field
+
+# Codes of the untyped requests a client may send before its StartupMessage.
+_SSL_REQUEST, _GSSENC_REQUEST = 80877103, 80877104
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("peer closed")
+        data += chunk
+    return data
+
+
+def _reset(sock: socket.socket) -> None:
+    """Drop the connection: shutdown first, since a close alone neither wakes this proxy's thread
+    blocked reading the socket nor tells the peer while that read holds it open."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass
+
+
+@dataclass
+class CommitAckCutter:
+    """Listens on loopback; each client connection is relayed to ``upstream``."""
+
+    upstream: tuple[str, int]
+    marker: re.Pattern[bytes]
+    cut: threading.Event = field(default_factory=threading.Event)  # a COMMIT's answer was dropped
+    _listener: socket.socket = field(init=False)
+    _sockets: list[socket.socket] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, name="lost-ack-accept", daemon=True).start()
+
+    @property
+    def port(self) -> int:
+        return int(self._listener.getsockname()[1])
+
+    def close(self) -> None:
+        for sock in [self._listener, *self._sockets]:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            server = socket.create_connection(self.upstream)
+            self._sockets += [client, server]
+            Relay(self, client, server).start()
+
+
+@dataclass
+class Relay:
+    """One client connection: the client's messages parsed on their way in, the server's relayed back."""
+
+    owner: CommitAckCutter
+    client: socket.socket
+    server: socket.socket
+    armed: bool = False  # the open transaction ran a statement matching the marker
+    cutting: bool = False  # its COMMIT went out: drop the answer
+
+    def start(self) -> None:
+        threading.Thread(target=self._from_client, name="lost-ack-in", daemon=True).start()
+        threading.Thread(target=self._from_server, name="lost-ack-out", daemon=True).start()
+
+    def _from_client(self) -> None:
+        try:
+            self._startup()
+            while True:
+                kind = _recv_exact(self.client, 1)
+                (length,) = struct.unpack("!i", _recv_exact(self.client, 4))
+                body = _recv_exact(self.client, length - 4)
+                if kind == b"Q" and not self.owner.cut.is_set():
+                    self._watch(body.rstrip(b"\0").strip())
+                self.server.sendall(kind + struct.pack("!i", length) + body)
+        except (ConnectionError, OSError):
+            _reset(self.server)
+
+    def _startup(self) -> None:
+        """The untyped StartupMessage. The proxied connection sets ``sslmode`` and ``gssencmode`` to
+        ``disable``: an SSL or GSS request (answered by one untyped byte) is refused here."""
+        head = _recv_exact(self.client, 8)
+        length, code = struct.unpack("!ii", head)
+        if code in (_SSL_REQUEST, _GSSENC_REQUEST):
+            raise ConnectionError("the lost-ack proxy relays plain connections only (sslmode/gssencmode=disable)")
+        self.server.sendall(head + _recv_exact(self.client, length - 8))
+
+    def _watch(self, sql: bytes) -> None:
+        statement = sql.upper()
+        if self.owner.marker.search(sql):
+            self.armed = True
+        elif statement in (b"ROLLBACK", b"ABORT"):
+            self.armed = False
+        elif statement in (b"COMMIT", b"END") and self.armed:
+            self.cutting = True
+
+    def _from_server(self) -> None:
+        try:
+            while True:
+                kind = _recv_exact(self.server, 1)
+                (length,) = struct.unpack("!i", _recv_exact(self.server, 4))
+                body = _recv_exact(self.server, length - 4)
+                if self.cutting and kind == b"C" and body.startswith(b"COMMIT"):
+                    self.owner.cut.set()  # the server committed; its answer goes nowhere
+                    _reset(self.client)
+                    _reset(self.server)
+                    return
+                self.client.sendall(kind + struct.pack("!i", length) + body)
+        except (ConnectionError, OSError):
+            _reset(self.client)
