@@ -9,6 +9,7 @@ from typing import Any
 
 from . import (
     airflow,
+    iceberg_rest,
     info,
     kafka,
     kafka_probe,
@@ -136,6 +137,18 @@ def status() -> dict[str, Any]:
             data_dir=sr["data_dir"],
             log=sr["stdout"],
         )
+    ir = stack.get("iceberg_rest")
+    if ir:
+        rss = iceberg_rest.rss_bytes(ir)
+        services["iceberg_rest"] = _service(
+            ir,
+            iceberg_rest.is_running(ir),
+            partial(iceberg_rest.probe, ir),
+            iceberg_rest.url(ir),
+            version=f"Apache Iceberg {ir['version']}",
+            rss_mb=round(rss / 2**20) if rss else None,
+            log=ir["stdout"],
+        )
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:
@@ -198,6 +211,17 @@ def status() -> dict[str, Any]:
                     "schema_registry_user": si.schema_registry_user,
                     "schema_registry_password_file": sr["password_file"],
                     "schema_registry_connection_id": info.SCHEMA_REGISTRY_CONN_ID,
+                }
+            )
+        ir = stack.get("iceberg_rest")
+        if ir:
+            out["connect"].update(
+                {
+                    "iceberg_rest_uri": si.iceberg_rest_uri,
+                    "iceberg_rest_client_id": si.iceberg_rest_client_id,
+                    "iceberg_rest_client_secret_file": ir["client_secret_file"],
+                    "iceberg_rest_warehouse": si.iceberg_rest_warehouse,
+                    "iceberg_rest_connection_id": info.ICEBERG_REST_CONN_ID,
                 }
             )
     return out
