@@ -46,7 +46,7 @@ APICURIO_ARCHIVE = "apicurio-registry-app-{version}-all.tar.gz"
 # the pom), with the stack's launcher (scripts/devstack/java) compiled against them.
 ICEBERG_REST_VERSION = "1.10.0"
 ICEBERG_REST_POM = POM_DIR / "iceberg-rest.xml"
-ICEBERG_REST_LAUNCHER = Path(__file__).resolve().parent / "java" / "org/apache/iceberg/rest/LoopbackRESTCatalogServer.java"
+ICEBERG_REST_LAUNCHER = Path(__file__).resolve().parent / "java/org/apache/iceberg/rest/LoopbackRESTCatalogServer.java"
 # The AWS SDK v2 version hadoop-aws declares (its `bundle` dependency, hadoop-project's
 # aws-java-sdk-v2.version), per Hadoop release: the S3A jars take the SDK's individual modules at
 # that version instead of the 500 MB bundle. Hadoop 3.4.1 is in pyspark 4.0.x, 3.4.2 in 4.1.x,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -192,3 +193,15 @@ def ensure_port_free(port: int, what: str, host: str = "127.0.0.1", wait_s: floa
             f"{what}: port {host}:{port} is already taken by another process; "
             f"run `scripts/stack down` to start fresh with new ports"
         )
+
+
+def rss_bytes(pid: int | None, marker: str) -> int | None:
+    """A running server's resident memory (None when it does not run)."""
+    if not pid_alive(pid, marker=marker):
+        return None
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+    return int(m.group(1)) * 1024 if m else None

@@ -83,6 +83,37 @@ def _kafka_answers(kc: dict[str, Any]) -> bool:
     )
 
 
+def _catalog_services(stack: dict[str, Any]) -> dict[str, Any]:
+    """The schema registry and the Iceberg REST catalog (with their JVMs' resident memory)."""
+    found: dict[str, Any] = {}
+    sr = stack.get("schema_registry")
+    if sr:
+        rss = schema_registry.rss_bytes(sr)
+        found["schema_registry"] = _service(
+            sr,
+            schema_registry.is_running(sr),
+            partial(schema_registry.probe, sr),
+            schema_registry.url(sr),
+            version=f"Apicurio Registry {sr['version']}",
+            rss_mb=round(rss / 2**20) if rss else None,
+            data_dir=sr["data_dir"],
+            log=sr["stdout"],
+        )
+    ir = stack.get("iceberg_rest")
+    if ir:
+        rss = iceberg_rest.rss_bytes(ir)
+        found["iceberg_rest"] = _service(
+            ir,
+            iceberg_rest.is_running(ir),
+            partial(iceberg_rest.probe, ir),
+            iceberg_rest.url(ir),
+            version=f"Apache Iceberg {ir['version']}",
+            rss_mb=round(rss / 2**20) if rss else None,
+            log=ir["stdout"],
+        )
+    return found
+
+
 def status() -> dict[str, Any]:
     """What runs where (pid, alive) and how to connect; never includes the password."""
     stack = state.load()
@@ -124,31 +155,7 @@ def status() -> dict[str, Any]:
             data_dir=s3["data_dir"],
             log=s3["stdout"],
         )
-    sr = stack.get("schema_registry")
-    if sr:
-        rss = schema_registry.rss_bytes(sr)
-        services["schema_registry"] = _service(
-            sr,
-            schema_registry.is_running(sr),
-            partial(schema_registry.probe, sr),
-            schema_registry.url(sr),
-            version=f"Apicurio Registry {sr['version']}",
-            rss_mb=round(rss / 2**20) if rss else None,
-            data_dir=sr["data_dir"],
-            log=sr["stdout"],
-        )
-    ir = stack.get("iceberg_rest")
-    if ir:
-        rss = iceberg_rest.rss_bytes(ir)
-        services["iceberg_rest"] = _service(
-            ir,
-            iceberg_rest.is_running(ir),
-            partial(iceberg_rest.probe, ir),
-            iceberg_rest.url(ir),
-            version=f"Apache Iceberg {ir['version']}",
-            rss_mb=round(rss / 2**20) if rss else None,
-            log=ir["stdout"],
-        )
+    services.update(_catalog_services(stack))
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:
@@ -204,6 +211,7 @@ def status() -> dict[str, Any]:
                     "s3a_jars": list(si.s3a_jars),
                 }
             )
+        sr = stack.get("schema_registry")
         if sr:
             out["connect"].update(
                 {

@@ -5,7 +5,19 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from . import airflow, ensure, iceberg_rest, info, jars, kafka, postgres, schema_registry, seaweedfs, spark_connect, state
+from . import (
+    airflow,
+    ensure,
+    iceberg_rest,
+    info,
+    jars,
+    kafka,
+    postgres,
+    schema_registry,
+    seaweedfs,
+    spark_connect,
+    state,
+)
 from . import spark_cluster as spark
 from .errors import StackError, say
 from .info import StackInfo
