@@ -109,10 +109,11 @@ class MultiTableSink:
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)
 
-    def _touched(self, staging_uri: str) -> dict[str, int]:
-        """Records per table of an attempt, from its report."""
-        report = self.storage.read_report(staging_uri) or {}
-        return {str(t): int(n) for t, n in (report.get("routing") or {}).get("tables", {}).items() if int(n) > 0}
+    def _touched(self, staging_uri: str) -> dict[str, tuple[int, list[dict[str, Any]] | None]]:
+        """Per table of an attempt, its records and where they are (per partition), from its report."""
+        routing = (self.storage.read_report(staging_uri) or {}).get("routing") or {}
+        landed = routing.get("landed") or {}
+        return {str(t): (int(n), landed.get(t)) for t, n in routing.get("tables", {}).items() if int(n) > 0}
 
     def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """None: an Iceberg batch is only in its tables with the ledger's commit, and a Delta batch a
@@ -125,14 +126,15 @@ class MultiTableSink:
             return None
         touched = self._touched(publication.staging_uri)
         done: dict[str, Any] = {}
-        for name, records in sorted(touched.items()):
+        for name, (records, landed) in sorted(touched.items()):
             data = files.join(publication.staging_uri, f"{TABLE_COLUMN}={name}")
             sink = self.table_sink(name)
+            own = publication.for_table(records, landed)  # the table's commit says what it holds
             if self.format is SinkFormat.ICEBERG:
                 files_in = [f.uri for f in self.storage.parquet_files(data)]
-                done[name] = {"snapshot_id": sink.commit_locked(tx, publication, files_in), "records": records}
+                done[name] = {"snapshot_id": sink.commit_locked(tx, own, files_in), "records": records}
             else:
-                done[name] = {"version": sink.commit_once(publication, data), "records": records}
+                done[name] = {"version": sink.commit_once(own, data), "records": records}
         return done
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:

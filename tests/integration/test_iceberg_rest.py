@@ -113,8 +113,9 @@ def test_a_rest_catalog_table_gets_every_batch_once_beside_a_foreign_writer_and_
     assert_exactly_once(ours(rows), produced)
     assert len(rows) == 81
     history = catalog.load_table((namespace, "events")).snapshots()
+    keys = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.pipeline-uid")
     operations = [
-        (s.summary["kafka-offsets.operation"], s.summary["kafka-offsets.batch"], s.summary["kafka-offsets.pipeline-uid"])
+        tuple(s.summary[k] for k in keys)
         for s in history
         if s.summary is not None and s.summary["kafka-offsets.batch"] is not None
     ]

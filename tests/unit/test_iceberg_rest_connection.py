@@ -81,7 +81,8 @@ def test_every_field_becomes_its_pyiceberg_property() -> None:
         "s3.region": "eu-west-1",
         "rest.sigv4-enabled": "false",
     }
-    assert dict(rest_catalog_config("cat", URI, None, None, {"token": TOKEN}).properties) == {"uri": URI, "token": TOKEN}
+    bearer = rest_catalog_config("cat", URI, None, None, {"token": TOKEN})
+    assert dict(bearer.properties) == {"uri": URI, "token": TOKEN}
 
 
 @pytest.mark.parametrize(
@@ -100,7 +101,12 @@ def test_every_field_becomes_its_pyiceberg_property() -> None:
     ],
 )
 def test_bad_connections_are_refused_naming_the_connection_and_field_without_secrets(
-    monkeypatch: pytest.MonkeyPatch, host: str | None, login: str | None, password: str | None, extra: dict, message: str
+    monkeypatch: pytest.MonkeyPatch,
+    host: str | None,
+    login: str | None,
+    password: str | None,
+    extra: dict,
+    message: str,
 ) -> None:
     conn = {"conn_type": CONN_TYPE, "host": host, "login": login, "password": password, "extra": extra}
     set_connection(monkeypatch, "cat", conn)
