@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_kafka_offsets.core.catalogs import RestCatalogConfig
-from airflow_kafka_offsets.core.connection_form import ConnectionForm, text_field
+from airflow_kafka_offsets.core.connection_form import ConnectionForm, extra_text, text_field
 from airflow_kafka_offsets.errors import ConfigurationError
 
 CONN_TYPE = "kafka_offsets_iceberg_rest"
@@ -110,12 +110,7 @@ def check_conn_type(conn_id: str, conn_type: str | None) -> None:
 
 
 def _text(extra: Mapping[str, Any], key: str, conn_id: str) -> str | None:
-    value = extra.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ConfigurationError(f"Iceberg REST catalog connection {conn_id!r} has a {key} that is not text")
-    return value.strip() or None
+    return extra_text(extra, key, f"Iceberg REST catalog connection {conn_id!r}")
 
 
 def _object(extra: Mapping[str, Any], key: str, conn_id: str) -> dict[str, str]:

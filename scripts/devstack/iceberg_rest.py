@@ -20,11 +20,9 @@ client secret and the token as ``AKO_REST_*`` ones: nothing secret is on its com
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -138,45 +136,18 @@ def start(cfg: dict[str, Any], pg: dict[str, Any], s3: dict[str, Any], timeout: 
 
 
 def wait_ready(cfg: dict[str, Any], pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not probe(cfg):
-        if not procs.pid_alive(pid):
-            raise StackError(
-                f"the Iceberg REST catalog (pid {pid}) exited; tail of {cfg['stdout']}:\n{procs.tail(cfg['stdout'])}"
-            )
-        if time.monotonic() > deadline:
-            raise StackError(
-                f"the Iceberg REST catalog did not answer on {url(cfg)} within {timeout:.0f}s; "
-                f"tail of {cfg['stdout']}:\n{procs.tail(cfg['stdout'])}"
-            )
-        time.sleep(0.2)
+    what = f"the Iceberg REST catalog on {url(cfg)}"
+    procs.wait_answering(what, pid, lambda: probe(cfg), cfg["stdout"], timeout, every=0.2)
 
 
 def probe(cfg: dict[str, Any], timeout: float = 3.0) -> bool:
     """True if ``GET /v1/config`` answers 200 to the stack's token."""
-    return request(cfg, "GET", "/v1/config", timeout=timeout)[0] == 200
-
-
-def request(
-    cfg: dict[str, Any], method: str, path: str, body: Any = None, timeout: float = 10.0, bearer: str | None = None
-) -> tuple[int, Any]:
-    """One REST call with the stack's token (or ``bearer``): (HTTP status, decoded JSON or None); (0, None)
-    when nothing answers."""
-    headers = {"Authorization": f"Bearer {token(cfg) if bearer is None else bearer}", "Accept": "application/json"}
-    data = None
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-        data = json.dumps(body).encode()
-    req = urllib.request.Request(url(cfg) + path, data=data, method=method, headers=headers)
+    headers = {"Authorization": f"Bearer {token(cfg)}", "Accept": "application/json"}
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
-    except OSError:
-        return 0, None
+        with urllib.request.urlopen(urllib.request.Request(url(cfg) + "/v1/config", headers=headers), timeout=timeout):
+            return True
+    except (urllib.error.HTTPError, OSError):
+        return False
 
 
 def _marker(cfg: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .errors import StackError
@@ -205,3 +205,14 @@ def rss_bytes(pid: int | None, marker: str) -> int | None:
         return None
     m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
     return int(m.group(1)) * 1024 if m else None
+
+
+def wait_answering(what: str, pid: int, answers: Callable[[], bool], log: str, timeout: float, every: float) -> None:
+    """Poll ``answers`` until it is true; raise with the log's tail if the process dies or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not answers():
+        if not pid_alive(pid):
+            raise StackError(f"{what} (pid {pid}) exited; tail of {log}:\n{tail(log)}")
+        if time.monotonic() > deadline:
+            raise StackError(f"{what} did not answer within {timeout:.0f}s; tail of {log}:\n{tail(log)}")
+        time.sleep(every)

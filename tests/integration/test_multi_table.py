@@ -216,6 +216,7 @@ def test_ten_topics_into_ten_delta_tables_a_retry_finishes_the_tables_a_crash_le
     commit_dies_at(ledger, spec, 3, "after_publish")
     assert commit(ledger, spec, 3).committed_now
     assert_every_batch_in_every_table(ledger, spec, rounds, lambda t, v: delta_ids_at(root, t, v), "version")
+
     def delta_commits(table: str) -> list[dict]:
         return DeltaTable(files.join(files.location_uri(str(root)), table)).history()[::-1]
 
