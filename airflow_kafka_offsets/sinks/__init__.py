@@ -90,9 +90,10 @@ def _open_many_tables(o: SinkOpening) -> Sink:
         o.spec.name,
         o.spec.sink.routes,
         o.spec.sink.format,
-        o.catalog_uri,
+        None if o.external_catalog is not None else o.catalog_uri,
         o.catalog_name,
         Storage(o.s3),
+        o.external_catalog,
     )
 
 

@@ -303,20 +303,21 @@ class IcebergSink:
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)
 
-    def _snapshot_attempts(self, table: Table, pipeline_uid: str, batch_id: int | None = None) -> list[str]:
-        """Attempts of this pipeline that snapshots in the table's history added, oldest first."""
+    def _snapshot_attempts(self, table: Table, pipeline_uid: str, batch_id: int) -> list[tuple[str, int]]:
+        """(attempt, snapshot id) of this pipeline's batch that snapshots in the table's history added,
+        oldest first."""
         found = []
         for snapshot in table.snapshots():
             summary = snapshot.summary
-            if summary is None or summary[PIPELINE_UID] != pipeline_uid:
+            if summary is None or summary[PIPELINE_UID] != pipeline_uid or summary[BATCH] != str(batch_id):
                 continue
-            if batch_id is None or summary[BATCH] == str(batch_id):
-                found.append(summary[ATTEMPT] or "")
-        return [a for a in found if a]
+            if summary[ATTEMPT]:
+                found.append((summary[ATTEMPT] or "", snapshot.snapshot_id))
+        return found
 
     def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
         attempts = self._snapshot_attempts(self.table(), pipeline_uid, plan.batch_id)
-        return attempts[-1] if attempts else None
+        return attempts[-1][0] if attempts else None
 
     def publish(self, tx: LedgerStatements, publication: Publication) -> None:
         """Add the attempt's files (a replay also removes the batch's current ones) in one snapshot.
@@ -330,15 +331,21 @@ class IcebergSink:
         data = [f.uri for f in self.storage.parquet_files(publication.staging_uri)]
         if self.transactional:
             self.commit_locked(tx, publication, data)
-            return
+        else:
+            self.commit_idempotently(publication, data)
+
+    def commit_idempotently(self, publication: Publication, data: list[str]) -> int:
+        """Commit ``data`` to a table of another catalog unless a snapshot of the table already holds this
+        attempt (a replay: holds it; a commit: holds the batch), retried when another writer committed
+        first; returns the snapshot that holds it."""
         for _ in range(COMMIT_TRIES):
             table = self.table()
             landed = self._snapshot_attempts(table, publication.pipeline_uid, publication.plan.batch_id)
-            if publication.attempt_id in landed or (landed and not publication.replay):
-                return
+            mine = [snapshot for attempt, snapshot in landed if attempt == publication.attempt_id]
+            if mine or (landed and not publication.replay):
+                return (mine or [landed[-1][1]])[-1]
             try:
-                self._commit(table, publication, data)
-                return
+                return self._commit(table, publication, data)
             except CommitFailedException:
                 continue  # another writer committed first: read the table again and retry
         raise OutputLocationError(

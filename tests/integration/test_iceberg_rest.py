@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import psycopg2
 import pyarrow as pa
@@ -21,8 +22,11 @@ from pyiceberg.catalog.rest import RestCatalog
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import CatalogAuthenticationError
 from airflow_kafka_offsets.hooks.iceberg_rest import IcebergRestCatalogHook
+from airflow_kafka_offsets.readers import committed_outputs
 from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
 from airflow_kafka_offsets.service.operations.replay import replay_batch
+from airflow_kafka_offsets.service.operations.status import pipeline_status, render_status
+from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 
 from .helpers import assert_exactly_once, produce, refused
@@ -156,3 +160,51 @@ def test_the_connection_test_lists_the_catalogs_namespaces(stack):
     ok, message = IcebergRestCatalogHook(CONN_ID).test_connection()
     count = len(reader(stack).list_namespaces())
     assert (ok, message) == (True, f"the catalog answers; {count} namespace(s)")
+
+
+def test_many_tables_in_a_rest_catalog_commit_table_by_table_and_a_retry_finishes_them(
+    stack, ledger, make_topic, monkeypatch
+):
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    topics = [make_topic(partitions=1) for _ in range(2)]
+    tables = {topic: f"{namespace}.t{i}" for i, topic in enumerate(topics)}
+    sink = {"format": "iceberg", "tables": tables, "catalog_conn_id": CONN_ID}
+    spec = build_spec("rest_many", topics, f"s3://{stack.s3_bucket}/{namespace}", sink=sink)
+    produced = {t: produce(stack.bootstrap_servers, t, 12, 1) for t in topics}
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+
+    # the worker dies after the first table's commit: one table holds the batch, the other not yet
+    original = IcebergSink.commit_idempotently
+    committed: list[str] = []
+
+    def dies_after_one(self: IcebergSink, publication: Any, data: list[str]) -> int:
+        if committed:
+            raise SystemExit("worker killed between table commits")
+        committed.append(self.table_name)
+        return original(self, publication, data)
+
+    monkeypatch.setattr(IcebergSink, "commit_idempotently", dies_after_one)
+    with pytest.raises(SystemExit):
+        commit(ledger, spec, outcome.plan.batch_id)
+    monkeypatch.setattr(IcebergSink, "commit_idempotently", original)
+    catalog = reader(stack)
+
+    def rows(table: str) -> list[dict]:
+        return rows_of(catalog.load_table(table).scan().to_arrow())
+
+    assert committed == [tables[topics[0]]]
+    assert (len(rows(tables[topics[0]])), catalog.table_exists(tables[topics[1]])) == (12, False)
+    assert "tables committed one after another" in render_status(
+        pipeline_status(operation_context(ledger, stack), spec.name)
+    )
+
+    done = commit(ledger, spec, outcome.plan.batch_id)  # skips the table that holds the batch
+    assert done.committed_now and done.records == 24
+    for topic, table in tables.items():
+        assert_exactly_once(rows(table), produced[topic])
+        (summary,) = [s.summary for s in catalog.load_table(table).snapshots() if s.summary is not None]
+        (landed,) = json.loads(summary["kafka-offsets.ranges"])  # the table's own records, not the batch's
+        assert (summary["kafka-offsets.records"], landed["topic"], landed["records"]) == ("12", topic, 12)
+    snapshots = {t: catalog.load_table(t).current_snapshot().snapshot_id for t in tables.values()}
+    assert {t: e["snapshot_id"] for t, e in committed_outputs(ledger, spec.name)[0].tables.items()} == snapshots
