@@ -17,7 +17,7 @@ __all__ = ["__version__", "get_provider_info"]
 
 def get_provider_info() -> dict[str, Any]:
     """Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
-    from airflow_kafka_offsets.clients import schema_registry
+    from airflow_kafka_offsets.clients import iceberg_rest, schema_registry
     from airflow_kafka_offsets.core.defaults import (
         DEFAULT_KAFKA_CONN_ID,
         DEFAULT_LEDGER_SCHEMA,
@@ -47,6 +47,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": "Kafka Offsets",
                 "python-modules": [
+                    "airflow_kafka_offsets.hooks.iceberg_rest",
                     "airflow_kafka_offsets.hooks.kafka",
                     "airflow_kafka_offsets.hooks.ledger",
                     "airflow_kafka_offsets.hooks.object_storage",
@@ -54,7 +55,11 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "connection-types": [connection_type_info(), schema_registry.connection_type_info()],
+        "connection-types": [
+            connection_type_info(),
+            schema_registry.connection_type_info(),
+            iceberg_rest.connection_type_info(),
+        ],
         "triggers": [
             {
                 "integration-name": "Kafka Offsets",

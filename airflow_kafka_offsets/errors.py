@@ -174,6 +174,10 @@ class UnroutableRecordsError(KafkaOffsetsError):
     """Records name no allowed table and the route refuses them; the batch is not committed."""
 
 
+class CatalogAuthenticationError(ConfigurationError):
+    """An Iceberg REST catalog refused the connection's credentials (its OAuth2 client, secret or token)."""
+
+
 class SchemaRegistryUnavailableError(KafkaOffsetsError):
     """The schema registry did not answer, or failed to (a retry may find it back)."""
 

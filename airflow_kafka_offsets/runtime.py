@@ -23,6 +23,7 @@ from typing import Any
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.config import config_value, ledger_schema
 from airflow_kafka_offsets.core.actor import Actor
+from airflow_kafka_offsets.core.catalogs import ExternalCatalog
 from airflow_kafka_offsets.core.defaults import (
     DEFAULT_KAFKA_CONN_ID,
     DEFAULT_OBJECT_STORAGE_CONN_ID,
@@ -52,16 +53,22 @@ def object_storage(location: str) -> S3Access | None:
     return ObjectStorageHook(conn_id, purpose=f"for {location}").get_conn()
 
 
-def iceberg_catalog_uri(conn_id: str) -> str:
-    """The database of an Iceberg SQL catalog outside the ledger's, from its Airflow postgres connection."""
+def iceberg_catalog(conn_id: str) -> ExternalCatalog:
+    """An Iceberg catalog outside the ledger's, from its Airflow connection: a REST catalog (the provider's
+    ``kafka_offsets_iceberg_rest`` type), else the database of a SQL catalog (a postgres connection)."""
+    from airflow_kafka_offsets.clients.iceberg_rest import CONN_TYPE
     from airflow_kafka_offsets.hooks.connections import get_connection
+    from airflow_kafka_offsets.hooks.iceberg_rest import IcebergRestCatalogHook
     from airflow_kafka_offsets.hooks.ledger import deadline_catalog_uri
 
-    return deadline_catalog_uri(conn_id, get_connection(conn_id, "Iceberg catalog (PostgreSQL)"))
+    connection = get_connection(conn_id, "Iceberg catalog")
+    if connection.conn_type == CONN_TYPE:
+        return IcebergRestCatalogHook(conn_id).config()
+    return deadline_catalog_uri(conn_id, connection)
 
 
 # Every sink the package opens reaches S3 and external catalogs through Airflow's connections.
-AIRFLOW_SINKS = SinkOpener(object_storage=object_storage, catalog_uri=iceberg_catalog_uri)
+AIRFLOW_SINKS = SinkOpener(object_storage=object_storage, external_catalog=iceberg_catalog)
 
 
 def schema_registry_access(conn_id: str) -> dict[str, Any]:

@@ -34,8 +34,10 @@ report (``<staging_uri>/_kafka_batch_report.json``, written last)::
      "partitions": [{"topic", "partition", "records", "min_offset",
                      "max_offset", "distinct_offsets", "payload_bytes",
                      "decode_errors" (only with decode)}],
-     "routing": {"tables": {table: records}, "unrouted": int, "unrouted_values": [str | null]}}
-                                                  # only with routing
+     "routing": {"tables": {table: records}, "unrouted": int, "unrouted_values": [str | null],
+                 "landed": {table: [{"topic", "partition", "start", "end", "records"}]}}}
+                                                  # only with routing; landed: per table and
+                                                  # partition, its records' offsets lie in [start, end)
 
 With routing, the output has one directory per table, ``_kafka_offsets_table=<table>/``
 (records without a route: Spark's default partition directory), and the records without a route
@@ -292,8 +294,27 @@ def route_column(routing: dict) -> Column:
 
 
 def route_report(written: DataFrame, routing: dict) -> dict:
-    """Records per table, and how many had no route (with up to 10 of their header values)."""
-    counts = {row[0]: int(row[1]) for row in written.groupBy(contract.TABLE_COLUMN).count().collect()}
+    """Records per table and where in each partition they are, and how many had no route (with up to 10
+    of their header values)."""
+    per_partition = (
+        written.groupBy(contract.TABLE_COLUMN, "topic", "partition")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("offset").alias("first"), F.max("offset").alias("last"))
+        .collect()
+    )
+    counts: dict[str | None, int] = {}
+    landed: dict[str, list[dict]] = {}
+    for row in sorted(per_partition, key=lambda r: (r[0] is None, r[0] or "", r["topic"], r["partition"])):
+        counts[row[0]] = counts.get(row[0], 0) + int(row["n"])
+        if row[0] is not None:
+            landed.setdefault(row[0], []).append(
+                {
+                    "topic": row["topic"],
+                    "partition": int(row["partition"]),
+                    "start": int(row["first"]),
+                    "end": int(row["last"]) + 1,
+                    "records": int(row["n"]),
+                }
+            )
     unrouted = counts.pop(None, 0)
     values: list[str | None] = []
     if unrouted and routing.get("header"):
@@ -302,7 +323,8 @@ def route_report(written: DataFrame, routing: dict) -> dict:
             F.try_element_at(named, F.lit(1))["value"].cast("string")
         )
         values = sorted((row[0] for row in rows.distinct().limit(10).collect()), key=lambda v: (v is None, v or ""))
-    return {"tables": dict(sorted(counts.items())), "unrouted": unrouted, "unrouted_values": values}
+    tables = {str(t): n for t, n in sorted(counts.items(), key=lambda kv: str(kv[0]))}
+    return {"tables": tables, "unrouted": unrouted, "unrouted_values": values, "landed": landed}
 
 
 def write_errors(written: DataFrame, staging: str, decode: dict | None, routing: dict | None, undecoded: int) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_kafka_offsets.core.connection_form import ConnectionForm, text_field
+from airflow_kafka_offsets.core.connection_form import ConnectionForm, extra_text, text_field
 from airflow_kafka_offsets.errors import ConfigurationError
 
 CONN_TYPE = "kafka_offsets_schema_registry"
@@ -118,12 +118,7 @@ def check_conn_type(conn_id: str, conn_type: str | None) -> None:
 
 
 def _text(extra: Mapping[str, Any], key: str, conn_id: str) -> str | None:
-    value = extra.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ConfigurationError(f"Schema registry connection {conn_id!r} has a {key} that is not text")
-    return value.strip() or None
+    return extra_text(extra, key, f"Schema registry connection {conn_id!r}")
 
 
 def _urls(conn_id: str, host: str | None) -> tuple[str, ...]:

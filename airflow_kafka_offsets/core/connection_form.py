@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_kafka_offsets.errors import ConfigurationError
+
 
 def text_field(label: str, description: str, *, secret: bool = False) -> dict[str, Any]:
     """An optional text field of the connection's extra; a secret one is masked in the form."""
@@ -18,6 +20,17 @@ def text_field(label: str, description: str, *, secret: bool = False) -> dict[st
     if secret:
         schema["format"] = "password"
     return {"label": label, "description": description, "schema": schema}
+
+
+def extra_text(extra: Mapping[str, Any], key: str, connection: str) -> str | None:
+    """A text field of a connection's extra (None when empty); ``connection`` names the connection in the
+    ``ConfigurationError`` that refuses a value that is not text."""
+    value = extra.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{connection} has a {key} that is not text")
+    return value.strip() or None
 
 
 @dataclass(frozen=True)

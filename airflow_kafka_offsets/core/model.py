@@ -162,8 +162,9 @@ class SinkSpec:
     Iceberg: ``namespace.table`` in the SQL catalog kept in the ledger's database, with its
     data under ``output_root`` (the warehouse). Delta: the table lives at ``<output_root>/<table>``.
     ``partition_by="day"`` partitions a table by the UTC day of the record timestamp.
-    ``catalog_conn_id``: an Iceberg SQL catalog in another PostgreSQL database (an Airflow
-    connection) instead of the ledger's; commits are then idempotent rather than transactional.
+    ``catalog_conn_id``: an Iceberg catalog other than the ledger's (an Airflow connection: an Iceberg
+    REST catalog, or a SQL catalog in another PostgreSQL database); commits are then idempotent
+    rather than transactional, and many tables are committed one after another.
     ``routes``: many tables instead of ``table``, each record routed by its topic or a header.
     """
 

@@ -103,9 +103,10 @@ def _multi_table_sink(
     catalog_conn_id: str | None,
     topics: Sequence[str],
 ) -> SinkSpec:
-    """A sink of many tables: no single table, no partitioning, the ledger's own Iceberg catalog (so
-    that every table's pointer moves in the ledger's transaction)."""
-    refused = {"table": table, "partition_by": partition_by, "catalog_conn_id": catalog_conn_id}
+    """A sink of many tables: no single table, no partitioning; Iceberg tables in the ledger's catalog
+    (every table's pointer moves in the ledger's transaction) or in ``catalog_conn_id``'s (committed
+    table by table)."""
+    refused = {"table": table, "partition_by": partition_by}
     given = [name for name, value in refused.items() if value is not None]
     if given:
         raise InvalidPipelineSpecError(
@@ -114,7 +115,7 @@ def _multi_table_sink(
     routes = build_routes(
         pipeline, options.get("tables"), options.get("route"), topics, namespace=SINK_FORMATS[sink_format].namespace
     )
-    return SinkSpec(sink_format, routes=routes)
+    return SinkSpec(sink_format, catalog_conn_id=catalog_conn_id, routes=routes)
 
 
 def validate_topics(pipeline: str, topics: Sequence[str] | str) -> tuple[str, ...]:

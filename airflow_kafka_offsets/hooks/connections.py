@@ -21,3 +21,13 @@ def get_connection(conn_id: str, what: str) -> Any:
         raise ConfigurationError(
             f"{what} connection {conn_id!r} could not be read from Airflow ({type(exc).__name__}; see the cause)"
         ) from exc
+
+
+def mask_secrets(secrets: tuple[str, ...]) -> None:
+    """Register a connection's secrets with Airflow's log masker (a no-op outside a task or a component)."""
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:  # pragma: no cover - older task SDKs
+        return
+    for secret in secrets:
+        mask_secret(secret)

@@ -20,7 +20,7 @@ from airflow_kafka_offsets.clients.schema_registry import (
     registry_access,
 )
 from airflow_kafka_offsets.errors import ConfigurationError
-from airflow_kafka_offsets.hooks.connections import get_connection
+from airflow_kafka_offsets.hooks.connections import get_connection, mask_secrets
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -59,7 +59,7 @@ class SchemaRegistryHook(BaseHook):
         access = registry_access(
             conn_id, conn.host, conn.login, conn.password, conn.extra_dejson, port=conn.port, schema=conn.schema
         )
-        _mask(access.secrets())
+        mask_secrets(access.secrets())
         return access
 
     def client_config(self) -> dict[str, str]:
@@ -95,13 +95,3 @@ class SchemaRegistryHook(BaseHook):
 def registry_clients(purpose: str = "") -> Callable[[str], SchemaRegistryClient]:
     """``SchemaRegistryClient`` by connection id: what planning an Avro pipeline's batches asks for."""
     return lambda conn_id: SchemaRegistryHook(conn_id, purpose=purpose).get_conn()
-
-
-def _mask(secrets: tuple[str, ...]) -> None:
-    """Register the secrets with Airflow's log masker (a no-op outside a task or a component)."""
-    try:
-        from airflow.sdk.log import mask_secret
-    except ImportError:  # pragma: no cover - older task SDKs
-        return
-    for secret in secrets:
-        mask_secret(secret)

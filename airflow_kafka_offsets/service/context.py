@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.actor import Actor
+from airflow_kafka_offsets.core.catalogs import ExternalCatalog
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.ledger import Ledger
@@ -33,22 +34,22 @@ def _no_object_storage(location: str) -> S3Access | None:
     return None
 
 
-def _no_external_catalog(conn_id: str) -> str:
+def _no_external_catalog(conn_id: str) -> ExternalCatalog:
     raise ConfigurationError(f"the Iceberg catalog of connection {conn_id!r} cannot be reached: none was configured")
 
 
 @dataclass(frozen=True)
 class SinkOpener:
     """Opens the sink of a pipeline's spec. Where S3 is (``object_storage``: None for a local path) and
-    the database of an Iceberg catalog outside the ledger's (``catalog_uri``, by connection id) come
-    from the caller; the defaults know local paths only."""
+    an Iceberg catalog outside the ledger's (``external_catalog``, by connection id: a SQL catalog's
+    database or a REST catalog) come from the caller; the defaults know local paths only."""
 
     object_storage: Callable[[str], S3Access | None] = _no_object_storage
-    catalog_uri: Callable[[str], str] = _no_external_catalog
+    external_catalog: Callable[[str], ExternalCatalog] = _no_external_catalog
 
     def for_spec(self, ledger: Ledger, spec: PipelineSpec) -> Sink:
         """The sink a spec names, with the ledger's Iceberg catalog and the object storage of its location."""
-        external = self.catalog_uri(spec.sink.catalog_conn_id) if spec.sink.catalog_conn_id else None
+        external = self.external_catalog(spec.sink.catalog_conn_id) if spec.sink.catalog_conn_id else None
 
         def catalog() -> str | None:  # asked for only by the sinks that use the ledger's catalog
             return ledger.catalog_uri

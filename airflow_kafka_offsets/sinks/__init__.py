@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from airflow_kafka_offsets.core.catalogs import ExternalCatalog, RestCatalogConfig
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
 from airflow_kafka_offsets.errors import ConfigurationError
@@ -43,7 +44,7 @@ class SinkOpening:
     catalog: str | Callable[[], str | None] | None
     catalog_name: str
     s3: S3Access | None
-    external_catalog_uri: str | None
+    external_catalog: ExternalCatalog | None
 
     @property
     def catalog_uri(self) -> str | None:
@@ -59,14 +60,16 @@ def _open_iceberg(o: SinkOpening) -> Sink:
     from airflow_kafka_offsets.object_storage.storage import Storage
     from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 
+    rest = o.external_catalog if isinstance(o.external_catalog, RestCatalogConfig) else None
     return IcebergSink(
         o.spec.output_root,
         o.spec.sink.table or "",
-        o.external_catalog_uri or o.catalog_uri,
-        o.catalog_name,
+        o.catalog_uri if o.external_catalog is None else (None if rest else str(o.external_catalog)),
+        rest.conn_id if rest else o.catalog_name,
         o.spec.sink.partition_by,
         Storage(o.s3),
-        transactional=o.external_catalog_uri is None,
+        transactional=o.external_catalog is None,
+        rest=rest,
     )
 
 
@@ -87,9 +90,10 @@ def _open_many_tables(o: SinkOpening) -> Sink:
         o.spec.name,
         o.spec.sink.routes,
         o.spec.sink.format,
-        o.catalog_uri,
+        None if o.external_catalog is not None else o.catalog_uri,
         o.catalog_name,
         Storage(o.s3),
+        o.external_catalog,
     )
 
 
@@ -111,15 +115,15 @@ def open_sink(
     catalog_uri: str | Callable[[], str | None] | None,
     catalog_name: str,
     s3: S3Access | None = None,
-    external_catalog_uri: str | None = None,
+    external_catalog: ExternalCatalog | None = None,
 ) -> Sink:
     """The sink a pipeline's spec names.
 
     Iceberg tables are in the SQL catalog ``catalog_name`` (the ledger's schema name: one catalog
     per ledger) in the ledger's database, ``catalog_uri`` (a SQLAlchemy URL, or how to make it when a
     sink needs it). ``s3``: how to reach
-    an ``s3://`` output root. ``external_catalog_uri``: the database of the spec's
-    ``catalog_conn_id``, when its Iceberg catalog is not the ledger's.
+    an ``s3://`` output root. ``external_catalog``: the Iceberg catalog of the spec's
+    ``catalog_conn_id`` (a SQL catalog's database URL, or a REST catalog), when it is not the ledger's.
 
     The table sinks import their libraries only when a pipeline uses them; a missing one is a
     :class:`ConfigurationError` naming the extra that installs it.
@@ -127,7 +131,7 @@ def open_sink(
     fmt = spec.sink.format
     try:
         opener = MULTI_TABLE_OPENER if spec.sink.routes is not None else OPENERS[fmt]
-        return opener(SinkOpening(spec, catalog_uri, catalog_name, s3, external_catalog_uri))
+        return opener(SinkOpening(spec, catalog_uri, catalog_name, s3, external_catalog))
     except ImportError as exc:
         extra = SINK_FORMATS[fmt].extra
         if extra is None:

@@ -17,8 +17,8 @@ The contract every sink keeps, with the ledger's batch row locked by the caller:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
@@ -29,7 +29,9 @@ class Publication:
     """One batch's attempt to make visible, and what a table records about it in its commit.
 
     ``attempt_id`` / ``staging_uri`` are None for a batch that reads no records; ``records`` is how
-    many the attempt read.
+    many the attempt read. ``landed``: for one table of a batch of many, where its own records are
+    (per topic partition: ``start``, ``end``, ``records``), which its commit then records instead of
+    the batch's ranges (see :meth:`for_table`).
     """
 
     pipeline_uid: str
@@ -39,10 +41,16 @@ class Publication:
     records: int
     decode: DecodeSpec | None
     replay: bool = False
+    landed: tuple[Mapping[str, Any], ...] | None = None
+
+    def for_table(self, records: int, landed: Sequence[Mapping[str, Any]] | None) -> Publication:
+        """The publication as one table of a batch of many records it: that table's records and ranges
+        (an attempt staged before reports named them: the batch's ranges)."""
+        return replace(self, records=records, landed=tuple(landed) if landed is not None else None)
 
     def commit_properties(self) -> dict[str, str]:
         """Where a table's commit says which batch it holds (string values: Iceberg summaries need them)."""
-        ranges = [r.to_json() for r in self.plan.ranges]
+        ranges = list(self.landed) if self.landed is not None else [r.to_json() for r in self.plan.ranges]
         return {
             "kafka-offsets.pipeline": self.plan.pipeline,
             "kafka-offsets.pipeline-uid": self.pipeline_uid,

@@ -11,10 +11,12 @@ Spark writes plain Parquet files (no Iceberg runtime on the cluster, so any Spar
 commit adds them with PyIceberg (``add_files``, which reads their footers for statistics). Every
 snapshot's summary names the pipeline, batch, epoch, attempt and offset ranges.
 
-With ``catalog_conn_id`` the catalog is in another PostgreSQL database: the commit then runs just
-before the ledger's, is retried when another writer of the table committed first, and is
-idempotent (a snapshot whose summary names this pipeline's batch is not added twice); an abort
-takes a batch that a crash left in the table back out in a new snapshot.
+With ``catalog_conn_id`` the catalog is outside the ledger's database: a SQL catalog in another
+PostgreSQL database, or an Iceberg REST catalog (PyIceberg's ``RestCatalog``). The commit then runs
+just before the ledger's, asserts the table's current snapshot (PyIceberg's commit requirement), is
+retried on the table as it now is when another writer committed first, and is idempotent (a
+snapshot whose summary names this pipeline's batch is not added twice); an abort takes a batch that
+a crash left in the table back out in a new snapshot. Both catalog kinds take the same path.
 
 Layout: ``<table location>/data/batch=<N>/<attempt>/part-*.parquet``; readers follow the table.
 """
@@ -27,8 +29,15 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    ForbiddenError,
+    NamespaceAlreadyExistsError,
+    OAuthError,
+    UnauthorizedError,
+)
 from pyiceberg.io import load_file_io
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.serializers import FromInputFile
@@ -39,8 +48,9 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.transforms import DayTransform
 
+from airflow_kafka_offsets.core.catalogs import RestCatalogConfig
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
-from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
+from airflow_kafka_offsets.errors import CatalogAuthenticationError, OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
@@ -138,6 +148,20 @@ class LedgerCatalog(SqlCatalog):
         return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)  # type: ignore[call-arg]
 
 
+def rest_catalog(config: RestCatalogConfig, storage_properties: dict[str, str] | None = None) -> RestCatalog:
+    """PyIceberg's RestCatalog for a REST catalog connection; ``storage_properties`` (the object storage
+    connection's) fill in what the connection does not say. Refused credentials are a
+    :class:`CatalogAuthenticationError` (a retry cannot fix them)."""
+    properties = {**(storage_properties or {}), **config.properties}
+    try:
+        return RestCatalog(config.conn_id, **properties)
+    except (OAuthError, UnauthorizedError, ForbiddenError) as exc:
+        raise CatalogAuthenticationError(
+            f"Iceberg REST catalog {config.uri} (connection {config.conn_id!r}) refused the connection's "
+            f"credentials: {exc}. Nothing was read or written"
+        ) from exc
+
+
 def _plain(kind: pa.DataType) -> pa.DataType:
     """Iceberg reads strings, binaries and lists back as Arrow's large types: compare them as the plain ones."""
     if pa.types.is_large_string(kind):
@@ -184,10 +208,12 @@ class IcebergSink:
         partition_by: str | None = None,
         storage: files.Storage | None = None,
         transactional: bool = True,
-        catalog: LedgerCatalog | None = None,
+        catalog: Catalog | None = None,
         staging_root: str | None = None,
+        rest: RestCatalogConfig | None = None,
     ) -> None:
-        if not catalog_uri:
+        """``rest``: the tables are in that REST catalog (``catalog_uri`` is then unused)."""
+        if not catalog_uri and rest is None:
             raise OutputLocationError(
                 "the Iceberg sink keeps its catalog in the ledger's database, but this ledger has no catalog URI "
                 "(open the ledger through LedgerHook, or pass Ledger(catalog_uri=...))"
@@ -199,16 +225,19 @@ class IcebergSink:
         self.catalog_name = catalog_name
         self.partition_by = partition_by
         self.storage = storage or files.Storage()
-        self.transactional = transactional  # the catalog is in the ledger's database
-        self._catalog: LedgerCatalog | None = catalog  # one catalog (and its engine) for a sink of many tables
+        self.transactional = transactional and rest is None  # the catalog is in the ledger's database
+        self._rest = rest
+        self._catalog: Catalog | None = catalog  # one catalog (and its engine) for a sink of many tables
         self._location: str | None = None
         self._staging_root = staging_root  # where attempts write, when not the table's data/ directory
 
-    def catalog(self) -> LedgerCatalog:
-        if self._catalog is None:
+    def catalog(self) -> Catalog:
+        if self._catalog is None and self._rest is not None:
+            self._catalog = rest_catalog(self._rest, self.storage.pyiceberg_properties())
+        elif self._catalog is None:
             self._catalog = LedgerCatalog(
                 self.catalog_name,
-                uri=self._catalog_uri,
+                uri=self._catalog_uri or "",
                 warehouse=self.warehouse,
                 **self.storage.pyiceberg_properties(),
             )
@@ -274,20 +303,21 @@ class IcebergSink:
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)
 
-    def _snapshot_attempts(self, table: Table, pipeline_uid: str, batch_id: int | None = None) -> list[str]:
-        """Attempts of this pipeline that snapshots in the table's history added, oldest first."""
+    def _snapshot_attempts(self, table: Table, pipeline_uid: str, batch_id: int) -> list[tuple[str, int]]:
+        """(attempt, snapshot id) of this pipeline's batch that snapshots in the table's history added,
+        oldest first."""
         found = []
         for snapshot in table.snapshots():
             summary = snapshot.summary
-            if summary is None or summary[PIPELINE_UID] != pipeline_uid:
+            if summary is None or summary[PIPELINE_UID] != pipeline_uid or summary[BATCH] != str(batch_id):
                 continue
-            if batch_id is None or summary[BATCH] == str(batch_id):
-                found.append(summary[ATTEMPT] or "")
-        return [a for a in found if a]
+            if summary[ATTEMPT]:
+                found.append((summary[ATTEMPT] or "", snapshot.snapshot_id))
+        return found
 
     def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
         attempts = self._snapshot_attempts(self.table(), pipeline_uid, plan.batch_id)
-        return attempts[-1] if attempts else None
+        return attempts[-1][0] if attempts else None
 
     def publish(self, tx: LedgerStatements, publication: Publication) -> None:
         """Add the attempt's files (a replay also removes the batch's current ones) in one snapshot.
@@ -301,15 +331,21 @@ class IcebergSink:
         data = [f.uri for f in self.storage.parquet_files(publication.staging_uri)]
         if self.transactional:
             self.commit_locked(tx, publication, data)
-            return
+        else:
+            self.commit_idempotently(publication, data)
+
+    def commit_idempotently(self, publication: Publication, data: list[str]) -> int:
+        """Commit ``data`` to a table of another catalog unless a snapshot of the table already holds this
+        attempt (a replay: holds it; a commit: holds the batch), retried when another writer committed
+        first; returns the snapshot that holds it."""
         for _ in range(COMMIT_TRIES):
             table = self.table()
             landed = self._snapshot_attempts(table, publication.pipeline_uid, publication.plan.batch_id)
-            if publication.attempt_id in landed or (landed and not publication.replay):
-                return
+            mine = [snapshot for attempt, snapshot in landed if attempt == publication.attempt_id]
+            if mine or (landed and not publication.replay):
+                return (mine or [landed[-1][1]])[-1]
             try:
-                self._commit(table, publication, data)
-                return
+                return self._commit(table, publication, data)
             except CommitFailedException:
                 continue  # another writer committed first: read the table again and retry
         raise OutputLocationError(
@@ -321,6 +357,7 @@ class IcebergSink:
         """Commit ``data`` (a replay: instead of the batch's files) with the table's pointer moving in
         ``tx``, creating the table there if it has no catalog row yet; returns the new snapshot id."""
         catalog = self.catalog()
+        assert isinstance(catalog, LedgerCatalog)  # only a sink of the ledger's catalog is transactional
         with catalog.bound(tx):
             if not catalog.exists_locked(self.identifier):
                 catalog.create_locked(self.identifier, output_schema(publication.decode))

@@ -10,6 +10,12 @@ the cursor; a table a route names for the first time is created in that transact
 sees all the batch's tables at the batch, or none of them. The data files stay where Spark wrote
 them (Iceberg references them there).
 
+Iceberg in another catalog (``catalog_conn_id``: a REST catalog, or a SQL catalog in another
+database): each touched table gets its own idempotent commit (the single-table sink's), table after
+table, then the ledger commits. A crash in between leaves some tables with the batch; the retry skips
+every table whose history holds the batch and commits the rest, as for Delta. A table a route names
+for the first time is created in the catalog just before its first commit.
+
 Delta (no multi-table transactions): each table gets one Delta commit carrying the batch's app
 transaction (``txnAppId`` of the pipeline, ``txnVersion`` = the batch number), table after table,
 then the ledger commits. A crash in between leaves some tables with the batch and the ledger
@@ -24,10 +30,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_kafka_offsets.core.catalogs import ExternalCatalog, RestCatalogConfig
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, SinkFormat, batch_directory
 from airflow_kafka_offsets.core.routing import TableRoutes
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
+from airflow_kafka_offsets.sinks.schema import output_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import TABLE_COLUMN
 
 STAGING_DIR = "_batches"
@@ -45,7 +53,9 @@ class MultiTableSink:
         catalog_uri: str | None,
         catalog_name: str,
         storage: files.Storage | None = None,
+        external: ExternalCatalog | None = None,
     ) -> None:
+        """``external``: the Iceberg catalog of ``catalog_conn_id`` (then ``catalog_uri`` is unused)."""
         self.root = files.location_uri(output_root)
         self.routes = routes
         self.format = sink_format
@@ -53,7 +63,13 @@ class MultiTableSink:
         self.staging_root = files.join(self.root, STAGING_DIR, pipeline)
         self._catalog_uri = catalog_uri
         self._catalog_name = catalog_name
+        self._external = external
         self._tables: dict[str, Any] = {}
+
+    @property
+    def atomic(self) -> bool:
+        """Every table of a batch commits in the ledger's transaction (Iceberg in the ledger's catalog)."""
+        return self.format is SinkFormat.ICEBERG and self._external is None
 
     def table_sink(self, name: str) -> Any:
         """The single-table sink of ``name`` (Iceberg ones share one catalog), opened once."""
@@ -62,14 +78,17 @@ class MultiTableSink:
                 from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 
                 first = next(iter(self._tables.values()), None)
+                rest = self._external if isinstance(self._external, RestCatalogConfig) else None
                 self._tables[name] = IcebergSink(
                     self.root,
                     name,
-                    self._catalog_uri,
-                    self._catalog_name,
+                    self._catalog_uri if self._external is None else (None if rest else str(self._external)),
+                    rest.conn_id if rest else self._catalog_name,
                     storage=self.storage,
+                    transactional=self._external is None,
                     catalog=first.catalog() if first is not None else None,
                     staging_root=self.staging_root,
+                    rest=rest,
                 )
             else:
                 from airflow_kafka_offsets.sinks.delta import DeltaSink
@@ -78,13 +97,15 @@ class MultiTableSink:
         return self._tables[name]
 
     def describe(self) -> dict[str, Any]:
-        tables = [f"{self._catalog_name}.{t}" for t in self.routes.tables] if self.format is SinkFormat.ICEBERG else []
+        catalog = self._external.conn_id if isinstance(self._external, RestCatalogConfig) else self._catalog_name
+        tables = [f"{catalog}.{t}" for t in self.routes.tables] if self.format is SinkFormat.ICEBERG else []
         return {
             "format": self.format.value,
             "location": self.root,
             "table": None,  # many: see tables
             "tables": tables or list(self.routes.tables),
             "routes": self.routes.to_json(),
+            "commits": "atomic" if self.atomic else "table by table",
         }
 
     def check_writable(self, decode: DecodeSpec | None) -> None:
@@ -109,10 +130,11 @@ class MultiTableSink:
     def read_report(self, staging_uri: str) -> dict[str, Any] | None:
         return self.storage.read_report(staging_uri)
 
-    def _touched(self, staging_uri: str) -> dict[str, int]:
-        """Records per table of an attempt, from its report."""
-        report = self.storage.read_report(staging_uri) or {}
-        return {str(t): int(n) for t, n in (report.get("routing") or {}).get("tables", {}).items() if int(n) > 0}
+    def _touched(self, staging_uri: str) -> dict[str, tuple[int, list[dict[str, Any]] | None]]:
+        """Per table of an attempt, its records and where they are (per partition), from its report."""
+        routing = (self.storage.read_report(staging_uri) or {}).get("routing") or {}
+        landed = routing.get("landed") or {}
+        return {str(t): (int(n), landed.get(t)) for t, n in routing.get("tables", {}).items() if int(n) > 0}
 
     def published_attempt(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """None: an Iceberg batch is only in its tables with the ledger's commit, and a Delta batch a
@@ -125,25 +147,29 @@ class MultiTableSink:
             return None
         touched = self._touched(publication.staging_uri)
         done: dict[str, Any] = {}
-        for name, records in sorted(touched.items()):
+        for name, (records, landed) in sorted(touched.items()):
             data = files.join(publication.staging_uri, f"{TABLE_COLUMN}={name}")
             sink = self.table_sink(name)
+            own = publication.for_table(records, landed)  # the table's commit says what it holds
             if self.format is SinkFormat.ICEBERG:
                 files_in = [f.uri for f in self.storage.parquet_files(data)]
-                done[name] = {"snapshot_id": sink.commit_locked(tx, publication, files_in), "records": records}
+                if self.atomic:
+                    snapshot = sink.commit_locked(tx, own, files_in)
+                else:
+                    sink.catalog().create_table_if_not_exists(sink.identifier, schema=output_schema(own.decode))
+                    snapshot = sink.commit_idempotently(own, files_in)
+                done[name] = {"snapshot_id": snapshot, "records": records}
             else:
-                done[name] = {"version": sink.commit_once(publication, data), "records": records}
+                done[name] = {"version": sink.commit_once(own, data), "records": records}
         return done
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
-        """Iceberg: nothing (an uncommitted batch was never in a table). Delta: remove the batch from
-        every table a crashed commit left it in."""
+        """Iceberg in the ledger's catalog: nothing (an uncommitted batch was never in a table). Delta, and
+        Iceberg in another catalog: remove the batch from every table a crashed commit left it in."""
         left = None
-        if self.format is SinkFormat.DELTA:
-            for name in self.routes.tables:
-                sink = self.table_sink(name)
-                if sink.storage.exists(files.join(sink.location, "_delta_log")):
-                    left = sink.withdraw(tx, pipeline_uid, plan) or left
+        if not self.atomic:
+            for name in self._existing():
+                left = self.table_sink(name).withdraw(tx, pipeline_uid, plan) or left
         return left
 
     def in_use(self, staging_uri: str) -> bool:

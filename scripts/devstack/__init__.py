@@ -13,7 +13,7 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     info.s3_credentials(), info.s3_connection()   # the S3 server's key; its Airflow `aws` connection
     info.schema_registry_url, info.schema_registry_client_config()   # Confluent-compatible API, basic auth
     devstack.restart_kafka(); devstack.restart_postgres(); devstack.restart_s3()
-    devstack.restart_schema_registry()
+    devstack.restart_schema_registry(); devstack.restart_iceberg_rest()
     devstack.start_airflow()          # api-server, scheduler, dag-processor, triggerer on dags/
     devstack.stop_airflow()
     devstack.start_spark_connect()    # a Spark Connect server; its `spark_connect` connection
@@ -62,7 +62,16 @@ from .optional import (
     stop_spark_connect,
 )
 from .report import status
-from .stack import current, down, restart_kafka, restart_postgres, restart_s3, restart_schema_registry, up
+from .stack import (
+    current,
+    down,
+    restart_iceberg_rest,
+    restart_kafka,
+    restart_postgres,
+    restart_s3,
+    restart_schema_registry,
+    up,
+)
 
 __all__ = [
     "StackError",
@@ -70,6 +79,7 @@ __all__ = [
     "airflow_cli",
     "current",
     "down",
+    "restart_iceberg_rest",
     "restart_kafka",
     "restart_postgres",
     "restart_s3",

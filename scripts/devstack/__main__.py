@@ -86,6 +86,16 @@ def _print_status(st: dict[str, Any], show_password: bool = False) -> None:  # n
             )
         else:
             print("  schema registry    not configured on this stack: `scripts/stack up` adds it")
+        if c.get("iceberg_rest_uri"):
+            print(
+                f"  iceberg REST       {c['iceberg_rest_uri']}  (Apache Iceberg's REST catalog; OAuth2 client "
+                f"{c['iceberg_rest_client_id']}, secret in {c['iceberg_rest_client_secret_file']}; "
+                f"warehouse {c['iceberg_rest_warehouse']})"
+            )
+            print(
+                f"  catalog connection {c['iceberg_rest_connection_id']} (conn_type kafka_offsets_iceberg_rest; "
+                "in `scripts/stack env`)"
+            )
         print(f"  connector jars     {','.join(c['connector_jars'])}")
         print(f"  kafka tools        java -cp '{c['kafka_libs_dir']}/*' org.apache.kafka.tools.ConsumerPerformance ...")
         print(f'  airflow env        eval "$(scripts/stack env)"  -> {" ".join(c["airflow_env_vars"])}')
@@ -134,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
     sh = sub.add_parser("spark-home", help="install (if needed) the Spark home of a Spark line; print its path")
     sh.add_argument("version", help=f"a release or a line: {', '.join(spark_lines.SPARK_LINES)}")
     rs = sub.add_parser("restart", help="restart one service on the same ports and data")
-    rs.add_argument("service", choices=["kafka", "postgres", "s3", "schema-registry"])
+    rs.add_argument("service", choices=["kafka", "postgres", "s3", "schema-registry", "iceberg-rest"])
     rs.add_argument(
         "--hard", action="store_true", help="crash it: SIGKILL kafka, s3 or schema-registry / pg_ctl stop -m immediate"
     )
@@ -175,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                     raise
                 print(f"s3a jars:       none ({exc})")
             print(f"schema registry: {jars.fetch_apicurio()}/quarkus-run.jar")
+            print(f"iceberg REST:    {jars.fetch_iceberg_rest()}")
         elif args.cmd == "spark-home":
             print(spark_lines.spark_home(args.version))
         elif args.cmd == "restart":
@@ -184,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 stack.restart_s3(hard=args.hard)
             elif args.service == "schema-registry":
                 stack.restart_schema_registry(hard=args.hard)
+            elif args.service == "iceberg-rest":
+                stack.restart_iceberg_rest(hard=args.hard)
             else:
                 stack.restart_postgres(mode="immediate" if args.hard else "fast")
             _print_status(report.status())

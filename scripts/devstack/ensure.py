@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import jars, kafka, postgres, procs, schema_registry, seaweedfs, spark_connect, spark_lines, state
+from . import iceberg_rest, jars, kafka, postgres, procs, schema_registry, seaweedfs, spark_connect, spark_lines, state
 from . import spark_cluster as spark
 from .errors import StackError, say
 
@@ -109,6 +109,21 @@ def schema_registry_server(sd: Path, sr: dict[str, Any] | None) -> dict[str, Any
         say(f"starting new schema registry (Apicurio Registry {sr['version']}) on {schema_registry.url(sr)}")
     sr["pid"] = schema_registry.start(sr)
     return sr
+
+
+def iceberg_rest_server(sd: Path, stack: dict[str, Any]) -> dict[str, Any]:
+    """The Iceberg REST catalog, on the stack's PostgreSQL and S3 server (both started before it)."""
+    ir: dict[str, Any] | None = stack.get("iceberg_rest")
+    if reused := _reused("Iceberg REST catalog", ir, iceberg_rest, iceberg_rest.url, iceberg_rest.probe):
+        return reused
+    if ir and Path(ir["token_file"]).is_file():
+        say(f"starting existing Iceberg REST catalog on {iceberg_rest.url(ir)}")
+    else:
+        app = jars.fetch_iceberg_rest()
+        ir = iceberg_rest.configure(sd, app, procs.free_port(), stack["s3"])
+        say(f"starting new Iceberg REST catalog (Apache Iceberg {ir['version']}) on {iceberg_rest.url(ir)}")
+    ir["pid"] = iceberg_rest.start(ir, stack["postgres"], stack["s3"])
+    return ir
 
 
 def spark_cluster(sd: Path, sc: dict[str, Any] | None) -> dict[str, Any]:

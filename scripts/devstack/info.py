@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import schema_registry, seaweedfs, spark_connect, state
+from . import iceberg_rest, schema_registry, seaweedfs, spark_connect, state
 from .errors import StackError
 from .s3_request import S3Credentials
 
@@ -20,6 +20,9 @@ SPARK_CONNECT_CONN_ID = "spark_connect_default"  # SparkConnectHook's default co
 # The schema registry as a connection of the package's own type (SchemaRegistryHook's default id).
 SCHEMA_REGISTRY_CONN_ID = "schema_registry_default"
 SCHEMA_REGISTRY_CONN_TYPE = "kafka_offsets_schema_registry"
+# The Iceberg REST catalog as a connection of the package's own type (IcebergRestCatalogHook's default id).
+ICEBERG_REST_CONN_ID = "iceberg_rest_default"
+ICEBERG_REST_CONN_TYPE = "kafka_offsets_iceberg_rest"
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,13 @@ class StackInfo:
     schema_registry_url: str | None = None
     schema_registry_user: str | None = None
     schema_registry_password: str | None = None
+    # The Iceberg REST catalog (OAuth2 client credentials; the bearer token its grant returns); None on
+    # a stack started before it existed (`devstack.up()` adds it).
+    iceberg_rest_uri: str | None = None
+    iceberg_rest_warehouse: str | None = None
+    iceberg_rest_client_id: str | None = None
+    iceberg_rest_client_secret: str | None = None
+    iceberg_rest_token: str | None = None
 
     @property
     def spark_connect_url(self) -> str | None:
@@ -82,7 +92,8 @@ class StackInfo:
             f"spark_master_url={self.spark_master_url!r}, spark_connect_url={self.spark_connect_url!r}, "
             f"s3_endpoint={self.s3_endpoint!r}, "
             f"s3_bucket={self.s3_bucket!r}, schema_registry_url={self.schema_registry_url!r}, "
-            f"schema_registry_user={self.schema_registry_user!r}, state_dir={self.state_dir!r})"
+            f"schema_registry_user={self.schema_registry_user!r}, iceberg_rest_uri={self.iceberg_rest_uri!r}, "
+            f"state_dir={self.state_dir!r})"
         )
 
     def s3_credentials(self) -> S3Credentials:
@@ -120,6 +131,20 @@ class StackInfo:
         """The registry as an Airflow connection of the package's ``kafka_offsets_schema_registry`` type."""
         registry, user, secret = self._require_schema_registry()
         return {"conn_type": SCHEMA_REGISTRY_CONN_TYPE, "host": registry, "login": user, "password": secret}
+
+    def iceberg_rest_connection(self, secret: str | None = None) -> dict[str, object]:
+        """The REST catalog as an Airflow connection of the package's ``kafka_offsets_iceberg_rest`` type:
+        OAuth2 client credentials, the S3 endpoint (the key is vended by the catalog). ``secret``
+        overrides the client secret, to try wrong credentials."""
+        if not (self.iceberg_rest_uri and self.iceberg_rest_client_id and self.iceberg_rest_client_secret):
+            raise StackError("this stack has no Iceberg REST catalog; run `scripts/stack up` (it adds one)")
+        return {
+            "conn_type": ICEBERG_REST_CONN_TYPE,
+            "host": self.iceberg_rest_uri,
+            "login": self.iceberg_rest_client_id,
+            "password": self.iceberg_rest_client_secret if secret is None else secret,
+            "extra": {"s3_endpoint": self.s3_endpoint, "s3_region": self.s3_region or "us-east-1"},
+        }
 
     def sasl_client_config(self, password: str | None = None) -> dict[str, str]:
         """confluent-kafka config for the SASL_PLAINTEXT listener (includes the password).
@@ -218,6 +243,8 @@ class StackInfo:
             env["AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID"] = S3_CONN_ID
         if self.schema_registry_url:
             env[f"AIRFLOW_CONN_{SCHEMA_REGISTRY_CONN_ID.upper()}"] = json.dumps(self.schema_registry_connection())
+        if self.iceberg_rest_uri:
+            env[f"AIRFLOW_CONN_{ICEBERG_REST_CONN_ID.upper()}"] = json.dumps(self.iceberg_rest_connection())
         if kafka_sasl_ssl and self.sasl_ssl_bootstrap_servers:
             env[f"AIRFLOW_CONN_{KAFKA_SASL_SSL_CONN_ID.upper()}"] = json.dumps(self.kafka_sasl_ssl_connection())
         return env
@@ -252,7 +279,20 @@ def from_stack(stack: dict[str, Any]) -> StackInfo:
         **_sasl_ssl(kafka),
         **_s3(stack.get("s3")),
         **_schema_registry(stack.get("schema_registry")),
+        **_iceberg_rest(stack.get("iceberg_rest")),
     )
+
+
+def _iceberg_rest(ir: dict[str, Any] | None) -> dict[str, Any]:
+    if not ir:
+        return {}
+    return {
+        "iceberg_rest_uri": iceberg_rest.url(ir),
+        "iceberg_rest_warehouse": ir["warehouse"],
+        "iceberg_rest_client_id": ir["client_id"],
+        "iceberg_rest_client_secret": iceberg_rest.client_secret(ir),
+        "iceberg_rest_token": iceberg_rest.token(ir),
+    }
 
 
 def _schema_registry(sr: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""Fetch the Kafka broker jars, the Spark Kafka connector jars, Spark's Avro module, Spark's S3A jars and the
-schema registry (Apicurio Registry's Quarkus application) from Maven Central.
+"""Fetch the Kafka broker jars, the Spark Kafka connector jars, Spark's Avro module, Spark's S3A jars, the
+schema registry (Apicurio Registry's Quarkus application) and Apache Iceberg's REST catalog server from
+Maven Central.
 
 Maven checks every download against its published checksum (``--strict-checksums``). All sets go
 to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
@@ -41,6 +42,11 @@ AVRO_FALLBACK = {"4.0": "4.0.2", "4.1": "4.1.1"}
 APICURIO_VERSION = "3.3.3"
 APICURIO_POM = POM_DIR / "apicurio-registry.xml"
 APICURIO_ARCHIVE = "apicurio-registry-app-{version}-all.tar.gz"
+# The Iceberg REST catalog server: Apache Iceberg's RESTCatalogServer pieces and their dependencies (see
+# the pom), with the stack's launcher (scripts/devstack/java) compiled against them.
+ICEBERG_REST_VERSION = "1.10.0"
+ICEBERG_REST_POM = POM_DIR / "iceberg-rest.xml"
+ICEBERG_REST_LAUNCHER = Path(__file__).resolve().parent / "java/org/apache/iceberg/rest/LoopbackRESTCatalogServer.java"
 # The AWS SDK v2 version hadoop-aws declares (its `bundle` dependency, hadoop-project's
 # aws-java-sdk-v2.version), per Hadoop release: the S3A jars take the SDK's individual modules at
 # that version instead of the 500 MB bundle. Hadoop 3.4.1 is in pyspark 4.0.x, 3.4.2 in 4.1.x,
@@ -134,6 +140,27 @@ def fetch_apicurio(version: str = APICURIO_VERSION, quiet: bool = False) -> Path
             meta = {"apicurio.version": version, "archive": archive.name, "archive_bytes": size}
             _write_marker(dest, {**meta, "seconds": round(time.monotonic() - started, 1)})
     return app
+
+
+def iceberg_rest_dir(version: str = ICEBERG_REST_VERSION) -> Path:
+    return state.cache_dir() / f"iceberg-rest-{version}"
+
+
+def fetch_iceberg_rest(version: str = ICEBERG_REST_VERSION, quiet: bool = False) -> Path:
+    """Ensure the Iceberg REST catalog server's jars (about 30 MB) and the compiled launcher are cached;
+    return the dir (``libs/*`` and ``classes/`` make its classpath)."""
+    dest = iceberg_rest_dir(version)
+    with state.cache_lock(dest):
+        if not _complete(dest):
+            _log(f"fetching Apache Iceberg {version}'s REST catalog server jars into {dest} ...", quiet)
+            libs = dest / "libs"
+            found = _mvn_copy(ICEBERG_REST_POM, libs, {"iceberg.version": version})
+            javac = procs.require_tool("javac", "install a JDK 17, e.g. apt-get install openjdk-17-jdk-headless")
+            classes = dest / "classes"
+            argv = [javac, "-nowarn", "-d", str(classes), "-cp", f"{libs}/*", str(ICEBERG_REST_LAUNCHER)]
+            procs.run(argv, "javac LoopbackRESTCatalogServer.java", cwd=dest, timeout=300)
+            _write_marker(dest, {"iceberg.version": version, "jars": found})
+    return dest
 
 
 def token_provider_fallback(version: str) -> str | None:

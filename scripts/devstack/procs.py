@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .errors import StackError
@@ -192,3 +193,26 @@ def ensure_port_free(port: int, what: str, host: str = "127.0.0.1", wait_s: floa
             f"{what}: port {host}:{port} is already taken by another process; "
             f"run `scripts/stack down` to start fresh with new ports"
         )
+
+
+def rss_bytes(pid: int | None, marker: str) -> int | None:
+    """A running server's resident memory (None when it does not run)."""
+    if not pid_alive(pid, marker=marker):
+        return None
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+    return int(m.group(1)) * 1024 if m else None
+
+
+def wait_answering(what: str, pid: int, answers: Callable[[], bool], log: str, timeout: float, every: float) -> None:
+    """Poll ``answers`` until it is true; raise with the log's tail if the process dies or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not answers():
+        if not pid_alive(pid):
+            raise StackError(f"{what} (pid {pid}) exited; tail of {log}:\n{tail(log)}")
+        if time.monotonic() > deadline:
+            raise StackError(f"{what} did not answer within {timeout:.0f}s; tail of {log}:\n{tail(log)}")
+        time.sleep(every)

@@ -9,6 +9,7 @@ from typing import Any
 
 from . import (
     airflow,
+    iceberg_rest,
     info,
     kafka,
     kafka_probe,
@@ -82,6 +83,37 @@ def _kafka_answers(kc: dict[str, Any]) -> bool:
     )
 
 
+def _catalog_services(stack: dict[str, Any]) -> dict[str, Any]:
+    """The schema registry and the Iceberg REST catalog (with their JVMs' resident memory)."""
+    found: dict[str, Any] = {}
+    sr = stack.get("schema_registry")
+    if sr:
+        rss = schema_registry.rss_bytes(sr)
+        found["schema_registry"] = _service(
+            sr,
+            schema_registry.is_running(sr),
+            partial(schema_registry.probe, sr),
+            schema_registry.url(sr),
+            version=f"Apicurio Registry {sr['version']}",
+            rss_mb=round(rss / 2**20) if rss else None,
+            data_dir=sr["data_dir"],
+            log=sr["stdout"],
+        )
+    ir = stack.get("iceberg_rest")
+    if ir:
+        rss = iceberg_rest.rss_bytes(ir)
+        found["iceberg_rest"] = _service(
+            ir,
+            iceberg_rest.is_running(ir),
+            partial(iceberg_rest.probe, ir),
+            iceberg_rest.url(ir),
+            version=f"Apache Iceberg {ir['version']}",
+            rss_mb=round(rss / 2**20) if rss else None,
+            log=ir["stdout"],
+        )
+    return found
+
+
 def status() -> dict[str, Any]:
     """What runs where (pid, alive) and how to connect; never includes the password."""
     stack = state.load()
@@ -123,19 +155,7 @@ def status() -> dict[str, Any]:
             data_dir=s3["data_dir"],
             log=s3["stdout"],
         )
-    sr = stack.get("schema_registry")
-    if sr:
-        rss = schema_registry.rss_bytes(sr)
-        services["schema_registry"] = _service(
-            sr,
-            schema_registry.is_running(sr),
-            partial(schema_registry.probe, sr),
-            schema_registry.url(sr),
-            version=f"Apicurio Registry {sr['version']}",
-            rss_mb=round(rss / 2**20) if rss else None,
-            data_dir=sr["data_dir"],
-            log=sr["stdout"],
-        )
+    services.update(_catalog_services(stack))
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:
@@ -191,6 +211,7 @@ def status() -> dict[str, Any]:
                     "s3a_jars": list(si.s3a_jars),
                 }
             )
+        sr = stack.get("schema_registry")
         if sr:
             out["connect"].update(
                 {
@@ -198,6 +219,17 @@ def status() -> dict[str, Any]:
                     "schema_registry_user": si.schema_registry_user,
                     "schema_registry_password_file": sr["password_file"],
                     "schema_registry_connection_id": info.SCHEMA_REGISTRY_CONN_ID,
+                }
+            )
+        ir = stack.get("iceberg_rest")
+        if ir:
+            out["connect"].update(
+                {
+                    "iceberg_rest_uri": si.iceberg_rest_uri,
+                    "iceberg_rest_client_id": si.iceberg_rest_client_id,
+                    "iceberg_rest_client_secret_file": ir["client_secret_file"],
+                    "iceberg_rest_warehouse": si.iceberg_rest_warehouse,
+                    "iceberg_rest_connection_id": info.ICEBERG_REST_CONN_ID,
                 }
             )
     return out

@@ -243,12 +243,5 @@ def is_running(cfg: dict[str, Any]) -> bool:
 
 
 def rss_bytes(cfg: dict[str, Any]) -> int | None:
-    """The running registry's resident memory (None when it does not run)."""
-    if not is_running(cfg):
-        return None
-    try:
-        status = Path(f"/proc/{cfg['pid']}/status").read_text()
-    except OSError:
-        return None
-    m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
-    return int(m.group(1)) * 1024 if m else None
+    """The running server's resident memory (None when it does not run)."""
+    return procs.rss_bytes(cfg.get("pid"), _marker(cfg))

@@ -5,7 +5,19 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from . import airflow, ensure, info, jars, kafka, postgres, schema_registry, seaweedfs, spark_connect, state
+from . import (
+    airflow,
+    ensure,
+    iceberg_rest,
+    info,
+    jars,
+    kafka,
+    postgres,
+    schema_registry,
+    seaweedfs,
+    spark_connect,
+    state,
+)
 from . import spark_cluster as spark
 from .errors import StackError, say
 from .info import StackInfo
@@ -14,8 +26,8 @@ STACK_VERSION = 1
 
 
 def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_version: str | None = None) -> StackInfo:
-    """Start (or reuse) PostgreSQL + Kafka + the S3 server + the schema registry, and a Spark cluster or
-    Connect server if asked.
+    """Start (or reuse) PostgreSQL + Kafka + the S3 server + the schema registry + the Iceberg REST catalog,
+    and a Spark cluster or Connect server if asked.
 
     ``spark_version`` (a release or a line, with ``spark_connect_server``): the Connect server of that
     Spark line instead of the default one (see :func:`start_spark_connect`). Servers recorded earlier
@@ -38,6 +50,8 @@ def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_ve
         stack["s3"] = ensure.s3_server(sd, stack.get("s3"))
         state.save(stack)
         stack["schema_registry"] = ensure.schema_registry_server(sd, stack.get("schema_registry"))
+        state.save(stack)
+        stack["iceberg_rest"] = ensure.iceberg_rest_server(sd, stack)
         state.save(stack)
         if spark_cluster or stack.get("spark"):
             stack["spark"] = ensure.spark_cluster(sd, stack.get("spark"))
@@ -65,6 +79,9 @@ def _stop_services(stack: dict[str, Any], keep_data: bool) -> None:
     for version, cfg in stack.get("spark_connect_lines", {}).items():
         say(f"stopping the Spark {version} Connect server")
         spark_connect.stop(cfg)
+    if stack.get("iceberg_rest"):
+        say("stopping the Iceberg REST catalog")
+        iceberg_rest.stop(stack["iceberg_rest"])
     if stack.get("schema_registry"):
         say("stopping the schema registry")
         schema_registry.stop(stack["schema_registry"])
@@ -128,6 +145,18 @@ def restart_s3(hard: bool = False) -> None:
 def restart_schema_registry(hard: bool = False) -> None:
     """Stop (``hard``: SIGKILL) and start the schema registry on the same ports, storage and password."""
     restart("schema_registry", schema_registry, hard, "run `scripts/stack up` (it adds one)")
+
+
+def restart_iceberg_rest(hard: bool = False) -> None:
+    """Stop (``hard``: SIGKILL) and start the Iceberg REST catalog on the same port, database and token."""
+    with state.lock():
+        stack = state.require()
+        cfg = stack.get("iceberg_rest")
+        if not cfg:
+            raise StackError("this stack has no Iceberg REST catalog; run `scripts/stack up` (it adds one)")
+        iceberg_rest.stop(cfg, hard=hard)
+        cfg["pid"] = iceberg_rest.start(cfg, stack["postgres"], stack["s3"])
+        state.save(stack)
 
 
 def restart(name: str, service: Any, hard: bool, hint: str) -> None:

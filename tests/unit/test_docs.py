@@ -366,3 +366,14 @@ def test_the_readmes_install_section_names_every_user_extra() -> None:
     install = README.read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"\[([a-z-]+)\]", install))
     assert named == extras - {"test", "lint"}  # the two the project's own scripts install
+
+
+def test_the_iceberg_rest_connection_table_is_the_forms_fields() -> None:
+    from airflow_kafka_offsets.clients.iceberg_rest import FIELDS, FORM
+
+    rows = table_rows(section(DOCS / "connections.md", "## Iceberg REST catalog connection"))
+    documented = {row[0]: row[1] for row in rows}
+    standard = {FORM.relabeling[name]: name for name in ("host", "login", "password")}
+    expected = standard | {field["label"]: f"extra `{key}`" for key, field in FIELDS.items()}
+    assert {label: stored.removesuffix(" (masked)") for label, stored in documented.items()} == expected
+    assert documented["Bearer token"] == "extra `token` (masked)" and FIELDS["token"]["schema"]["format"] == "password"

@@ -32,6 +32,11 @@ def test_a_header_route_is_stored_in_the_spec_and_read_back():
     assert PipelineSpec.from_json(spec.to_json()) == spec
 
 
+def test_iceberg_tables_of_many_may_live_in_another_catalog():
+    spec = multi(["a", "b"], tables={"a": "ns.a", "b": "ns.b"}, catalog_conn_id="lake")
+    assert (spec.sink.catalog_conn_id, spec.sink.routes.tables) == ("lake", ("ns.a", "ns.b"))
+
+
 def test_two_topics_may_share_a_table():
     assert multi(["a", "b"], tables={"a": "ns.t", "b": "ns.t"}).sink.routes.tables == ("ns.t",)
 
@@ -47,7 +52,7 @@ def test_two_topics_may_share_a_table():
         ({"tables": ["a"]}, "tables must map each topic to its table"),
         ({"tables": {"a": "ns.a", "b": "ns.b"}, "table": "ns.c"}, "a sink of many tables .* takes no table"),
         ({"tables": {"a": "ns.a", "b": "ns.b"}, "partition_by": "day"}, "takes no partition_by"),
-        ({"tables": {"a": "ns.a", "b": "ns.b"}, "catalog_conn_id": "c"}, "takes no catalog_conn_id"),
+        ({"format": "delta", "tables": {"a": "a", "b": "b"}, "catalog_conn_id": "c"}, "applies to the iceberg sink"),
         ({"route": {**ROUTE, "pattern": "cdc.table"}}, "must hold exactly one '{header:<name>}'"),
         ({"route": {**ROUTE, "pattern": "{header:a}.{header:b}"}}, "must hold exactly one"),
         ({"route": {**ROUTE, "header": "other"}}, "route header 'other' differs from the pattern's 'table'"),

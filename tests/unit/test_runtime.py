@@ -172,7 +172,7 @@ def test_the_sinks_reach_s3_through_the_configured_connection(monkeypatch: pytes
     with pytest.raises(ConfigurationError, match=r"S3 \(for s3://bucket/out\) connection 'aws_default' is not defined"):
         AIRFLOW_SINKS.object_storage("s3://bucket/out")
     with pytest.raises(ConfigurationError, match="'catalog_pg' is not defined in Airflow"):
-        AIRFLOW_SINKS.catalog_uri("catalog_pg")
+        AIRFLOW_SINKS.external_catalog("catalog_pg")
     # without the seam, service knows local paths only, and says so
     with pytest.raises(ConfigurationError, match="s3://bucket/out is on object storage, but no object storage"):
         SinkOpener().directory("s3://bucket/out")

@@ -1,0 +1,210 @@
+"""An Iceberg sink whose catalog is a REST catalog: the stack's Apache Iceberg REST catalog server (JDBC
+catalog in PostgreSQL, table files on the stack's S3, OAuth2 client credentials).
+
+The table commit cannot share the ledger's transaction: the sink commits just before the ledger's,
+idempotently. Checked here against the real server, read back with PyIceberg's RestCatalog (another
+client, the bearer token): a foreign writer appending to the table while a batch is in flight, a
+worker that dies between the table commit and the ledger's, an abort that takes such a batch back
+out, a replay that rewrites a batch in one commit, and credentials the catalog refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import psycopg2
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import CatalogAuthenticationError
+from airflow_kafka_offsets.hooks.iceberg_rest import IcebergRestCatalogHook
+from airflow_kafka_offsets.readers import committed_outputs
+from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
+from airflow_kafka_offsets.service.operations.replay import replay_batch
+from airflow_kafka_offsets.service.operations.status import pipeline_status, render_status
+from airflow_kafka_offsets.sinks.iceberg import IcebergSink
+from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
+
+from .helpers import assert_exactly_once, produce, refused
+from .pipeline import commit, commit_dies_at, operation_context, plan, read, submitter
+
+pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+
+CONN_ID = "iceberg_rest_default"  # the stack's REST catalog, in the environment the stack fixture sets
+FOREIGN = b"other-writer"
+
+
+def reader(stack) -> RestCatalog:
+    """A client that knows nothing of the ledger: the bearer token, S3 credentials vended by the catalog."""
+    return RestCatalog(
+        "reader",
+        uri=stack.iceberg_rest_uri,
+        token=stack.iceberg_rest_token,
+        **{"s3.endpoint": stack.s3_endpoint, "s3.region": stack.s3_region},
+    )
+
+
+def rows_of(table: pa.Table) -> list[dict]:
+    return table.select(["key", "partition", "offset"]).to_pylist()
+
+
+def ours(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["key"] != FOREIGN]
+
+
+def ledger_rows(stack, schema: str, pipeline: str) -> list[tuple]:
+    """(batch, state) of every batch the ledger holds for the pipeline."""
+    conn = psycopg2.connect(stack.pg_dsn())
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f'SELECT batch_id, state FROM "{schema}".batches WHERE pipeline = %s ORDER BY 1', (pipeline,))
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_rest_catalog_table_gets_every_batch_once_beside_a_foreign_writer_and_worker_deaths(
+    stack, ledger, make_topic
+):
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    topic = make_topic(partitions=2)
+    sink = {"format": "iceberg", "table": f"{namespace}.events", "catalog_conn_id": CONN_ID}
+    spec = build_spec("rest", [topic], f"s3://{stack.s3_bucket}/{namespace}", sink=sink)
+    produced = produce(stack.bootstrap_servers, topic, 80, 2)
+    outcome = plan(ledger, spec, stack)  # creates the table through the REST catalog
+    read(ledger, spec, stack, outcome)
+
+    catalog = reader(stack)
+    table = catalog.load_table((namespace, "events"))
+    assert table.location().startswith(f"s3://{stack.s3_bucket}/iceberg-rest/{namespace}/")
+    # another writer appends to the same table while the batch is in flight: the commit that follows
+    # asserts a snapshot that is no longer current, is refused (409), reads the table again and retries
+    foreign = {"key": FOREIGN, "value": b"x", "topic": "elsewhere", "partition": 0, "offset": 0}
+    table.append(pa.Table.from_pylist([foreign], schema=RECORD_SCHEMA))
+
+    def table_rows() -> list[dict]:
+        return rows_of(catalog.load_table((namespace, "events")).scan().to_arrow())
+
+    # the table commit lands, then the worker dies before the ledger's commit
+    commit_dies_at(ledger, spec, outcome.plan.batch_id, "after_publish")
+    assert len(table_rows()) == 81
+    assert ledger.batch(spec.name, 1).state.value == "planned"
+    done = commit(ledger, spec, outcome.plan.batch_id)  # finds its snapshot in the history: adds nothing again
+    assert done.committed_now and done.records == 80
+    rows = table_rows()
+    assert_exactly_once(ours(rows), produced)
+    assert len(rows) == 81
+
+    # a batch a crash left in the table is taken back out by an abort, in a new snapshot
+    produce(stack.bootstrap_servers, topic, 20, 2)
+    second = plan(ledger, spec, stack)
+    read(ledger, spec, stack, second)
+    commit_dies_at(ledger, spec, second.plan.batch_id, "after_publish")
+    assert len(table_rows()) == 101
+    ctx = operation_context(ledger, stack, submitter(stack, output_root=spec.output_root))
+    abort_planned_batch(ctx, spec.name, "test")
+    rows = table_rows()
+    assert_exactly_once(ours(rows), produced)
+    assert len(rows) == 81
+
+    # a replay rewrites batch 1 in one commit: the same records, once
+    replay_batch(ctx, spec.name, 1)
+    rows = table_rows()
+    assert_exactly_once(ours(rows), produced)
+    assert len(rows) == 81
+    history = catalog.load_table((namespace, "events")).snapshots()
+    keys = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.pipeline-uid")
+    operations = [
+        tuple(s.summary[k] for k in keys)
+        for s in history
+        if s.summary is not None and s.summary["kafka-offsets.batch"] is not None
+    ]
+    uid = operations[0][2]
+    assert uid
+    assert operations == [("commit", "1", uid), ("commit", "2", uid), ("abort", "2", uid), ("replay", "1", uid)]
+    assert len(history) == 5  # the foreign append and those four
+    assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed"), (2, "aborted")]
+
+
+@pytest.mark.parametrize("wrong", ["secret", "token"])
+def test_credentials_the_rest_catalog_refuses_fail_clearly_and_change_nothing(
+    stack, ledger, make_topic, monkeypatch, wrong
+):
+    connection = stack.iceberg_rest_connection(secret="not-the-secret")
+    if wrong == "token":
+        connection = {**connection, "login": None, "password": None}
+        connection["extra"] = {**connection["extra"], "token": "not-the-token"}
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_WRONG", json.dumps(connection))
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    topic = make_topic(partitions=1)
+    produce(stack.bootstrap_servers, topic, 5, 1)
+    sink = {"format": "iceberg", "table": f"{namespace}.events", "catalog_conn_id": "iceberg_wrong"}
+    spec = build_spec("rest_wrong", [topic], f"s3://{stack.s3_bucket}/{namespace}", sink=sink)
+    expected = "invalid_client" if wrong == "secret" else "bearer token"
+    with refused(CatalogAuthenticationError, rf"refused the connection's credentials: .*{expected}"):
+        plan(ledger, spec, stack)
+    assert ledger_rows(stack, ledger.schema, spec.name) == []
+    assert namespace not in [n[0] for n in reader(stack).list_namespaces()]
+    ok, message = IcebergRestCatalogHook("iceberg_wrong").test_connection()
+    assert not ok and "CatalogAuthenticationError" in message
+    assert "not-the" not in message
+
+
+def test_the_connection_test_lists_the_catalogs_namespaces(stack):
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    reader(stack).create_namespace(namespace)
+    ok, message = IcebergRestCatalogHook(CONN_ID).test_connection()
+    count = len(reader(stack).list_namespaces())
+    assert (ok, message) == (True, f"the catalog answers; {count} namespace(s)")
+
+
+def test_many_tables_in_a_rest_catalog_commit_table_by_table_and_a_retry_finishes_them(
+    stack, ledger, make_topic, monkeypatch
+):
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    topics = [make_topic(partitions=1) for _ in range(2)]
+    tables = {topic: f"{namespace}.t{i}" for i, topic in enumerate(topics)}
+    sink = {"format": "iceberg", "tables": tables, "catalog_conn_id": CONN_ID}
+    spec = build_spec("rest_many", topics, f"s3://{stack.s3_bucket}/{namespace}", sink=sink)
+    produced = {t: produce(stack.bootstrap_servers, t, 12, 1) for t in topics}
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+
+    # the worker dies after the first table's commit: one table holds the batch, the other not yet
+    original = IcebergSink.commit_idempotently
+    committed: list[str] = []
+
+    def dies_after_one(self: IcebergSink, publication: Any, data: list[str]) -> int:
+        if committed:
+            raise SystemExit("worker killed between table commits")
+        committed.append(self.table_name)
+        return original(self, publication, data)
+
+    monkeypatch.setattr(IcebergSink, "commit_idempotently", dies_after_one)
+    with pytest.raises(SystemExit):
+        commit(ledger, spec, outcome.plan.batch_id)
+    monkeypatch.setattr(IcebergSink, "commit_idempotently", original)
+    catalog = reader(stack)
+
+    def rows(table: str) -> list[dict]:
+        return rows_of(catalog.load_table(table).scan().to_arrow())
+
+    assert committed == [tables[topics[0]]]
+    assert (len(rows(tables[topics[0]])), rows(tables[topics[1]])) == (12, [])  # created, not yet committed to
+    assert "tables committed one after another" in render_status(
+        pipeline_status(operation_context(ledger, stack), spec.name)
+    )
+
+    done = commit(ledger, spec, outcome.plan.batch_id)  # skips the table that holds the batch
+    assert done.committed_now and done.records == 24
+    for topic, table in tables.items():
+        assert_exactly_once(rows(table), produced[topic])
+        (summary,) = [s.summary for s in catalog.load_table(table).snapshots() if s.summary is not None]
+        (landed,) = json.loads(summary["kafka-offsets.ranges"])  # the table's own records, not the batch's
+        assert (summary["kafka-offsets.records"], landed["topic"], landed["records"]) == ("12", topic, 12)
+    snapshots = {t: catalog.load_table(t).current_snapshot().snapshot_id for t in tables.values()}
+    assert {t: e["snapshot_id"] for t, e in committed_outputs(ledger, spec.name)[0].tables.items()} == snapshots
