@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.routing import TableRoutes
 
 
@@ -165,6 +166,7 @@ class SinkSpec:
     ``catalog_conn_id``: an Iceberg SQL catalog in another PostgreSQL database (an Airflow
     connection) instead of the ledger's; commits are then idempotent rather than transactional.
     ``routes``: many tables instead of ``table``, each record routed by its topic or a header.
+    ``merge``: the table mirrors a source table from change events (merge mode, ``core/merge.py``).
     """
 
     format: SinkFormat = SinkFormat.DIRECTORY
@@ -172,10 +174,12 @@ class SinkSpec:
     partition_by: str | None = None
     catalog_conn_id: str | None = None
     routes: TableRoutes | None = None
+    merge: MergeSpec | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {"format": self.format.value, "table": self.table, "partition_by": self.partition_by}
         data |= self.routes.to_json() if self.routes else {}
+        data |= self.merge.to_json() if self.merge else {}
         return data | ({"catalog_conn_id": self.catalog_conn_id} if self.catalog_conn_id else {})
 
     @classmethod
@@ -188,6 +192,7 @@ class SinkSpec:
             data.get("partition_by"),
             data.get("catalog_conn_id"),
             TableRoutes.from_json(data) if data.get("tables") or data.get("route") else None,
+            MergeSpec.from_json(data),
         )
 
 

@@ -67,6 +67,7 @@ def _open_iceberg(o: SinkOpening) -> Sink:
         o.spec.sink.partition_by,
         Storage(o.s3),
         transactional=o.external_catalog_uri is None,
+        merge=o.spec.sink.merge,
     )
 
 

@@ -17,6 +17,11 @@ idempotent (a snapshot whose summary names this pipeline's batch is not added tw
 takes a batch that a crash left in the table back out in a new snapshot.
 
 Layout: ``<table location>/data/batch=<N>/<attempt>/part-*.parquet``; readers follow the table.
+
+Merge mode (a ``MergeSpec``: the table mirrors a source table): the attempt's change set
+(``<attempt>/_changes/``, the last change per key, computed by Spark) is applied in the same locked
+commit by :mod:`airflow_kafka_offsets.sinks.iceberg_merge`: a copy-on-write overwrite that rewrites only
+the data files whose key statistics may hold a changed key.
 """
 
 from __future__ import annotations
@@ -39,11 +44,14 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.transforms import DayTransform
 
+from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.sinks import iceberg_merge
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
-from airflow_kafka_offsets.sinks.schema import output_schema
+from airflow_kafka_offsets.sinks.schema import table_schema
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR
 
 PIPELINE_UID = "kafka-offsets.pipeline-uid"
 BATCH = "kafka-offsets.batch"
@@ -186,6 +194,7 @@ class IcebergSink:
         transactional: bool = True,
         catalog: LedgerCatalog | None = None,
         staging_root: str | None = None,
+        merge: MergeSpec | None = None,
     ) -> None:
         if not catalog_uri:
             raise OutputLocationError(
@@ -203,6 +212,7 @@ class IcebergSink:
         self._catalog: LedgerCatalog | None = catalog  # one catalog (and its engine) for a sink of many tables
         self._location: str | None = None
         self._staging_root = staging_root  # where attempts write, when not the table's data/ directory
+        self.merge = merge  # merge mode: the table mirrors a source table (core/merge.py)
 
     def catalog(self) -> LedgerCatalog:
         if self._catalog is None:
@@ -235,7 +245,7 @@ class IcebergSink:
     def check_writable(self, decode: DecodeSpec | None) -> None:
         """Create the table, or evolve it by the fields ``decode`` adds; refuse any other difference."""
         catalog = self.catalog()
-        wanted = output_schema(decode)
+        wanted = table_schema(decode, self.merge)
         self.ensure_namespace()
         if not catalog.table_exists(self.identifier):
             table = catalog.create_table_if_not_exists(self.identifier, schema=wanted)
@@ -298,7 +308,8 @@ class IcebergSink:
         """
         if publication.staging_uri is None:
             return  # a batch without records changes nothing a reader could see
-        data = [f.uri for f in self.storage.parquet_files(publication.staging_uri)]
+        changes = files.join(publication.staging_uri, CHANGES_DIR)
+        data = [f.uri for f in self.storage.parquet_files(changes if self.merge else publication.staging_uri)]
         if self.transactional:
             self.commit_locked(tx, publication, data)
             return
@@ -317,23 +328,26 @@ class IcebergSink:
             "concurrent writers; nothing of it was added, the batch stays planned: run the commit again"
         )
 
-    def commit_locked(self, tx: LedgerStatements, publication: Publication, data: list[str]) -> int:
+    def commit_locked(self, tx: LedgerStatements, publication: Publication, data: list[str]) -> int | None:
         """Commit ``data`` (a replay: instead of the batch's files) with the table's pointer moving in
-        ``tx``, creating the table there if it has no catalog row yet; returns the new snapshot id."""
+        ``tx``, creating the table there if it has no catalog row yet; returns the new snapshot id (None:
+        still none, a mirror's first merge that put no row)."""
         catalog = self.catalog()
         with catalog.bound(tx):
             if not catalog.exists_locked(self.identifier):
-                catalog.create_locked(self.identifier, output_schema(publication.decode))
+                catalog.create_locked(self.identifier, table_schema(publication.decode, self.merge))
             return self._commit(catalog.load_locked(self.identifier), publication, data)
 
     def _batch_files(self, table: Table, batch_id: int) -> list[Any]:
         prefix = self._batch_root(batch_id) + "/"
         return [task.file for task in table.scan().plan_files() if task.file.file_path.startswith(prefix)]
 
-    def _commit(self, table: Table, publication: Publication, data: list[str]) -> int:
+    def _commit(self, table: Table, publication: Publication, data: list[str]) -> int | None:
         properties = publication.commit_properties()
         transaction = table.transaction()
-        if publication.replay:
+        if self.merge is not None:
+            iceberg_merge.merge(transaction, iceberg_merge.read_changes(self.storage, data), self.merge.key, properties)
+        elif publication.replay:
             old = self._batch_files(table, publication.plan.batch_id)
             new = _parquet_files_to_data_files(transaction.table_metadata, data, table.io)
             with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
@@ -344,8 +358,7 @@ class IcebergSink:
         else:
             transaction.add_files(data, snapshot_properties=properties, check_duplicate_files=False)
         snapshot = transaction.commit_transaction().current_snapshot()
-        assert snapshot is not None  # the commit just added one
-        return snapshot.snapshot_id
+        return snapshot.snapshot_id if snapshot is not None else None
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Remove a batch that a crash left in another catalog's table (the ledger's catalog never has one)."""

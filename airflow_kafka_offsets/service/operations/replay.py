@@ -11,7 +11,13 @@ from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.operation_fields import OperationRequest
 from airflow_kafka_offsets.core.operations.replay import OPERATION, ReplaySelection, selection
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
-from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
+from airflow_kafka_offsets.core.merge import replay_refusal
+from airflow_kafka_offsets.errors import (
+    BatchStateError,
+    InvalidPipelineSpecError,
+    MergeOperationRefusedError,
+    ReportMismatchError,
+)
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.attempts import execute_attempt, start_attempt
 from airflow_kafka_offsets.service.context import OperationContext
@@ -100,6 +106,8 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
         raise BatchStateError(
             f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
         )
+    if spec.sink.merge is not None:
+        raise MergeOperationRefusedError(replay_refusal(pipeline, batch_id))
     sink: Sink = ctx.sinks.for_spec(ledger, spec)
     if target_root is not None:
         if SINK_FORMATS[spec.sink.format].table:
