@@ -21,8 +21,8 @@ from airflow_kafka_offsets.core.model import (
     SinkSpec,
     StartPolicy,
 )
-from airflow_kafka_offsets.core.routing import TABLE_NAME, build_routes
 from airflow_kafka_offsets.core.options import option_names
+from airflow_kafka_offsets.core.routing import TABLE_NAME, build_routes
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
 from airflow_kafka_offsets.core.sink_options import SinkOptions
 from airflow_kafka_offsets.core.values import enum_value, optional_bool, optional_int
@@ -80,13 +80,6 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str, t
             takers = " or ".join(f.value for f, r in SINK_FORMATS.items() if r.many_tables)
             raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: tables and route need the {takers} sink")
         return SinkSpec(sink_format)
-    if merge is not None:
-        given = [name for name in ("partition_by", "catalog_conn_id", "tables", "route") if options.get(name)]
-        if given:
-            raise InvalidPipelineSpecError(
-                f"pipeline {pipeline!r}: a mirror table (merge_key) takes no {', '.join(given)}: it is one table, "
-                "unpartitioned, in the ledger's catalog (its merge commits in the ledger's transaction)"
-            )
     if options.get("tables") or options.get("route"):
         return _multi_table_sink(pipeline, options, sink_format, table, partition_by, catalog_conn_id, topics)
     if partition_by not in PARTITIONINGS:
@@ -122,6 +115,12 @@ def _merge(pipeline: str, options: Mapping[str, Any], sink_format: SinkFormat) -
         )
     if len(set(key)) != len(key):
         raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: merge_key names a column twice: {list(key)}")
+    given = [name for name in ("partition_by", "catalog_conn_id", "tables", "route") if options.get(name)]
+    if given:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: a mirror table (merge_key) takes no {', '.join(given)}: it is one table, "
+            "unpartitioned, in the ledger's catalog (its merge commits in the ledger's transaction)"
+        )
     changes = enum_value(
         ChangeFormat, options.get("changes") or ChangeFormat.DEBEZIUM, f"pipeline {pipeline!r}: changes"
     )

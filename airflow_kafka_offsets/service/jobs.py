@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_kafka_offsets.core.merge import ChangeFormat
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, DecodeSpec, SinkSpec
 from airflow_kafka_offsets.core.routing import TableRoutes
 from airflow_kafka_offsets.errors import DecodeErrorThresholdError, UnroutableRecordsError
-from airflow_kafka_offsets.core.merge import ChangeFormat
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import ERRORS_DIR, JOB_FORMAT, debezium_envelope_ddl
 
 

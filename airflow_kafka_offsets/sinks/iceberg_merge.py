@@ -44,16 +44,22 @@ def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
     return Or(_balanced_or(terms[:middle]), _balanced_or(terms[middle:]))
 
 
+# PyIceberg's predicates take (column, value) positionally; mypy sees only their pydantic fields' keywords.
+_IN: Any = In
+_EQUAL: Any = EqualTo
+
+
 def key_filter(keys: pa.Table, key: Sequence[str]) -> BooleanExpression:
     """Rows whose key is one of ``keys`` (distinct key tuples, one column per key column)."""
     if len(key) == 1:
-        return In(key[0], set(keys.column(key[0]).to_pylist()))
+        single: BooleanExpression = _IN(key[0], set(keys.column(key[0]).to_pylist()))
+        return single
     rows: list[dict[str, Any]] = keys.to_pylist()
     terms: list[BooleanExpression] = []
     for row in rows:
-        term: BooleanExpression = EqualTo(key[0], row[key[0]])
+        term: BooleanExpression = _EQUAL(key[0], row[key[0]])
         for column in key[1:]:
-            term = And(term, EqualTo(column, row[column]))
+            term = And(term, _EQUAL(column, row[column]))
         terms.append(term)
     return _balanced_or(terms)
 

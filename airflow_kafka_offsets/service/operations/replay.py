@@ -7,11 +7,11 @@ from dataclasses import astuple
 from datetime import UTC, datetime
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.merge import replay_refusal
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.operation_fields import OperationRequest
 from airflow_kafka_offsets.core.operations.replay import OPERATION, ReplaySelection, selection
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
-from airflow_kafka_offsets.core.merge import replay_refusal
 from airflow_kafka_offsets.errors import (
     BatchStateError,
     InvalidPipelineSpecError,

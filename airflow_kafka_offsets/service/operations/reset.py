@@ -6,11 +6,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_kafka_offsets.core.merge import rewind_refusal
 from airflow_kafka_offsets.core.operation_fields import OperationRequest
 from airflow_kafka_offsets.core.operations.reset import OPERATION, reset_request
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
-from airflow_kafka_offsets.core.merge import rewind_refusal
 from airflow_kafka_offsets.errors import BatchStateError, MergeOperationRefusedError
 from airflow_kafka_offsets.service.consumer_group import mirror_to_consumer_group
 from airflow_kafka_offsets.service.context import OperationContext
