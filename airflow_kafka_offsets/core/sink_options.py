@@ -21,13 +21,15 @@ class SinkOptions:
     table: str | None = option(None, "the table: `namespace.name` for Iceberg, a name under `output_root` for Delta")
     partition_by: str | None = option(None, "`day`: partition a table by the UTC day of the record timestamp")
     catalog_conn_id: str | None = option(
-        None, "Iceberg: a SQL catalog in another PostgreSQL database ([Sinks](sinks.md#iceberg))"
+        None,
+        "Iceberg: a SQL catalog in another PostgreSQL database "
+        "([Sinks](sinks.md#tables-apache-iceberg-and-delta-lake))",
     )
     tables: Mapping[str, str] | None = option(
-        None, "many tables: `{topic: table}` ([Sinks](sinks.md#one-topic-many-tables-routing))"
+        None, "many tables: `{topic: table}` ([Sinks](sinks.md#many-tables-from-one-pipeline))"
     )
     route: Mapping[str, Any] | None = option(
-        None, "many tables: route by a header ([Sinks](sinks.md#one-topic-many-tables-routing))"
+        None, "many tables: route by a header ([Sinks](sinks.md#many-tables-from-one-pipeline))"
     )
     merge_key: Sequence[str] | str | None = option(
         None,
