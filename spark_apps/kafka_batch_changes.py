@@ -135,23 +135,27 @@ def change_set(records: DataFrame, merge: dict) -> DataFrame:
 
 
 def write_changes(written: DataFrame, job: dict) -> dict:
-    """Write the change set to ``<staging_uri>/_changes/``; its counts for the report. A change whose key
-    has a null column fails the batch (the mirror could not tell which row it changes)."""
+    """Write the change set to ``<staging_uri>/_changes/``; its counts for the report (observed while it is
+    written: no pass of their own). A change whose key has a null column fails the batch (the mirror could
+    not tell which row it changes)."""
+    from pyspark.sql import Observation
+
     merge = job["merge"]
-    target = job["staging_uri"].rstrip("/") + "/" + contract.CHANGES_DIR
-    change_set(written, merge).write.mode("overwrite").parquet(target)
-    changes = written.sparkSession.read.parquet(target)
     null_key = F.lit(False)
     for k in merge["key"]:
         null_key = null_key | F.col(k).isNull()
-    counts = changes.agg(
+    observation = Observation("kafka_offsets_changes")
+    changes = change_set(written, merge).observe(
+        observation,
         F.count(F.lit(1)).alias("changes"),
-        F.sum(F.col(contract.DELETED).cast("int")).alias("deletes"),
-        F.sum(null_key.cast("int")).alias("null_keys"),
-    ).collect()[0]
+        F.coalesce(F.sum(F.col(contract.DELETED).cast("long")), F.lit(0)).alias("deletes"),
+        F.coalesce(F.sum(null_key.cast("long")), F.lit(0)).alias("null_keys"),
+    )
+    changes.write.mode("overwrite").parquet(job["staging_uri"].rstrip("/") + "/" + contract.CHANGES_DIR)
+    counts = observation.get
     if counts["null_keys"]:
         raise ValueError(
             f"{counts['null_keys']} change events have no value for a key column ({', '.join(merge['key'])}): "
             "the mirror cannot tell which row they change"
         )
-    return {"changes": int(counts["changes"]), "deletes": int(counts["deletes"] or 0)}
+    return {"changes": int(counts["changes"]), "deletes": int(counts["deletes"])}
