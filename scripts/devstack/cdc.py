@@ -167,8 +167,11 @@ def status(cfg: dict[str, Any], timeout: float = 3.0) -> dict[str, Any] | None:
 
 
 def running(found: dict[str, Any] | None) -> bool:
-    tasks = (found or {}).get("tasks") or []
-    return bool(found) and found["connector"]["state"] == "RUNNING" and any(t["state"] == "RUNNING" for t in tasks)
+    """The connector and one of its tasks run (what a status answer says)."""
+    if not found:
+        return False
+    tasks = found.get("tasks") or []
+    return bool(found["connector"]["state"] == "RUNNING" and any(t["state"] == "RUNNING" for t in tasks))
 
 
 def start(cfg: dict[str, Any], timeout: float = 180) -> int:

@@ -9,7 +9,9 @@ from typing import Any
 
 from . import (
     airflow,
+    cdc,
     info,
+    jars,
     kafka,
     kafka_probe,
     postgres,
@@ -135,6 +137,19 @@ def status() -> dict[str, Any]:
             rss_mb=round(rss / 2**20) if rss else None,
             data_dir=sr["data_dir"],
             log=sr["stdout"],
+        )
+    cd = stack.get("cdc")
+    if cd:
+        services["cdc"] = _service(
+            cd,
+            cdc.is_running(cd),
+            lambda: cdc.running(cdc.status(cd)),
+            f"http://{cd['host']}:{cd['port']}",
+            version=f"Kafka Connect + Debezium {jars.DEBEZIUM_VERSION}",
+            database=cd["database"],
+            topics=f"{cd['topic_prefix']}.<schema>.<table>",
+            start_s=cd.get("start_s"),
+            log=cd["stdout"],
         )
     af = stack.get("airflow")
     if af:
