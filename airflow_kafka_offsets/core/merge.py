@@ -166,14 +166,15 @@ def applied(
     return result
 
 
-def replay_refusal(pipeline: str, batch_id: int) -> str:
-    """Why a committed batch of a mirror does not replay: its changes were applied on the state the batches
-    before it left, and later changes on top of them; rebuilding it alone cannot give the source's rows."""
+def replay_refusal(pipeline: str, batch_id: int, latest: int | None) -> str:
+    """Why a committed batch of a mirror other than the latest does not replay: its changes were applied on
+    the state the batches before it left and later ones build on it; only the latest is merged again, on
+    the state before it."""
     return (
         f"pipeline {pipeline!r} merges changes into a mirror table: batch {batch_id} is applied on the state "
-        "earlier batches left and later ones build on it, so it does not replay on its own. To rebuild the "
-        "mirror, start a new pipeline (another name and table) from the topic's start, or have the source "
-        "send a fresh snapshot (Debezium: an incremental snapshot)"
+        f"earlier batches left and later ones build on it, so only the latest batch ({latest}) replays. To "
+        "rebuild the mirror, start a new pipeline (another name and table) from the topic's start, or have the "
+        "source send a fresh snapshot (Debezium: an incremental snapshot)"
     )
 
 

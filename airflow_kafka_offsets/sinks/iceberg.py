@@ -46,7 +46,7 @@ from pyiceberg.transforms import DayTransform
 
 from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
-from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
+from airflow_kafka_offsets.errors import MergeOperationRefusedError, OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks import iceberg_merge
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
@@ -346,6 +346,9 @@ class IcebergSink:
         properties = publication.commit_properties()
         transaction = table.transaction()
         if self.merge is not None:
+            if publication.replay:
+                before = self._state_before(table, publication)
+                iceberg_merge.restore(transaction, table, before, properties, self._replayed(publication))
             iceberg_merge.merge(transaction, iceberg_merge.read_changes(self.storage, data), self.merge.key, properties)
         elif publication.replay:
             old = self._batch_files(table, publication.plan.batch_id)
@@ -359,6 +362,34 @@ class IcebergSink:
             transaction.add_files(data, snapshot_properties=properties, check_duplicate_files=False)
         snapshot = transaction.commit_transaction().current_snapshot()
         return snapshot.snapshot_id if snapshot is not None else None
+
+    @staticmethod
+    def _replayed(publication: Publication) -> str:
+        return f"replay of batch {publication.plan.batch_id} of {publication.plan.pipeline!r} into a mirror table"
+
+    def _state_before(self, table: Table, publication: Publication) -> int | None:
+        """The snapshot a mirror was at before the batch's first merge (None: before any snapshot), refused
+        unless the table's current snapshot is the batch's last: a later commit (a later batch, another
+        writer) would be lost by merging the batch again on the state before it."""
+        history = table.snapshots()
+        mine = [
+            i
+            for i, s in enumerate(history)
+            if s.summary is not None
+            and s.summary[PIPELINE_UID] == publication.pipeline_uid
+            and s.summary[BATCH] == str(publication.plan.batch_id)
+        ]
+        current = table.current_snapshot()
+        if not mine:  # its merge changed no row: the state before it is the current one
+            return current.snapshot_id if current is not None else None
+        last = history[mine[-1]]
+        if current is None or current.snapshot_id != last.snapshot_id:
+            raise MergeOperationRefusedError(
+                f"{self._replayed(publication)}: the table has commits after the batch's (current snapshot "
+                f"{current.snapshot_id if current else None}, the batch's last {last.snapshot_id}); merging it "
+                "again on the state before it would lose them. Only the latest commit of a mirror replays"
+            )
+        return history[mine[0]].parent_snapshot_id
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Remove a batch that a crash left in another catalog's table (the ledger's catalog never has one)."""

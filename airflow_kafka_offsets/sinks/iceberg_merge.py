@@ -21,8 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
-from pyiceberg.table import Transaction
+from pyiceberg.table import Table, Transaction
 
+from airflow_kafka_offsets.errors import MergeOperationRefusedError
 from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
 
@@ -73,3 +74,26 @@ def merge(transaction: Transaction, changes: pa.Table | None, key: Sequence[str]
     keys = changes.select(list(key)).group_by(list(key)).aggregate([])
     rows = changes.filter(pc.invert(changes.column(DELETED))).drop_columns([DELETED])
     transaction.overwrite(rows, key_filter(keys, key), snapshot_properties=properties)
+
+
+def restore(transaction: Transaction, table: Table, before: int | None, properties: dict[str, str], what: str) -> None:
+    """Put the table's files back to those of snapshot ``before`` (None: no file), in ``transaction``: the
+    state a replayed batch is merged into again. Files only the current state has are removed, files only
+    ``before`` had are added back (they must still exist: snapshot expiry removes them)."""
+    current = {t.file.file_path: t.file for t in table.scan().plan_files()}
+    previous = {} if before is None else {t.file.file_path: t.file for t in table.scan(snapshot_id=before).plan_files()}
+    gone = [path for path in previous if path not in current and not table.io.new_input(path).exists()]
+    if gone:
+        raise MergeOperationRefusedError(
+            f"{what}: the table's state before it is gone ({len(gone)} of its data files were removed, e.g. by "
+            f"snapshot expiry: {gone[0]}); nothing was replayed"
+        )
+    if current.keys() == previous.keys():
+        return
+    with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+        for path, data_file in current.items():
+            if path not in previous:
+                overwrite.delete_data_file(data_file)
+        for path, data_file in previous.items():
+            if path not in current:
+                overwrite.append_data_file(data_file)

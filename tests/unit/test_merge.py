@@ -261,5 +261,5 @@ def test_the_key_filter_is_an_in_for_one_column_and_a_balanced_or_of_ands_for_mo
 
 
 def test_refusals_name_the_pipeline_the_batch_and_what_to_do():
-    assert "batch 3" in replay_refusal("p", 3) and "new pipeline" in replay_refusal("p", 3)
+    assert "batch 3" in replay_refusal("p", 3, 5) and "only the latest batch (5) replays" in replay_refusal("p", 3, 5)
     assert "t-0, t-1" in rewind_refusal("p", ["t-0", "t-1"]) and "only skip forward" in rewind_refusal("p", ["t-0"])

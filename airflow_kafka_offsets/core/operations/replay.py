@@ -23,7 +23,7 @@ from airflow_kafka_offsets.core.operation_input import (
 )
 
 OPERATION = Operation(
-    "replay", "Replay", "rebuild committed batches' output (refused for a mirror table)", uses_spark=True
+    "replay", "Replay", "rebuild committed batches' output (a mirror table's latest only)", uses_spark=True
 )
 _RANGE = r"[A-Za-z0-9._-]+:\d+:\d+-\d+"
 

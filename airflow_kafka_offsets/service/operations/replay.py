@@ -102,12 +102,14 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
         spec = tx.pipeline_spec(pipeline)
         uid = tx.pipeline_uid(pipeline)
         decode = batch_decoding(tx, spec, batch_id)
+        committed_batches = tx.committed_ingest_batches(pipeline)
+        latest = committed_batches[-1] if committed_batches else None
     if record.state is not BatchState.COMMITTED:
         raise BatchStateError(
             f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
         )
-    if spec.sink.merge is not None:
-        raise MergeOperationRefusedError(replay_refusal(pipeline, batch_id))
+    if spec.sink.merge is not None and batch_id != latest:
+        raise MergeOperationRefusedError(replay_refusal(pipeline, batch_id, latest))
     sink: Sink = ctx.sinks.for_spec(ledger, spec)
     if target_root is not None:
         if SINK_FORMATS[spec.sink.format].table:
