@@ -116,8 +116,9 @@ class Source:
 
 
 def mirror_spec(name: str, topic: str, root: str, **sink: Any) -> PipelineSpec:
+    json_schema = sink.pop("json_schema", ROW)
     options = {"format": "iceberg", "table": f"lake.{name}", "merge_key": "id", **sink}
-    return build_spec(name, [topic], root, json_schema=sink.pop("json_schema", ROW), sink=options)
+    return build_spec(name, [topic], root, json_schema=json_schema, sink=options)
 
 
 def mirror(stack, ledger: Ledger, spec: PipelineSpec) -> dict[int, dict[str, Any]]:
