@@ -253,14 +253,13 @@ def test_random_workload_equals_the_source_the_latest_batch_replays_older_ones_a
 def test_upsert_changes_and_the_mirror_schema_evolves_only_by_nullable_columns(stack, ledger, make_topic, tmp_path):
     topic = make_topic(partitions=1)
     root = str(tmp_path / "lake")
-    spec = mirror_spec(
-        "mirror_upsert",
-        topic,
-        root,
-        changes="upsert",
-        merge_key=["tenant", "id"],
-        json_schema=("tenant STRING, id INT, v STRING"),
-    )
+
+    def upsert_spec(json_schema: str) -> PipelineSpec:
+        return mirror_spec(
+            "mirror_upsert", topic, root, changes="upsert", merge_key="tenant,id", json_schema=json_schema
+        )
+
+    spec = upsert_spec("tenant STRING, id INT, v STRING")
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
     events = [
         ({"tenant": "a", "id": 1}, {"tenant": "a", "id": 1, "v": "one"}),
@@ -277,14 +276,7 @@ def test_upsert_changes_and_the_mirror_schema_evolves_only_by_nullable_columns(s
     got = sorted((r["tenant"], r["id"], r["v"], r["_kafka_offset"], r["_op"]) for r in table.to_pylist())
     assert got == [("a", 1, "one again", 3, "u"), ("b", 1, "other tenant", 1, "u")]
 
-    wider = mirror_spec(
-        "mirror_upsert",
-        topic,
-        root,
-        changes="upsert",
-        merge_key=["tenant", "id"],
-        json_schema=("tenant STRING, id INT, v STRING, added BIGINT"),
-    )
+    wider = upsert_spec("tenant STRING, id INT, v STRING, added BIGINT")
     assert change_spec(operation_context(ledger, stack), spec.name, wider, dry_run=False).applied
     sink_of(ledger, wider).check_writable(wider.decode)  # as the next plan does
     assert lake_readers.read_table(stack.pg_url(), ledger.schema, wider).schema.names == [
@@ -302,9 +294,7 @@ def test_upsert_changes_and_the_mirror_schema_evolves_only_by_nullable_columns(s
         ("tenant STRING, id INT, added BIGINT", "v would be dropped"),
         ("tenant STRING, id INT, v BIGINT, added BIGINT", "v would change from"),
     ):
-        narrower = mirror_spec(
-            "mirror_upsert", topic, root, changes="upsert", merge_key=["tenant", "id"], json_schema=dropped
-        )
+        narrower = upsert_spec(dropped)
         with refused(SchemaEvolutionError, message):
             sink_of(ledger, narrower).check_writable(narrower.decode)
     producer.produce(
