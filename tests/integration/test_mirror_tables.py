@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from pyiceberg.exceptions import CommitFailedException
 
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import MergeOperationRefusedError, SchemaEvolutionError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.operations.change_spec import change_spec
 from airflow_kafka_offsets.service.operations.replay import replay_batch
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
@@ -173,10 +176,38 @@ def test_debezium_changes_mirror_the_source_after_every_batch_through_a_crash_an
     assert mirror(stack, ledger, spec) == source.expected
     assert {5, 70, 100, 110} <= set(source.expected) and not {7, 9} & set(source.expected)
 
-    # batch 3: a change to one key rewrites only the data file that holds it (keys 100-110 are a file of their own)
+    # batch 3: a change to one key rewrites only the data file that holds it (keys 100-110 are a file of their
+    # own); another writer committing while the merge holds the table's catalog row waits, then finds the
+    # table moved (its commit fails and is not applied on the stale state)
     source.update(105, qty=0)
     source.flush()
-    batch = run_once(ledger, spec, stack).plan.batch_id
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+    batch = outcome.plan.batch_id
+    other_writer: list[BaseException] = []
+
+    def append_meanwhile() -> None:
+        table = lake_readers.iceberg_table(stack.pg_url(), ledger.schema, spec)
+        try:
+            table.append(table.scan(limit=1).to_arrow())
+        except BaseException as exc:
+            other_writer.append(exc)
+
+    writer = threading.Thread(target=append_meanwhile)
+
+    def start_other_writer(point: str) -> None:
+        if point == "after_publish":
+            writer.start()
+            writer.join(3)
+            assert writer.is_alive()  # blocked on the catalog row the merge holds
+
+    faults._observers.append(start_other_writer)
+    try:
+        commit(ledger, spec, batch)
+    finally:
+        faults._observers.remove(start_other_writer)
+    writer.join(60)
+    assert len(other_writer) == 1 and isinstance(other_writer[0], CommitFailedException)
     files_now = len(lake_readers.iceberg_table(stack.pg_url(), ledger.schema, spec).scan().plan_files())
     merged = [
         s.summary
