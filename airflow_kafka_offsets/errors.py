@@ -85,6 +85,10 @@ class BatchStateError(LedgerError):
     """The batch is not in a state that allows the requested step."""
 
 
+class MergeOperationRefusedError(BatchStateError):
+    """A manual operation a mirror table (merge mode) cannot take: it would apply changes out of order."""
+
+
 class CursorMovedError(LedgerError):
     """Compare-and-set failed: the cursor no longer equals the batch's start offsets."""
 

@@ -24,6 +24,27 @@ DAY_COLUMN = "timestamp_date"
 # the errors output says of a record without a route.
 TABLE_COLUMN = "_kafka_offsets_table"
 NO_ROUTE = "no route: the record's topic has no table and its header names no allowed table"
+# Merge mode (job field "merge": {"key": [column], "changes": "debezium" | "upsert"}): the app also writes
+# the batch's change set, the last change per key, to <staging_uri>/_changes/: the row's columns, where the
+# change came from, its op, and whether it deletes the key.
+CHANGES_DIR = "_changes"
+KAFKA_PARTITION = "_kafka_partition"
+KAFKA_OFFSET = "_kafka_offset"
+SOURCE_POSITION = "_source_position"  # Debezium's source.lsn (PostgreSQL) or source.file:pos (MySQL)
+SOURCE_TS_MS = "_source_ts_ms"  # Debezium's source.ts_ms (else its ts_ms); upsert: the record timestamp
+CHANGE_OP = "_op"  # c, u, r (Debezium's op of the row's last change), u / d for upserts and deletes
+DELETED = "_deleted"
+DEBEZIUM_SOURCE = "STRUCT<lsn: BIGINT, ts_ms: BIGINT, file: STRING, pos: BIGINT>"
+
+
+def debezium_envelope_ddl(row_ddl: str) -> str:
+    """The Spark DDL a Debezium envelope's JSON decodes with, the row being ``row_ddl``: the envelope's
+    fields at the top (JSON without schema) and again under ``payload`` (JSON with its embedded schema)."""
+    row = f"STRUCT<{row_ddl}>"
+    fields = f"before {row}, after {row}, op STRING, ts_ms BIGINT, source {DEBEZIUM_SOURCE}"
+    return f"{fields}, payload STRUCT<{fields}>"
+
+
 # Spark's Kafka connector jar: group 1 its Scala binary version, group 2 its Spark version.
 CONNECTOR_JAR = re.compile(r"spark-sql-kafka-0-10_(2\.1[0-9])-([0-9][^/]*?)\.jar$")
 CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10"

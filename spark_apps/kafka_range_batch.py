@@ -22,6 +22,7 @@ the Kafka client settings, so secrets never reach the command line)::
      "partition_by": "day" | null,   # optional: one directory per UTC day of the timestamp
      "routing": {"topics": {topic: table}, "header": str | null, "prefix": str, "suffix": str,
                  "allow": [table], "fallback": table | null} | null,   # optional: many tables
+     "merge": {"key": [column], "changes": "debezium" | "upsert"} | null,   # optional: a mirror table
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
      "kafka": {"bootstrap.servers": ..., ...},       # Java client properties
      "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...},   # set on the Hadoop configuration
@@ -35,9 +36,14 @@ report (``<staging_uri>/_kafka_batch_report.json``, written last)::
                      "max_offset", "distinct_offsets", "payload_bytes",
                      "decode_errors" (only with decode)}],
      "routing": {"tables": {table: records}, "unrouted": int, "unrouted_values": [str | null],
-                 "landed": {table: [{"topic", "partition", "start", "end", "records"}]}}}
+                 "landed": {table: [{"topic", "partition", "start", "end", "records"}]}},
                                                   # only with routing; landed: per table and
                                                   # partition, its records' offsets lie in [start, end)
+     "changes": {"changes": int, "deletes": int}}  # only with merge
+
+With merge, the decode's schema is the row's (for Debezium, wrapped in its envelope by the package), and
+the batch's change set, the last change per key, is also written to ``<staging_uri>/_changes/``
+(``kafka_batch_changes.py``): the table sink applies it to the mirror table in its commit.
 
 With routing, the output has one directory per table, ``_kafka_offsets_table=<table>/``
 (records without a route: Spark's default partition directory), and the records without a route
@@ -77,10 +83,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 if __package__:  # imported by the package (Spark Connect mode): its modules are siblings
+    from . import kafka_batch_changes as changes_step
     from . import kafka_batch_check as check
     from . import kafka_batch_contract as contract
     from . import kafka_batch_decode as decode_step
 else:  # spark-submit ships them beside this file (--py-files)
+    import kafka_batch_changes as changes_step
     import kafka_batch_check as check
     import kafka_batch_contract as contract
     import kafka_batch_decode as decode_step
@@ -384,6 +392,7 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
     check.check_against_ranges(job, partitions)
     if decode or routing:
         write_errors(written, staging, decode, routing, sum(p.get("decode_errors") or 0 for p in partitions))
+    merged = changes_step.write_changes(written, job) if job.get("merge") else None
     report = {
         "format": contract.REPORT_FORMAT,
         "pipeline": job["pipeline"],
@@ -395,6 +404,7 @@ def run(job: dict, spark: SparkSession, runtime: Runtime) -> dict:
         "output_bytes": runtime.output_bytes(staging),
         "partitions": partitions,
         **({"routing": route_report(written, routing)} if routing else {}),
+        **({"changes": merged} if merged is not None else {}),
     }
     runtime.write_report(staging, json.dumps(report, sort_keys=True))
     return report

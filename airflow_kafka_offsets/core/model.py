@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.routing import TableRoutes
 
 
@@ -166,6 +167,7 @@ class SinkSpec:
     REST catalog, or a SQL catalog in another PostgreSQL database); commits are then idempotent
     rather than transactional, and many tables are committed one after another.
     ``routes``: many tables instead of ``table``, each record routed by its topic or a header.
+    ``merge``: the table mirrors a source table from change events (merge mode, ``core/merge.py``).
     """
 
     format: SinkFormat = SinkFormat.DIRECTORY
@@ -173,10 +175,12 @@ class SinkSpec:
     partition_by: str | None = None
     catalog_conn_id: str | None = None
     routes: TableRoutes | None = None
+    merge: MergeSpec | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {"format": self.format.value, "table": self.table, "partition_by": self.partition_by}
         data |= self.routes.to_json() if self.routes else {}
+        data |= self.merge.to_json() if self.merge else {}
         return data | ({"catalog_conn_id": self.catalog_conn_id} if self.catalog_conn_id else {})
 
     @classmethod
@@ -189,6 +193,7 @@ class SinkSpec:
             data.get("partition_by"),
             data.get("catalog_conn_id"),
             TableRoutes.from_json(data) if data.get("tables") or data.get("route") else None,
+            MergeSpec.from_json(data),
         )
 
 

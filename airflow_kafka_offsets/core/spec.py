@@ -12,6 +12,7 @@ from typing import Any
 
 from airflow_kafka_offsets.core.avro import build_value_format
 from airflow_kafka_offsets.core.ddl import parse_ddl
+from airflow_kafka_offsets.core.merge import MIRROR_COLUMNS, ChangeFormat, MergeSpec
 from airflow_kafka_offsets.core.model import (
     DataLossPolicy,
     DecodeSpec,
@@ -20,8 +21,10 @@ from airflow_kafka_offsets.core.model import (
     SinkSpec,
     StartPolicy,
 )
+from airflow_kafka_offsets.core.options import option_names
 from airflow_kafka_offsets.core.routing import TABLE_NAME, build_routes
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
+from airflow_kafka_offsets.core.sink_options import SinkOptions
 from airflow_kafka_offsets.core.values import enum_value, optional_bool, optional_int
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 
@@ -51,17 +54,19 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str, t
     if sink is None or (isinstance(sink, str) and not sink.strip()):
         return SinkSpec()
     options: dict[str, Any] = {"format": sink.strip()} if isinstance(sink, str) else dict(sink)
-    unknown = set(options) - {"format", "table", "partition_by", "catalog_conn_id", "tables", "route"}
+    unknown = set(options) - set(option_names(SinkOptions))
     if unknown:
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: unknown sink option(s) {', '.join(sorted(unknown))}; "
-            "a sink takes format, table (or tables and route), partition_by and (Iceberg) catalog_conn_id"
+            "a sink takes format, table (or tables and route), partition_by, (Iceberg) catalog_conn_id, "
+            "and merge_key with changes"
         )
     sink_format = enum_value(SinkFormat, options.get("format") or SinkFormat.DIRECTORY, "sink format")
     table = (options.get("table") or "").strip() or None
     partition_by = (options.get("partition_by") or "").strip() or None
     catalog_conn_id = (options.get("catalog_conn_id") or "").strip() or None
     rules = SINK_FORMATS[sink_format]
+    merge = _merge(pipeline, options, sink_format)
     if catalog_conn_id is not None and not rules.catalog_conn:
         takers = " and ".join(f.value for f, r in SINK_FORMATS.items() if r.catalog_conn)
         raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: catalog_conn_id applies to the {takers} sink only")
@@ -91,7 +96,59 @@ def build_sink(sink: str | Mapping[str, Any] | SinkSpec | None, pipeline: str, t
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: an {rules.title} table needs a namespace, as in 'analytics.{table}'"
         )
-    return SinkSpec(sink_format, table, partition_by, catalog_conn_id)
+    return SinkSpec(sink_format, table, partition_by, catalog_conn_id, merge=merge)
+
+
+def _merge(pipeline: str, options: Mapping[str, Any], sink_format: SinkFormat) -> MergeSpec | None:
+    """Merge mode's key and change format, or None when the sink appends (no ``merge_key``)."""
+    given = options.get("merge_key")
+    names = [k.strip() for k in given.split(",")] if isinstance(given, str) else [str(k).strip() for k in given or ()]
+    key = tuple(k for k in names if k)
+    if not key:
+        if options.get("changes"):
+            raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: changes needs a merge_key (the mirror's key)")
+        return None
+    if sink_format is not SinkFormat.ICEBERG:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: merge_key (a mirror table) needs the iceberg sink; the {sink_format.value} "
+            "sink appends"
+        )
+    if len(set(key)) != len(key):
+        raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: merge_key names a column twice: {list(key)}")
+    given = [name for name in ("partition_by", "catalog_conn_id", "tables", "route") if options.get(name)]
+    if given:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: a mirror table (merge_key) takes no {', '.join(given)}: it is one table, "
+            "unpartitioned, in the ledger's catalog (its merge commits in the ledger's transaction)"
+        )
+    changes = enum_value(
+        ChangeFormat, options.get("changes") or ChangeFormat.DEBEZIUM, f"pipeline {pipeline!r}: changes"
+    )
+    return MergeSpec(key, changes)
+
+
+def _check_merge_decode(pipeline: str, merge: MergeSpec, decode: DecodeSpec | None) -> DecodeSpec:
+    """A mirror's rows are the decoded values' (the json_schema names the row's columns); every record must
+    decode (max_decode_errors defaults to 0: a change that cannot be read is never skipped silently)."""
+    if decode is None or decode.avro is not None:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: a mirror table (merge_key) needs a json_schema naming the source row's "
+            "columns (for Debezium: the columns of before/after)"
+        )
+    columns = [f.name for f in parse_ddl(decode.schema)]
+    missing = [k for k in merge.key if k not in columns]
+    if missing:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: merge_key column(s) {', '.join(missing)} are not in the json_schema "
+            f"({', '.join(columns)})"
+        )
+    reserved = sorted(set(columns) & set(MIRROR_COLUMNS))
+    if reserved:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: the json_schema's column(s) {', '.join(reserved)} are the mirror's own "
+            "columns; rename them"
+        )
+    return decode if decode.max_errors is not None else replace(decode, max_errors=0)
 
 
 def _multi_table_sink(
@@ -179,6 +236,9 @@ def build_spec(
         decode = replace(decode, keep_raw_value=False)
     if not isinstance(output_root, str) or not output_root.strip():
         raise InvalidPipelineSpecError(f"pipeline {name!r} needs an output_root")
+    sink_spec = build_sink(sink, name, topic_list)
+    if sink_spec.merge is not None:
+        decode = _check_merge_decode(name, sink_spec.merge, decode)
     return PipelineSpec(
         name=name,
         topics=topic_list,
@@ -190,7 +250,7 @@ def build_spec(
         max_records_per_partition=optional_int(max_records_per_partition, "max_records_per_partition", minimum=1),
         consumer_group=(consumer_group or "").strip() or None,
         decode=decode,
-        sink=build_sink(sink, name, topic_list),
+        sink=sink_spec,
     )
 
 

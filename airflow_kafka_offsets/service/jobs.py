@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_kafka_offsets.core.merge import ChangeFormat
 from airflow_kafka_offsets.core.model import BatchPlan, BatchReport, DecodeSpec, SinkSpec
 from airflow_kafka_offsets.core.routing import TableRoutes
 from airflow_kafka_offsets.errors import DecodeErrorThresholdError, UnroutableRecordsError
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import ERRORS_DIR, JOB_FORMAT
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import ERRORS_DIR, JOB_FORMAT, debezium_envelope_ddl
 
 
 def build_job(
@@ -22,6 +23,9 @@ def build_job(
 ) -> dict[str, Any]:
     """The job file handed to the Spark app (see spark_apps/kafka_range_batch.py for the format)."""
     sink = sink or SinkSpec()
+    decode_json = decode.batch_json() if decode else None
+    if decode_json is not None and sink.merge is not None and sink.merge.changes is ChangeFormat.DEBEZIUM:
+        decode_json["schema"] = debezium_envelope_ddl(decode_json["schema"])  # the row, in its envelope
     return {
         "format": JOB_FORMAT,
         "pipeline": plan.pipeline,
@@ -31,9 +35,10 @@ def build_job(
         "min_partitions": min_partitions,
         "ranges": [r.to_json() for r in plan.readable_ranges],
         "kafka": dict(kafka_properties),
-        "decode": decode.batch_json() if decode else None,
+        "decode": decode_json,
         "partition_by": sink.partition_by,
         "routing": sink.routes.job_json() if sink.routes else None,
+        **({"merge": sink.merge.job_json()} if sink.merge else {}),
     }
 
 

@@ -70,6 +70,7 @@ def _open_iceberg(o: SinkOpening) -> Sink:
         Storage(o.s3),
         transactional=o.external_catalog is None,
         rest=rest,
+        merge=o.spec.sink.merge,
     )
 
 

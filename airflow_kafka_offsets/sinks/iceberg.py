@@ -19,6 +19,11 @@ snapshot whose summary names this pipeline's batch is not added twice); an abort
 a crash left in the table back out in a new snapshot. Both catalog kinds take the same path.
 
 Layout: ``<table location>/data/batch=<N>/<attempt>/part-*.parquet``; readers follow the table.
+
+Merge mode (a ``MergeSpec``: the table mirrors a source table): the attempt's change set
+(``<attempt>/_changes/``, the last change per key, computed by Spark) is applied in the same locked
+commit by :mod:`airflow_kafka_offsets.sinks.iceberg_merge`: a copy-on-write overwrite that rewrites only
+the data files whose key statistics may hold a changed key.
 """
 
 from __future__ import annotations
@@ -49,11 +54,19 @@ from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.transforms import DayTransform
 
 from airflow_kafka_offsets.core.catalogs import RestCatalogConfig
+from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
-from airflow_kafka_offsets.errors import CatalogAuthenticationError, OutputLocationError, SchemaEvolutionError
+from airflow_kafka_offsets.errors import (
+    CatalogAuthenticationError,
+    MergeOperationRefusedError,
+    OutputLocationError,
+    SchemaEvolutionError,
+)
 from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.sinks import iceberg_merge
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
-from airflow_kafka_offsets.sinks.schema import output_schema
+from airflow_kafka_offsets.sinks.schema import table_schema
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR
 
 PIPELINE_UID = "kafka-offsets.pipeline-uid"
 BATCH = "kafka-offsets.batch"
@@ -211,6 +224,7 @@ class IcebergSink:
         catalog: Catalog | None = None,
         staging_root: str | None = None,
         rest: RestCatalogConfig | None = None,
+        merge: MergeSpec | None = None,
     ) -> None:
         """``rest``: the tables are in that REST catalog (``catalog_uri`` is then unused)."""
         if not catalog_uri and rest is None:
@@ -230,6 +244,7 @@ class IcebergSink:
         self._catalog: Catalog | None = catalog  # one catalog (and its engine) for a sink of many tables
         self._location: str | None = None
         self._staging_root = staging_root  # where attempts write, when not the table's data/ directory
+        self.merge = merge  # merge mode: the table mirrors a source table (core/merge.py)
 
     def catalog(self) -> Catalog:
         if self._catalog is None and self._rest is not None:
@@ -264,7 +279,7 @@ class IcebergSink:
     def check_writable(self, decode: DecodeSpec | None) -> None:
         """Create the table, or evolve it by the fields ``decode`` adds; refuse any other difference."""
         catalog = self.catalog()
-        wanted = output_schema(decode)
+        wanted = table_schema(decode, self.merge)
         self.ensure_namespace()
         if not catalog.table_exists(self.identifier):
             table = catalog.create_table_if_not_exists(self.identifier, schema=wanted)
@@ -328,13 +343,14 @@ class IcebergSink:
         """
         if publication.staging_uri is None:
             return  # a batch without records changes nothing a reader could see
-        data = [f.uri for f in self.storage.parquet_files(publication.staging_uri)]
+        changes = files.join(publication.staging_uri, CHANGES_DIR)
+        data = [f.uri for f in self.storage.parquet_files(changes if self.merge else publication.staging_uri)]
         if self.transactional:
             self.commit_locked(tx, publication, data)
         else:
             self.commit_idempotently(publication, data)
 
-    def commit_idempotently(self, publication: Publication, data: list[str]) -> int:
+    def commit_idempotently(self, publication: Publication, data: list[str]) -> int | None:
         """Commit ``data`` to a table of another catalog unless a snapshot of the table already holds this
         attempt (a replay: holds it; a commit: holds the batch), retried when another writer committed
         first; returns the snapshot that holds it."""
@@ -353,24 +369,30 @@ class IcebergSink:
             "concurrent writers; nothing of it was added, the batch stays planned: run the commit again"
         )
 
-    def commit_locked(self, tx: LedgerStatements, publication: Publication, data: list[str]) -> int:
+    def commit_locked(self, tx: LedgerStatements, publication: Publication, data: list[str]) -> int | None:
         """Commit ``data`` (a replay: instead of the batch's files) with the table's pointer moving in
-        ``tx``, creating the table there if it has no catalog row yet; returns the new snapshot id."""
+        ``tx``, creating the table there if it has no catalog row yet; returns the new snapshot id (None:
+        still none, a mirror's first merge that put no row)."""
         catalog = self.catalog()
         assert isinstance(catalog, LedgerCatalog)  # only a sink of the ledger's catalog is transactional
         with catalog.bound(tx):
             if not catalog.exists_locked(self.identifier):
-                catalog.create_locked(self.identifier, output_schema(publication.decode))
+                catalog.create_locked(self.identifier, table_schema(publication.decode, self.merge))
             return self._commit(catalog.load_locked(self.identifier), publication, data)
 
     def _batch_files(self, table: Table, batch_id: int) -> list[Any]:
         prefix = self._batch_root(batch_id) + "/"
         return [task.file for task in table.scan().plan_files() if task.file.file_path.startswith(prefix)]
 
-    def _commit(self, table: Table, publication: Publication, data: list[str]) -> int:
+    def _commit(self, table: Table, publication: Publication, data: list[str]) -> int | None:
         properties = publication.commit_properties()
         transaction = table.transaction()
-        if publication.replay:
+        if self.merge is not None:
+            if publication.replay:
+                before = self._state_before(table, publication)
+                iceberg_merge.restore(transaction, table, before, properties, self._replayed(publication))
+            iceberg_merge.merge(transaction, iceberg_merge.read_changes(self.storage, data), self.merge.key, properties)
+        elif publication.replay:
             old = self._batch_files(table, publication.plan.batch_id)
             new = _parquet_files_to_data_files(transaction.table_metadata, data, table.io)
             with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
@@ -381,8 +403,35 @@ class IcebergSink:
         else:
             transaction.add_files(data, snapshot_properties=properties, check_duplicate_files=False)
         snapshot = transaction.commit_transaction().current_snapshot()
-        assert snapshot is not None  # the commit just added one
-        return snapshot.snapshot_id
+        return snapshot.snapshot_id if snapshot is not None else None
+
+    @staticmethod
+    def _replayed(publication: Publication) -> str:
+        return f"replay of batch {publication.plan.batch_id} of {publication.plan.pipeline!r} into a mirror table"
+
+    def _state_before(self, table: Table, publication: Publication) -> int | None:
+        """The snapshot a mirror was at before the batch's first merge (None: before any snapshot), refused
+        unless the table's current snapshot is the batch's last: a later commit (a later batch, another
+        writer) would be lost by merging the batch again on the state before it."""
+        history = table.snapshots()
+        mine = [
+            i
+            for i, s in enumerate(history)
+            if s.summary is not None
+            and s.summary[PIPELINE_UID] == publication.pipeline_uid
+            and s.summary[BATCH] == str(publication.plan.batch_id)
+        ]
+        current = table.current_snapshot()
+        if not mine:  # its merge changed no row: the state before it is the current one
+            return current.snapshot_id if current is not None else None
+        last = history[mine[-1]]
+        if current is None or current.snapshot_id != last.snapshot_id:
+            raise MergeOperationRefusedError(
+                f"{self._replayed(publication)}: the table has commits after the batch's (current snapshot "
+                f"{current.snapshot_id if current else None}, the batch's last {last.snapshot_id}); merging it "
+                "again on the state before it would lose them. Only the latest commit of a mirror replays"
+            )
+        return history[mine[0]].parent_snapshot_id
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Remove a batch that a crash left in another catalog's table (the ledger's catalog never has one)."""

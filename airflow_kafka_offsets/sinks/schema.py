@@ -9,7 +9,15 @@ from __future__ import annotations
 import pyarrow as pa
 
 from airflow_kafka_offsets.core.ddl import DdlType, parse_ddl
+from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import DecodeSpec
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import (
+    CHANGE_OP,
+    KAFKA_OFFSET,
+    KAFKA_PARTITION,
+    SOURCE_POSITION,
+    SOURCE_TS_MS,
+)
 
 # The columns the Spark app writes (spark_apps/kafka_range_batch.py), as Arrow reads them back.
 RECORD_SCHEMA = pa.schema(
@@ -59,3 +67,28 @@ def output_schema(decode: DecodeSpec | None) -> pa.Schema:
         return RECORD_SCHEMA
     decoded = pa.struct([(f.name, _arrow_type(f.type)) for f in parse_ddl(decode.schema)])
     return RECORD_SCHEMA.append(pa.field("decode_error", pa.string())).append(pa.field("decoded", decoded))
+
+
+# Where a mirror's row last changed (core/merge.py MIRROR_COLUMNS), as the app's change set holds them.
+MIRROR_METADATA = pa.schema(
+    [
+        (KAFKA_PARTITION, pa.int32()),
+        (KAFKA_OFFSET, pa.int64()),
+        (SOURCE_POSITION, pa.string()),
+        (SOURCE_TS_MS, pa.int64()),
+        (CHANGE_OP, pa.string()),
+    ]
+)
+
+
+def mirror_schema(decode: DecodeSpec | None) -> pa.Schema:
+    """The Arrow schema of a mirror table (merge mode): the decoded row's columns, then where each row's
+    last change came from."""
+    assert decode is not None  # a merge pipeline's spec always decodes (core.spec checks it)
+    row = [pa.field(f.name, _arrow_type(f.type)) for f in parse_ddl(decode.schema)]
+    return pa.schema(row + list(MIRROR_METADATA))
+
+
+def table_schema(decode: DecodeSpec | None, merge: MergeSpec | None) -> pa.Schema:
+    """What a table sink's table holds: the mirror's rows in merge mode, else the records."""
+    return mirror_schema(decode) if merge is not None else output_schema(decode)

@@ -14,7 +14,13 @@ from airflow_kafka_offsets.object_storage.access import S3Access
 APP_MODULE = "airflow_kafka_offsets.spark_apps"
 APP_FILE = "kafka_range_batch.py"
 # The app's own modules, shipped beside it with --py-files (the app imports them by file name).
-APP_MODULES = ("kafka_batch_contract.py", "kafka_batch_avro.py", "kafka_batch_check.py", "kafka_batch_decode.py")
+APP_MODULES = (
+    "kafka_batch_contract.py",
+    "kafka_batch_avro.py",
+    "kafka_batch_check.py",
+    "kafka_batch_decode.py",
+    "kafka_batch_changes.py",
+)
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",

@@ -16,6 +16,7 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     devstack.restart_schema_registry(); devstack.restart_iceberg_rest()
     devstack.start_airflow()          # api-server, scheduler, dag-processor, triggerer on dags/
     devstack.stop_airflow()
+    devstack.start_cdc()              # Kafka Connect with Debezium on the stack's PostgreSQL (scripts/stack up --cdc)
     devstack.start_spark_connect()    # a Spark Connect server; its `spark_connect` connection
     devstack.restart_spark_connect(hard=True)   # crash and start it again, same port and token
     devstack.start_spark_connect("4.1")   # a Connect server of another Spark line (spark_lines)
@@ -49,12 +50,14 @@ Stdlib only, plus psycopg2 for creating the ``ledger`` database.
 
 from __future__ import annotations
 
+from .cdc import topic as cdc_topic
 from .errors import StackError
 from .info import StackInfo
 from .optional import (
     airflow_cli,
     restart_spark_connect,
     start_airflow,
+    start_cdc,
     start_spark_cluster,
     start_spark_connect,
     stop_airflow,
@@ -77,6 +80,7 @@ __all__ = [
     "StackError",
     "StackInfo",
     "airflow_cli",
+    "cdc_topic",
     "current",
     "down",
     "restart_iceberg_rest",
@@ -86,6 +90,7 @@ __all__ = [
     "restart_schema_registry",
     "restart_spark_connect",
     "start_airflow",
+    "start_cdc",
     "start_spark_cluster",
     "start_spark_connect",
     "status",

@@ -124,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
         f"default one; lines: {', '.join(f'{k} ({v})' for k, v in spark_lines.SPARK_LINES.items())}",
     )
     up.add_argument(
+        "--cdc",
+        action="store_true",
+        help="also start the CDC source: Kafka Connect with Debezium's PostgreSQL connector on the stack's "
+        "PostgreSQL (database cdc_source, topics cdc.<schema>.<table>)",
+    )
+    up.add_argument(
         "--airflow",
         action="store_true",
         help="also start Airflow (api-server, scheduler, dag-processor, triggerer) on the project's dags/",
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 spark_cluster=args.spark_cluster,
                 spark_connect_server=args.spark_connect,
                 spark_version=args.spark_version,
+                cdc_source=args.cdc,
             )
             if args.airflow:
                 optional.start_airflow()

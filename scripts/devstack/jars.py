@@ -34,6 +34,9 @@ KAFKA_POM = POM_DIR / "kafka-broker.xml"
 CONNECTOR_POM = POM_DIR / "spark-connector.xml"
 S3A_POM = POM_DIR / "spark-s3a.xml"
 AVRO_POM = POM_DIR / "spark-avro.xml"
+# Kafka Connect (of the broker's Kafka release) with Debezium's PostgreSQL connector: the CDC source.
+DEBEZIUM_VERSION = "3.6.1.Final"
+DEBEZIUM_POM = POM_DIR / "debezium-connect.xml"
 # The spark-avro release to take when the exact one is missing from the Maven registry this project
 # uses, per Spark line (found there: 3.5.x, 4.0.0-4.0.2, 4.1.1, 4.2.0; missing: 4.0.3, 4.1.0, 4.1.2).
 AVRO_FALLBACK = {"4.0": "4.0.2", "4.1": "4.1.1"}
@@ -108,6 +111,17 @@ def fetch_kafka(version: str = KAFKA_VERSION, quiet: bool = False) -> Path:
         _log(f"fetching Kafka {version} broker jars into {dest} ...", quiet)
         jars = _mvn_copy(KAFKA_POM, dest, {"kafka.version": version})
         _write_marker(dest, {"kafka.version": version, "jars": jars})
+    return dest
+
+
+def fetch_debezium(version: str = DEBEZIUM_VERSION, quiet: bool = False) -> Path:
+    """Ensure Kafka Connect's and Debezium's PostgreSQL connector's jars are cached; return their dir."""
+    dest = state.cache_dir() / f"debezium-{version}-kafka-{KAFKA_VERSION}"
+    with state.cache_lock(dest):
+        if not _complete(dest):
+            _log(f"fetching Kafka Connect {KAFKA_VERSION} and Debezium {version} jars into {dest} ...", quiet)
+            found = _mvn_copy(DEBEZIUM_POM, dest, {"kafka.version": KAFKA_VERSION, "debezium.version": version})
+            _write_marker(dest, {"debezium.version": version, "kafka.version": KAFKA_VERSION, "jars": found})
     return dest
 
 

@@ -8,10 +8,20 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from . import airflow, ensure, info, spark_connect, state
+from . import airflow, cdc, ensure, info, spark_connect, state
 from . import spark_cluster as spark
 from .errors import StackError, say
 from .stack import restart
+
+
+def start_cdc() -> dict[str, Any]:
+    """Start (or reuse) the CDC source of the running stack (Kafka Connect with Debezium); its config record
+    (``database``: the source database, ``topic_prefix``, ``start_s``: how long its start took)."""
+    with state.lock():
+        stack = state.require()
+        stack["cdc"] = cdc.ensure(Path(stack["state_dir"]), stack)
+        state.save(stack)
+        return dict(stack["cdc"])
 
 
 def start_spark_connect(spark_version: str | None = None) -> dict[str, Any]:

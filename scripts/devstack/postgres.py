@@ -127,6 +127,7 @@ def initdb(sd: Path, port: int) -> dict[str, Any]:
             "fsync = off                 # throwaway cluster: no OS-crash durability\n"
             "full_page_writes = off\n"
             "max_connections = 200\n"
+            "wal_level = logical         # the CDC source (Debezium, scripts/stack up --cdc) decodes the WAL\n"
             "log_min_messages = warning\n"
         )
     return cfg

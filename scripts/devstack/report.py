@@ -9,8 +9,10 @@ from typing import Any
 
 from . import (
     airflow,
+    cdc,
     iceberg_rest,
     info,
+    jars,
     kafka,
     kafka_probe,
     postgres,
@@ -156,6 +158,19 @@ def status() -> dict[str, Any]:
             log=s3["stdout"],
         )
     services.update(_catalog_services(stack))
+    cd = stack.get("cdc")
+    if cd:
+        services["cdc"] = _service(
+            cd,
+            cdc.is_running(cd),
+            lambda: cdc.running(cdc.status(cd)),
+            f"http://{cd['host']}:{cd['port']}",
+            version=f"Kafka Connect + Debezium {jars.DEBEZIUM_VERSION}",
+            database=cd["database"],
+            topics=f"{cd['topic_prefix']}.<schema>.<table>",
+            start_s=cd.get("start_s"),
+            log=cd["stdout"],
+        )
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:

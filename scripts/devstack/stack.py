@@ -7,6 +7,7 @@ from typing import Any
 
 from . import (
     airflow,
+    cdc,
     ensure,
     iceberg_rest,
     info,
@@ -25,9 +26,15 @@ from .info import StackInfo
 STACK_VERSION = 1
 
 
-def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_version: str | None = None) -> StackInfo:
+def up(
+    spark_cluster: bool = False,
+    spark_connect_server: bool = False,
+    spark_version: str | None = None,
+    cdc_source: bool = False,
+) -> StackInfo:
     """Start (or reuse) PostgreSQL + Kafka + the S3 server + the schema registry + the Iceberg REST catalog,
-    and a Spark cluster or Connect server if asked.
+    a Spark cluster or Connect server if asked, and the CDC source (Kafka Connect with Debezium) with
+    ``cdc_source``.
 
     ``spark_version`` (a release or a line, with ``spark_connect_server``): the Connect server of that
     Spark line instead of the default one (see :func:`start_spark_connect`). Servers recorded earlier
@@ -62,6 +69,9 @@ def up(spark_cluster: bool = False, spark_connect_server: bool = False, spark_ve
         for version in sorted({*stack.get("spark_connect_lines", {}), *([line] if line else [])}):
             ensure.connect_server_of_line(sd, stack, version)
             state.save(stack)
+        if cdc_source or stack.get("cdc"):
+            stack["cdc"] = cdc.ensure(sd, stack)
+            state.save(stack)
         return info.from_stack(stack)
 
 
@@ -70,6 +80,9 @@ def _stop_services(stack: dict[str, Any], keep_data: bool) -> None:
     if stack.get("airflow"):
         say("stopping Airflow")
         airflow.stop(stack.pop("airflow"))
+    if stack.get("cdc"):
+        say("stopping Kafka Connect (Debezium)")
+        cdc.stop(stack["cdc"])
     if stack.get("spark"):
         say("stopping Spark worker + master")
         spark.stop(stack["spark"])
@@ -109,6 +122,7 @@ def down(keep_data: bool = False) -> None:
             stack.pop("spark", None)  # spark has no data worth keeping; `up` starts it anew
             stack.pop("spark_connect", None)
             stack.pop("spark_connect_lines", None)
+            stack.pop("cdc", None)  # its replication slot and offsets go with the database: `up --cdc` anew
             if stack:
                 state.save(stack)
             say(f"data kept in {sd}")

@@ -22,7 +22,9 @@ from airflow_kafka_offsets.core.operation_input import (
     text,
 )
 
-OPERATION = Operation("replay", "Replay", "rebuild committed batches' output", uses_spark=True)
+OPERATION = Operation(
+    "replay", "Replay", "rebuild committed batches' output (a mirror table's latest only)", uses_spark=True
+)
 _RANGE = r"[A-Za-z0-9._-]+:\d+:\d+-\d+"
 
 

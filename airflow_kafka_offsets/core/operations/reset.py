@@ -24,7 +24,9 @@ from airflow_kafka_offsets.core.operation_input import (
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.core.spec import TOPIC_NAME
 
-OPERATION = Operation("reset", "Reset", "move the cursor (a dry run unless told to apply it)")
+OPERATION = Operation(
+    "reset", "Reset", "move the cursor (a dry run unless told to apply it; a mirror table's only forward)"
+)
 _PARTITIONS = r"\d+(\s*,\s*\d+)*"
 
 

@@ -7,11 +7,17 @@ from dataclasses import astuple
 from datetime import UTC, datetime
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
+from airflow_kafka_offsets.core.merge import replay_refusal
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.operation_fields import OperationRequest
 from airflow_kafka_offsets.core.operations.replay import OPERATION, ReplaySelection, selection
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
-from airflow_kafka_offsets.errors import BatchStateError, InvalidPipelineSpecError, ReportMismatchError
+from airflow_kafka_offsets.errors import (
+    BatchStateError,
+    InvalidPipelineSpecError,
+    MergeOperationRefusedError,
+    ReportMismatchError,
+)
 from airflow_kafka_offsets.ledger import Ledger, LedgerTransaction
 from airflow_kafka_offsets.service.attempts import execute_attempt, start_attempt
 from airflow_kafka_offsets.service.context import OperationContext
@@ -96,10 +102,14 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
         spec = tx.pipeline_spec(pipeline)
         uid = tx.pipeline_uid(pipeline)
         decode = batch_decoding(tx, spec, batch_id)
+        committed_batches = tx.committed_ingest_batches(pipeline)
+        latest = committed_batches[-1] if committed_batches else None
     if record.state is not BatchState.COMMITTED:
         raise BatchStateError(
             f"batch {batch_id} of {pipeline!r} is {record.state.value}; only committed batches replay"
         )
+    if spec.sink.merge is not None and batch_id != latest:
+        raise MergeOperationRefusedError(replay_refusal(pipeline, batch_id, latest))
     sink: Sink = ctx.sinks.for_spec(ledger, spec)
     if target_root is not None:
         if SINK_FORMATS[spec.sink.format].table:

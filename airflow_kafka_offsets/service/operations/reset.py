@@ -6,11 +6,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_kafka_offsets.core.merge import rewind_refusal
 from airflow_kafka_offsets.core.operation_fields import OperationRequest
 from airflow_kafka_offsets.core.operations.reset import OPERATION, reset_request
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest, plan_reset
 from airflow_kafka_offsets.core.tables import render_table
-from airflow_kafka_offsets.errors import BatchStateError
+from airflow_kafka_offsets.errors import BatchStateError, MergeOperationRefusedError
 from airflow_kafka_offsets.service.consumer_group import mirror_to_consumer_group
 from airflow_kafka_offsets.service.context import OperationContext
 from airflow_kafka_offsets.service.operations.result import OperationResult, change_heading
@@ -51,6 +52,9 @@ def reset_offsets(ctx: OperationContext, pipeline: str, request: ResetRequest, d
         if request.mode is ResetMode.TO_DATETIME and request.timestamp is not None:
             at_time = kafka.offsets_for_time(sorted(tp for tp in offsets if tp.topic in spec.topics), request.timestamp)
         resets = plan_reset(spec, cursors, offsets, request, at_time)
+        rewound = [f"{r.topic}-{r.partition}" for r in resets if r.before is not None and r.after < r.before]
+        if spec.sink.merge is not None and rewound:
+            raise MergeOperationRefusedError(rewind_refusal(pipeline, rewound))
         changes = tuple(
             {"topic": r.topic, "partition": r.partition, "before": r.before, "after": r.after, "change": r.change}
             for r in resets

@@ -1,0 +1,99 @@
+"""A mirror table's merge: a batch's change set applied to an Iceberg table in one copy-on-write commit.
+
+Spark computed the change set (the last change per key, ``spark_apps/kafka_batch_changes.py``); here
+it is applied inside the caller's table transaction (for the ledger's catalog: with the catalog row
+locked, in the ledger's transaction). PyIceberg's overwrite with a filter on the changed keys
+deletes their current rows and adds the batch's rows: data files whose column statistics (key
+min/max, or their partition) exclude every changed key are not read; a file that may hold one is
+read, and rewritten without the changed keys' rows when it holds any. No equality or position
+deletes are written: every reader sees plain data files.
+
+The change set is the batch's size (one row per changed key), so the worker holds at most it and
+one affected data file at a time, never the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
+from pyiceberg.table import Table, Transaction
+
+from airflow_kafka_offsets.errors import MergeOperationRefusedError
+from airflow_kafka_offsets.object_storage.storage import Storage
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
+
+
+def read_changes(storage: Storage, uris: Sequence[str]) -> pa.Table | None:
+    """The change set's files as one Arrow table (None: an attempt that wrote none)."""
+    parts = []
+    for uri in uris:
+        fs, path = storage.filesystem(uri)
+        parts.append(pq.read_table(path, filesystem=fs))
+    return pa.concat_tables(parts) if parts else None
+
+
+def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
+    """An Or of many terms as a balanced tree: expression visitors recurse once per level."""
+    if len(terms) == 1:
+        return terms[0]
+    middle = len(terms) // 2
+    return Or(_balanced_or(terms[:middle]), _balanced_or(terms[middle:]))
+
+
+# PyIceberg's predicates take (column, value) positionally; mypy sees only their pydantic fields' keywords.
+_IN: Any = In
+_EQUAL: Any = EqualTo
+
+
+def key_filter(keys: pa.Table, key: Sequence[str]) -> BooleanExpression:
+    """Rows whose key is one of ``keys`` (distinct key tuples, one column per key column)."""
+    if len(key) == 1:
+        single: BooleanExpression = _IN(key[0], set(keys.column(key[0]).to_pylist()))
+        return single
+    rows: list[dict[str, Any]] = keys.to_pylist()
+    terms: list[BooleanExpression] = []
+    for row in rows:
+        term: BooleanExpression = _EQUAL(key[0], row[key[0]])
+        for column in key[1:]:
+            term = And(term, _EQUAL(column, row[column]))
+        terms.append(term)
+    return _balanced_or(terms)
+
+
+def merge(transaction: Transaction, changes: pa.Table | None, key: Sequence[str], properties: dict[str, str]) -> None:
+    """Apply the batch's last change per key: delete every changed key's current row, add the put rows.
+
+    Nothing is committed for an empty change set (a batch of tombstones only)."""
+    if changes is None or changes.num_rows == 0:
+        return
+    keys = changes.select(list(key)).group_by(list(key)).aggregate([])
+    rows = changes.filter(pc.invert(changes.column(DELETED))).drop_columns([DELETED])
+    transaction.overwrite(rows, key_filter(keys, key), snapshot_properties=properties)
+
+
+def restore(transaction: Transaction, table: Table, before: int | None, properties: dict[str, str], what: str) -> None:
+    """Put the table's files back to those of snapshot ``before`` (None: no file), in ``transaction``: the
+    state a replayed batch is merged into again. Files only the current state has are removed, files only
+    ``before`` had are added back (they must still exist: snapshot expiry removes them)."""
+    current = {t.file.file_path: t.file for t in table.scan().plan_files()}
+    previous = {} if before is None else {t.file.file_path: t.file for t in table.scan(snapshot_id=before).plan_files()}
+    gone = [path for path in previous if path not in current and not table.io.new_input(path).exists()]
+    if gone:
+        raise MergeOperationRefusedError(
+            f"{what}: the table's state before it is gone ({len(gone)} of its data files were removed, e.g. by "
+            f"snapshot expiry: {gone[0]}); nothing was replayed"
+        )
+    if current.keys() == previous.keys():
+        return
+    with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+        for path, data_file in current.items():
+            if path not in previous:
+                overwrite.delete_data_file(data_file)
+        for path, data_file in previous.items():
+            if path not in current:
+                overwrite.append_data_file(data_file)

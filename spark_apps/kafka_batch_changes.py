@@ -1,0 +1,161 @@
+"""The Spark app's merge step: a batch's change events into its change set, the last change per key.
+
+Part of the app (``kafka_range_batch.py``), shipped beside it with ``--py-files``; imports nothing from Airflow.
+The rules are the package's ``core/merge.py`` (``changes_of``, ``last_changes``) in Spark SQL:
+
+- Debezium (``decoded`` is the envelope, ``kafka_batch_contract.debezium_envelope_ddl``): c, r and u put
+  ``after``; d deletes ``before``'s key; an update whose ``before`` holds another key deletes it first;
+  tombstones and other ops (t, m) change nothing.
+- upsert (``decoded`` is the row): the value puts the row; a tombstone deletes the key read from the
+  record key (a JSON object of the key columns, or Debezium's ``{"schema": ..., "payload": {...}}``).
+
+Per key the change with the highest (offset, order, partition) wins: a key's events share one partition.
+Records that did not decode change nothing (the batch's ``max_decode_errors`` decides whether it commits).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+if __package__:
+    from . import kafka_batch_contract as contract
+else:
+    import kafka_batch_contract as contract
+
+ORDER = "_order"
+
+
+def _row_fields(df: DataFrame, image: str) -> list[str]:
+    return [f.name for f in df.schema[image].dataType.fields]
+
+
+def _same_key(left: list[Column], right: list[Column]) -> Column:
+    same = F.lit(True)
+    for a, b in zip(left, right, strict=True):
+        same = same & a.eqNullSafe(b)
+    return same
+
+
+def _key_present(columns: list[Column]) -> Column:
+    present = F.lit(True)
+    for c in columns:
+        present = present & c.isNotNull()
+    return present
+
+
+def _debezium_changes(records: DataFrame, key: list[str]) -> DataFrame:
+    """One row per change: ``_key_<i>``, the row image (``row``), op, order, deleted, position, ts_ms."""
+    envelope = F.when(F.col("decoded.payload").isNotNull(), F.col("decoded.payload")).otherwise(
+        F.col("decoded").dropFields("payload")
+    )
+    events = records.where(F.col("value").isNotNull() & F.col("decode_error").isNull()).select(
+        F.col("partition"), F.col("offset"), envelope.alias("e")
+    )
+    events = events.where(F.col("e.op").isin("c", "u", "d", "r"))
+    source = F.col("e.source")
+    position = F.coalesce(
+        source["lsn"].cast("string"),
+        F.when(source["file"].isNotNull(), F.concat_ws(":", source["file"], source["pos"])),
+    )
+    ts_ms = F.coalesce(source["ts_ms"], F.col("e.ts_ms"))
+    after = [F.col("e.after")[k] for k in key]
+    before = [F.col("e.before")[k] for k in key]
+    deleting = F.col("e.op") == "d"
+    common = [F.col("partition"), F.col("offset"), position.alias("position"), ts_ms.alias("ts_ms")]
+    main = events.select(
+        *[F.when(deleting, b).otherwise(a).alias(f"_key_{i}") for i, (a, b) in enumerate(zip(after, before))],
+        F.when(~deleting, F.col("e.after")).alias("row"),
+        F.col("e.op").alias("op"),
+        F.lit(1).alias(ORDER),
+        deleting.alias("deleted"),
+        *common,
+    )
+    moved = events.where(
+        (F.col("e.op") == "u") & _key_present(before) & _key_present(after) & ~_same_key(before, after)
+    ).select(
+        *[b.alias(f"_key_{i}") for i, b in enumerate(before)],
+        F.lit(None).cast(events.schema["e"].dataType["after"].dataType).alias("row"),
+        F.lit("d").alias("op"),
+        F.lit(0).alias(ORDER),
+        F.lit(True).alias("deleted"),
+        *common,
+    )
+    return main.unionByName(moved)
+
+
+def _upsert_changes(records: DataFrame, key: list[str]) -> DataFrame:
+    row_type = records.schema["decoded"].dataType
+    key_ddl = ", ".join(f"`{k}` {row_type[k].dataType.simpleString()}" for k in key)
+    parsed = F.from_json(F.col("key").cast("string"), f"{key_ddl}, payload STRUCT<{key_ddl}>")
+    tombstone = F.col("value").isNull()
+    events = records.where(tombstone | F.col("decode_error").isNull())
+    return events.select(
+        *[
+            F.when(tombstone, F.coalesce(parsed["payload"][k], parsed[k]))
+            .otherwise(F.col("decoded")[k])
+            .alias(f"_key_{i}")
+            for i, k in enumerate(key)
+        ],
+        F.when(~tombstone, F.col("decoded")).alias("row"),
+        F.when(tombstone, F.lit("d")).otherwise(F.lit("u")).alias("op"),
+        F.lit(1).alias(ORDER),
+        tombstone.alias("deleted"),
+        F.col("partition"),
+        F.col("offset"),
+        F.lit(None).cast("string").alias("position"),
+        F.expr("unix_millis(timestamp)").alias("ts_ms"),
+    )
+
+
+def change_set(records: DataFrame, merge: dict) -> DataFrame:
+    """The batch's last change per key: the row's columns (null but the key for a delete), where the change
+    came from (``_kafka_partition``, ``_kafka_offset``, ``_source_position``, ``_source_ts_ms``), its ``_op``
+    and ``_deleted``. Changes whose key has a null column are kept with it, for the app to refuse."""
+    key = list(merge["key"])
+    debezium = merge["changes"] == "debezium"
+    changes = _debezium_changes(records, key) if debezium else _upsert_changes(records, key)
+    keys = [F.col(f"_key_{i}") for i in range(len(key))]
+    latest = Window.partitionBy(*keys).orderBy(F.desc("offset"), F.desc(ORDER), F.desc("partition"))
+    last = changes.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
+    row_type = (records.schema["decoded"].dataType["after"] if debezium else records.schema["decoded"]).dataType
+    columns = [
+        (F.col(f"_key_{key.index(f.name)}") if f.name in key else F.col("row")[f.name]).alias(f.name)
+        for f in row_type.fields
+    ]
+    return last.select(
+        *columns,
+        F.col("partition").cast("int").alias(contract.KAFKA_PARTITION),
+        F.col("offset").cast("long").alias(contract.KAFKA_OFFSET),
+        F.col("position").alias(contract.SOURCE_POSITION),
+        F.col("ts_ms").cast("long").alias(contract.SOURCE_TS_MS),
+        F.col("op").alias(contract.CHANGE_OP),
+        F.col("deleted").alias(contract.DELETED),
+    )
+
+
+def write_changes(written: DataFrame, job: dict) -> dict:
+    """Write the change set to ``<staging_uri>/_changes/``; its counts for the report (observed while it is
+    written: no pass of their own). A change whose key has a null column fails the batch (the mirror could
+    not tell which row it changes)."""
+    from pyspark.sql import Observation
+
+    merge = job["merge"]
+    null_key = F.lit(False)
+    for k in merge["key"]:
+        null_key = null_key | F.col(k).isNull()
+    observation = Observation("kafka_offsets_changes")
+    changes = change_set(written, merge).observe(
+        observation,
+        F.count(F.lit(1)).alias("changes"),
+        F.coalesce(F.sum(F.col(contract.DELETED).cast("long")), F.lit(0)).alias("deletes"),
+        F.coalesce(F.sum(null_key.cast("long")), F.lit(0)).alias("null_keys"),
+    )
+    changes.write.mode("overwrite").parquet(job["staging_uri"].rstrip("/") + "/" + contract.CHANGES_DIR)
+    counts = observation.get
+    if counts["null_keys"]:
+        raise ValueError(
+            f"{counts['null_keys']} change events have no value for a key column ({', '.join(merge['key'])}): "
+            "the mirror cannot tell which row they change"
+        )
+    return {"changes": int(counts["changes"]), "deletes": int(counts["deletes"])}
