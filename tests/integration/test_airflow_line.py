@@ -28,10 +28,6 @@ pytestmark = pytest.mark.airflow_line
 BIN = Path(sys.executable).parent
 
 
-def airflow_line() -> str:
-    return ".".join(airflow_features.airflow_version().split(".")[:2])
-
-
 @pytest.fixture()
 def on_spark_connect(monkeypatch, spark_connect: str) -> None:
     """The DAGs' read steps on the warm Spark Connect server (spark-submit is covered by the main suite)."""
@@ -39,7 +35,7 @@ def on_spark_connect(monkeypatch, spark_connect: str) -> None:
 
 
 def test_the_features_found_are_the_ones_declared_for_this_line():
-    assert airflow_features.detected() == airflow_features.declared(airflow_line())
+    assert airflow_features.detected() == airflow_features.declared(airflow_features.airflow_line())
 
 
 def test_every_example_dag_parses():
