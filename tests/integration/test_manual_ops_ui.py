@@ -32,7 +32,8 @@ from airflow_kafka_offsets.sinks import REPORT_NAME
 from .helpers import committed_rows, local_path, produce
 from .pipeline import run_once
 
-pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
+# part of the smoke of every Airflow line (scripts/airflow-matrix), its outcomes in docs/airflow.md's table
+pytestmark = [pytest.mark.usefixtures("batches_on_spark_connect"), pytest.mark.airflow_line]
 
 DAG_ID = "kafka_offsets_manual_ops"
 PIPELINE = "demo_events"  # the form's default
