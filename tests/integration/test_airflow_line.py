@@ -2,8 +2,8 @@
 line; the main run covers the pinned one): the features this Airflow has are the ones the package
 declares for its line, a batch runs through the task group under ``airflow dags test`` and through the
 one-task form, the CLI answers ``status --json``, and Airflow's own API app serves the Kafka pipelines page
-(the manual-operations DAG's status, reset dry run and replay: test_manual_ops_ui.py, on a real deployment,
-also part of the smoke). Each test's outcome and the features
+(the manual-operations DAG's status and reset dry run: test_manual_ops_ui.py, from the trigger form of a
+real deployment, also part of the smoke). Each test's outcome and the features
 found go to ``out/airflow-lines/<line>.json`` (conftest), which docs/airflow.md's table is made from.
 """
 
