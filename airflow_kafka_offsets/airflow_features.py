@@ -117,6 +117,11 @@ def airflow_version() -> str:
     return version("apache-airflow")
 
 
+def airflow_line() -> str:
+    """The installed Airflow's line, e.g. ``3.1`` (one of ``AIRFLOW_LINES`` where supported)."""
+    return ".".join(airflow_version().split(".")[:2])
+
+
 @functools.cache
 def available(name: str) -> bool:
     """Whether this Airflow has what feature ``name`` needs (probed once per process)."""

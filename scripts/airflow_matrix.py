@@ -1,8 +1,9 @@
 """The package on every older Airflow line it supports: per line a venv pinned by
 ``constraints/airflow-<line>.txt`` (cached outside the work tree, built once), the package's wheel built
 from this clone and installed into it on every run, then the unit tests, the line's smoke
-(tests/integration/test_airflow_line.py) and the browser check of the pipelines page (``LINE_TESTS``) on
-the running local stack. The pinned line (constraints.txt) runs in .venv with the main suite.
+(tests/integration/test_airflow_line.py) and the browser checks of the pipelines page and the
+manual-operations trigger form (``LINE_TESTS``) on the running local stack. The pinned line
+(constraints.txt) runs in .venv with the main suite.
 ``--update-docs`` writes docs/airflow.md's table from ``out/airflow-lines/<line>.json`` (what the smoke
 found on each line).
 
@@ -29,11 +30,14 @@ PINNED_LINE = "3.3"
 RESULTS = ROOT / "out" / "airflow-lines"
 DOC = ROOT / "docs" / "airflow.md"
 START, END = "<!-- airflow-lines:start -->", "<!-- airflow-lines:end -->"
-# The line's smoke, and in a headless browser against a real deployment of the line's Airflow the Kafka
-# pipelines page opened from Airflow's navigation.
+# The line's smoke, and in a headless browser against one real deployment of the line's Airflow the Kafka
+# pipelines page opened from Airflow's navigation and the manual-operations trigger form (status and a reset
+# dry run, and bad input refused; its replay, two minutes of Spark whatever the line, runs on the pinned line).
 LINE_TESTS = (
     "tests/integration/test_airflow_line.py",
     "tests/integration/test_pipelines_page.py::test_page_opens_from_airflow_navigation_in_the_browser",
+    "tests/integration/test_manual_ops_ui.py::test_trigger_form_runs_status_and_a_dry_run_reset",
+    "tests/integration/test_manual_ops_ui.py::test_trigger_form_refuses_bad_input_in_the_page",
 )
 CACHE = Path(os.environ.get("AKO_CACHE_DIR", Path.home() / ".cache" / "airflow-kafka-offsets")) / "venvs"
 PYTHON = os.environ.get("PYTHON", "python3.11")

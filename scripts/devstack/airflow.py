@@ -216,7 +216,8 @@ def defined_dags(env: Mapping[str, str]) -> frozenset[str]:
         [sys.executable, "-m", "airflow_kafka_offsets.airflow_features"],
         "the Airflow feature probe",
         cwd=env["AIRFLOW_HOME"],  # not a clone's root, whose sources would shadow the installed package
-        env=env,
+        # Airflow 3.2 logs alembic's plugin setup at INFO to stdout, ahead of the probe's JSON
+        env={**env, "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"},
     )
     features: dict[str, bool] = json.loads(probe.stdout)["features"]
     return frozenset(dag for dag in PROJECT_DAGS if features.get(FEATURE_DAGS.get(dag, ""), True))

@@ -195,5 +195,4 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         "features": airflow_features.detected(),
         "smoke": dict(sorted(_line_outcomes.items())),
     }
-    line = ".".join(version.split(".")[:2])
-    (AIRFLOW_LINE_RESULTS / f"{line}.json").write_text(json.dumps(record, indent=2) + "\n")
+    (AIRFLOW_LINE_RESULTS / f"{airflow_features.airflow_line()}.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -1,8 +1,9 @@
 """The smoke of one Airflow line, run on every supported line (scripts/airflow-matrix runs it in a venv per
 line; the main run covers the pinned one): the features this Airflow has are the ones the package
 declares for its line, a batch runs through the task group under ``airflow dags test`` and through the
-one-task form, the CLI answers ``status --json``, the manual-operations DAG runs status and a reset dry
-run, and Airflow's own API app serves the Kafka pipelines page. Each test's outcome and the features
+one-task form, the CLI answers ``status --json``, and Airflow's own API app serves the Kafka pipelines page
+(the manual-operations DAG's status and reset dry run: test_manual_ops_ui.py, from the trigger form of a
+real deployment, also part of the smoke). Each test's outcome and the features
 found go to ``out/airflow-lines/<line>.json`` (conftest), which docs/airflow.md's table is made from.
 """
 
@@ -17,19 +18,14 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_offsets import airflow_features
-from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 
-from .helpers import assert_exactly_once, committed_rows, dag_bag, ledger_ranges, produce, run_dag
+from .helpers import assert_exactly_once, committed_rows, dag_bag, produce, run_dag
 from .pipeline import run_once
 
 pytestmark = pytest.mark.airflow_line
 
 BIN = Path(sys.executable).parent
-
-
-def airflow_line() -> str:
-    return ".".join(airflow_features.airflow_version().split(".")[:2])
 
 
 @pytest.fixture()
@@ -39,7 +35,7 @@ def on_spark_connect(monkeypatch, spark_connect: str) -> None:
 
 
 def test_the_features_found_are_the_ones_declared_for_this_line():
-    assert airflow_features.detected() == airflow_features.declared(airflow_line())
+    assert airflow_features.detected() == airflow_features.declared(airflow_features.airflow_line())
 
 
 def test_every_example_dag_parses():
@@ -131,16 +127,6 @@ def test_airflow_kafka_offsets_in_airflows_cli_where_airflow_has_provider_comman
         assert json.loads(out.stdout)["partitions"][0]["committed_offset"] == 6
     else:
         assert out.returncode != 0 and "kafka-offsets" in out.stderr
-
-
-def test_the_manual_operations_dag_status_and_reset_dry_run(committed_pipeline, airflow_db, ledger):
-    dag = dag_bag().get_dag("kafka_offsets_manual_ops")
-    before = ledger_ranges(ledger, "line_ops")
-    assert dag.test(run_conf={"operation": "status", "pipeline": "line_ops"}).state == "success"
-    dry = dag.test(run_conf={"operation": "reset", "pipeline": "line_ops", "reset_mode": "to-earliest"})
-    assert dry.state == "success"
-    assert ledger.cursors("line_ops") == {TP(committed_pipeline, 0): 6}
-    assert ledger_ranges(ledger, "line_ops") == before
 
 
 def test_airflows_api_app_serves_the_kafka_pipelines_page(committed_pipeline, airflow_db, stack):

@@ -24,7 +24,7 @@ def doc_table() -> list[list[str]]:
 
 
 def test_this_airflow_has_exactly_the_features_declared_for_its_line():
-    line = ".".join(airflow_features.airflow_version().split(".")[:2])
+    line = airflow_features.airflow_line()
     assert line in AIRFLOW_LINES
     assert airflow_features.detected() == airflow_features.declared(line)
 
