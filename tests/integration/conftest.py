@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg2
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 import devstack
 from airflow_kafka_offsets.ledger import Ledger
 
 from . import pipeline
+from .helpers import new_ledger, topic_maker
 
 
 @pytest.fixture(scope="session")
@@ -91,9 +91,7 @@ def schema() -> str:
 
 @pytest.fixture()
 def ledger(stack: devstack.StackInfo, schema: str) -> Ledger:
-    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema, catalog_uri=stack.pg_url())
-    ledger.migrate()
-    return ledger
+    return new_ledger(stack, schema)
 
 
 @pytest.fixture()
@@ -103,15 +101,7 @@ def kafka_admin(stack: devstack.StackInfo) -> AdminClient:
 
 @pytest.fixture()
 def make_topic(kafka_admin: AdminClient) -> Callable[..., str]:
-    def create(partitions: int = 3, config: dict[str, str] | None = None, prefix: str = "t") -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        futures = kafka_admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
-        )
-        futures[name].result(timeout=30)
-        return name
-
-    return create
+    return topic_maker(kafka_admin)
 
 
 @pytest.fixture()

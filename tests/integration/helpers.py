@@ -6,16 +6,19 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import psycopg2
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
+import devstack
 from airflow_kafka_offsets.ledger import Ledger
 
 
@@ -181,3 +184,24 @@ def run_dag(dag_id: str) -> Any:
     dag_run = bag.get_dag(dag_id).test()
     assert dag_run.state == "success", f"DAG run ended {dag_run.state}"
     return dag_run
+
+
+def new_ledger(stack: devstack.StackInfo, schema: str) -> Ledger:
+    """A migrated ledger in ``schema`` of the stack's PostgreSQL."""
+    ledger = Ledger(lambda: psycopg2.connect(stack.pg_dsn()), schema=schema, catalog_uri=stack.pg_url())
+    ledger.migrate()
+    return ledger
+
+
+def topic_maker(kafka_admin: AdminClient) -> Callable[..., str]:
+    """``create(partitions, config, prefix)``: a new topic of a unique name."""
+
+    def create(partitions: int = 3, config: dict[str, str] | None = None, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        futures = kafka_admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+        )
+        futures[name].result(timeout=30)
+        return name
+
+    return create

@@ -13,14 +13,17 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from airflow_kafka_offsets import airflow_features
 from airflow_kafka_offsets.core.spec import build_spec
 
-from .helpers import assert_exactly_once, committed_rows, dag_bag, produce, run_dag
+from . import pipeline
+from .helpers import assert_exactly_once, committed_rows, dag_bag, new_ledger, produce, run_dag, topic_maker
 from .pipeline import run_once
 
 pytestmark = pytest.mark.airflow_line
@@ -92,19 +95,22 @@ def test_a_batch_through_the_one_task_form(
     assert_exactly_once(committed_rows(ledger, pipeline), produced)
 
 
-@pytest.fixture()
-def committed_pipeline(stack, ledger, schema, make_topic, tmp_path, batches_on_spark_connect, monkeypatch) -> str:
-    """Pipeline ``line_ops`` with one committed batch of 6 records on one partition."""
-    topic = make_topic(partitions=1)
+@pytest.fixture(scope="module")
+def committed_pipeline(stack, spark_connect, tmp_path_factory) -> str:
+    """Pipeline ``line_ops`` with one committed batch of 6 records on one partition, in a ledger schema of
+    the module's (one batch for the three tests that read it); returns that schema."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    topic = topic_maker(AdminClient({"bootstrap.servers": stack.bootstrap_servers}))(partitions=1)
     produce(stack.bootstrap_servers, topic, 6, partitions=1)
-    run_once(ledger, build_spec("line_ops", [topic], str(tmp_path)), stack)
-    monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA", schema)
-    return topic
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "SPARK_CONN_ID", spark_connect)
+        run_once(new_ledger(stack, schema), build_spec("line_ops", [topic], str(tmp_path_factory.mktemp("ops"))), stack)
+    return schema
 
 
-def test_the_cli_status_json(committed_pipeline, schema):
+def test_the_cli_status_json(committed_pipeline):
     out = subprocess.run(
-        [str(BIN / "airflow-kafka-offsets"), "status", "line_ops", "--ledger-schema", schema, "--json"],
+        [str(BIN / "airflow-kafka-offsets"), "status", "line_ops", "--ledger-schema", committed_pipeline, "--json"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -115,9 +121,9 @@ def test_the_cli_status_json(committed_pipeline, schema):
     assert [(b["batch_id"], b["state"], b["records_committed"]) for b in status["batches"]] == [(1, "committed", 6)]
 
 
-def test_airflow_kafka_offsets_in_airflows_cli_where_airflow_has_provider_commands(committed_pipeline, schema):
+def test_airflow_kafka_offsets_in_airflows_cli_where_airflow_has_provider_commands(committed_pipeline):
     out = subprocess.run(
-        [str(BIN / "airflow"), "kafka-offsets", "status", "line_ops", "--ledger-schema", schema, "--json"],
+        [str(BIN / "airflow"), "kafka-offsets", "status", "line_ops", "--ledger-schema", committed_pipeline, "--json"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -129,7 +135,8 @@ def test_airflow_kafka_offsets_in_airflows_cli_where_airflow_has_provider_comman
         assert out.returncode != 0 and "kafka-offsets" in out.stderr
 
 
-def test_airflows_api_app_serves_the_kafka_pipelines_page(committed_pipeline, airflow_db, stack):
+def test_airflows_api_app_serves_the_kafka_pipelines_page(committed_pipeline, airflow_db, stack, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__LEDGER_SCHEMA", committed_pipeline)
     from airflow.api_fastapi.app import create_app, get_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from fastapi.testclient import TestClient

@@ -88,12 +88,22 @@ def run_line_batch(stack, ledger: Ledger, spec, settings: SparkSettings):
     return outcome.plan, report
 
 
+# Every sink on every line is scripts/spark-matrix's run (AKO_SPARK_LINES set). The test command runs, on
+# each of its lines, the table sink that line's crashed-commit readers' test below does not give it (Spark
+# writes plain Parquet for every sink; the directory sink runs on each line in the large batch's test): each
+# combination is a cold spark-submit of another Spark.
+LINE_SINK = {"3.5": "iceberg", "4.0": "delta"}
+SINKS = ["directory", "iceberg", "delta"] if "AKO_SPARK_LINES" in os.environ else ["table"]
+
+
 @pytest.mark.integration
-@pytest.mark.parametrize("sink_format", ["directory", "iceberg", "delta"])
+@pytest.mark.parametrize("sink_format", SINKS)
 def test_a_batch_runs_on_the_clusters_spark_line_in_every_sink(
     stack, ledger, make_topic, tmp_path, on_path, sink_format
 ):
     version, _, connector = on_path
+    if sink_format == "table":
+        sink_format = LINE_SINK[".".join(version.split(".")[:2])]
     topic = make_topic(partitions=2)
     name = f"line_{version.replace('.', '_')}_{sink_format}"
     table = f"lake.{name}" if sink_format == "iceberg" else name
