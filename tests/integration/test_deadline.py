@@ -22,6 +22,7 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
 from airflow_kafka_offsets.triggers import freshness_missed
+from devstack import airflow as airflow_deployment
 
 from .helpers import produce
 from .pipeline import operation_context
@@ -41,7 +42,7 @@ def test_a_run_past_its_freshness_deadline_runs_the_callback_in_the_triggerer(ai
         try:
             api(airflow_ui, f"dags/{DAG_ID}", "PATCH", {"is_paused": False})
             run = api(airflow_ui, f"dags/{DAG_ID}/dagRuns", "POST", {"logical_date": due.isoformat()})
-            with psycopg2.connect(stack.pg_dsn("airflow")) as conn, conn.cursor() as cur:
+            with psycopg2.connect(stack.pg_dsn(airflow_deployment.database())) as conn, conn.cursor() as cur:
 
                 def callback_done() -> list[tuple]:
                     cur.execute(
