@@ -23,10 +23,20 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+# Tests marked ``long`` (a fault kind or a state-machine case the fast tests and the in-memory model already
+# cover, kept for the real services) run with AKO_LONG_TESTS=1; the test command deselects them.
+LONG_ENV = "AKO_LONG_TESTS"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.integration)
+    if os.environ.get(LONG_ENV) != "1":
+        long = [item for item in items if item.get_closest_marker("long")]
+        if long:
+            config.hook.pytest_deselected(items=long)
+            items[:] = [item for item in items if not item.get_closest_marker("long")]
 
 
 # Time per test file, printed at the end of every run (the suite's budget is spent file by file) and

@@ -92,6 +92,7 @@ def listed_rows(pipe: Pipeline) -> list[dict]:
     return rows
 
 
+@pytest.mark.long  # the model's concurrent runs and replays cover it on every history
 def test_a_run_waits_for_the_live_attempt_of_another_run_instead_of_reading_again(stack, ledger, pipe):
     """Issues 9.1 and 16.4: run B's read starts while run A's Spark reads the same planned batch.
 
@@ -127,6 +128,7 @@ def test_a_run_waits_for_the_live_attempt_of_another_run_instead_of_reading_agai
     assert_exactly_once(listed_rows(pipe), produced)
 
 
+@pytest.mark.long  # the model's concurrent runs and replays cover it on every history
 def test_two_replays_of_one_batch_at_once_both_publish_the_same_records(stack, ledger, pipe):
     """Issue 9.1 after replay: one replay's cleanup never removes the other's live staging."""
     from airflow_kafka_offsets.service.operations.replay import replay_batch

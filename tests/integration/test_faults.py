@@ -46,20 +46,22 @@ def test_every_crash_point_on_successive_tries_of_one_batch(stack, tmp_path):
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in CHAINABLE]
 
 
-@pytest.mark.parametrize("kind", ["spark_orphaned", "postgres_restart", "kafka_restart"])
+@pytest.mark.parametrize(
+    "kind", [pytest.param("spark_orphaned", marks=pytest.mark.long), "postgres_restart", "kafka_restart"]
+)
 def test_fault_kind_loses_and_duplicates_nothing(stack, tmp_path, kind):
     summary, _ = run_one(kind, tmp_path / "faults")
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
 
 
-@pytest.mark.parametrize("sink", ["iceberg", "delta"])
+@pytest.mark.parametrize("sink", ["iceberg", pytest.param("delta", marks=pytest.mark.long)])
 def test_s3_server_restarted_during_spark_and_inside_the_commit_of_a_table_sink(stack, spark_connect, tmp_path, sink):
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     summary, _ = run_one("s3_restart", tmp_path / "faults", storage="s3", sink=sink, spark_connect=connect)
     assert summary == ["s3_restart: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
 
 
-@pytest.mark.parametrize("keep_raw_value", [True, False])
+@pytest.mark.parametrize("keep_raw_value", [True, pytest.param(False, marks=pytest.mark.long)])
 def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(
     stack, spark_connect, tmp_path, keep_raw_value
 ):
@@ -70,7 +72,7 @@ def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in kinds]
 
 
-@pytest.mark.parametrize("sink", ["directory", "delta"])
+@pytest.mark.parametrize("sink", [pytest.param("directory", marks=pytest.mark.long), "delta"])
 def test_a_lost_acknowledgment_of_the_ledgers_commit_commits_the_batch_once(stack, spark_connect, tmp_path, sink):
     """The COMMIT reaches PostgreSQL, its answer is lost (a wire-protocol proxy resets the link as the answer
     comes back): the try fails saying so, its retry finds the batch committed (the Delta table agrees by its
