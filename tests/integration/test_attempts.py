@@ -270,6 +270,7 @@ def test_a_read_whose_lease_was_taken_over_is_refused(stack, ledger, schema, pip
     assert staged_files(pipe) == []
 
 
+@pytest.mark.long  # the model's workers killed while Spark runs, then retried, cover it on every history
 def test_a_task_retry_does_not_wait_for_the_attempt_of_its_killed_previous_try(stack, ledger, pipe):
     """Airflow starts try 2 only after try 1 ended: try 1's attempt is dead though its lease lasts."""
     produced = pipe.produce(60, "a-")
