@@ -20,15 +20,16 @@ def probe(host: str, port: int, timeout: float = 3.0) -> bool:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.settimeout(timeout)
             s.sendall(struct.pack(">i", len(body)) + body)
-            size = struct.unpack(">i", _recv(s, 4))[0]
-            resp = _recv(s, size)
+            size = struct.unpack(">i", recv_exact(s, 4))[0]
+            resp = recv_exact(s, size)
     except (OSError, struct.error):
         return False
     corr, _throttle, n_brokers = struct.unpack(">iii", resp[:12])
     return bool(corr == 7 and n_brokers >= 1)
 
 
-def _recv(s: socket.socket, n: int) -> bytes:
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``s``; OSError if the peer closes first."""
     buf = b""
     while len(buf) < n:
         chunk = s.recv(n - len(buf))

@@ -17,18 +17,10 @@ import struct
 import threading
 from dataclasses import dataclass, field
 
+from devstack.kafka_probe import recv_exact
+
 # Codes of the untyped requests a client may send before its StartupMessage.
 _SSL_REQUEST, _GSSENC_REQUEST = 80877103, 80877104
-
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("peer closed")
-        data += chunk
-    return data
 
 
 def _reset(sock: socket.socket) -> None:
@@ -99,23 +91,23 @@ class Relay:
         try:
             self._startup()
             while True:
-                kind = _recv_exact(self.client, 1)
-                (length,) = struct.unpack("!i", _recv_exact(self.client, 4))
-                body = _recv_exact(self.client, length - 4)
+                kind = recv_exact(self.client, 1)
+                (length,) = struct.unpack("!i", recv_exact(self.client, 4))
+                body = recv_exact(self.client, length - 4)
                 if kind == b"Q" and not self.owner.cut.is_set():
                     self._watch(body.rstrip(b"\0").strip())
                 self.server.sendall(kind + struct.pack("!i", length) + body)
-        except (ConnectionError, OSError):
+        except OSError:
             _reset(self.server)
 
     def _startup(self) -> None:
         """The untyped StartupMessage. The proxied connection sets ``sslmode`` and ``gssencmode`` to
         ``disable``: an SSL or GSS request (answered by one untyped byte) is refused here."""
-        head = _recv_exact(self.client, 8)
+        head = recv_exact(self.client, 8)
         length, code = struct.unpack("!ii", head)
         if code in (_SSL_REQUEST, _GSSENC_REQUEST):
-            raise ConnectionError("the lost-ack proxy relays plain connections only (sslmode/gssencmode=disable)")
-        self.server.sendall(head + _recv_exact(self.client, length - 8))
+            raise OSError("the lost-ack proxy relays plain connections only (sslmode/gssencmode=disable)")
+        self.server.sendall(head + recv_exact(self.client, length - 8))
 
     def _watch(self, sql: bytes) -> None:
         statement = sql.upper()
@@ -129,14 +121,14 @@ class Relay:
     def _from_server(self) -> None:
         try:
             while True:
-                kind = _recv_exact(self.server, 1)
-                (length,) = struct.unpack("!i", _recv_exact(self.server, 4))
-                body = _recv_exact(self.server, length - 4)
+                kind = recv_exact(self.server, 1)
+                (length,) = struct.unpack("!i", recv_exact(self.server, 4))
+                body = recv_exact(self.server, length - 4)
                 if self.cutting and kind == b"C" and body.startswith(b"COMMIT"):
                     self.owner.cut.set()  # the server committed; its answer goes nowhere
                     _reset(self.client)
                     _reset(self.server)
                     return
                 self.client.sendall(kind + struct.pack("!i", length) + body)
-        except (ConnectionError, OSError):
+        except OSError:
             _reset(self.client)
