@@ -5,8 +5,8 @@ server; the server's answer (CommandComplete ``COMMIT``) is read by the proxy an
 client: both sockets are reset. The client is left not knowing whether its transaction committed,
 while it did. A plain TCP proxy cannot time this cut: it needs to see the COMMIT go out and its
 answer come back. The client (psycopg2) speaks the simple query protocol, so every statement is a
-``Q`` message carrying its SQL text; TLS is not proxied (the proxied connection sets
-``sslmode=disable`` and ``gssencmode=disable``).
+``Q`` message carrying its SQL text; TLS is not proxied: the proxy refuses encryption requests as a
+server without TLS does.
 """
 
 from __future__ import annotations
@@ -101,13 +101,16 @@ class Relay:
             _reset(self.server)
 
     def _startup(self) -> None:
-        """The untyped StartupMessage. The proxied connection sets ``sslmode`` and ``gssencmode`` to
-        ``disable``: an SSL or GSS request (answered by one untyped byte) is refused here."""
-        head = recv_exact(self.client, 8)
-        length, code = struct.unpack("!ii", head)
-        if code in (_SSL_REQUEST, _GSSENC_REQUEST):
-            raise OSError("the lost-ack proxy relays plain connections only (sslmode/gssencmode=disable)")
-        self.server.sendall(head + recv_exact(self.client, length - 8))
+        """The untyped messages up to the StartupMessage. An SSL or GSS encryption request is answered
+        ``N`` here, as by a server without them (a client with ``sslmode=prefer`` then goes on in plain
+        text; one that requires TLS cannot be relayed)."""
+        while True:
+            head = recv_exact(self.client, 8)
+            length, code = struct.unpack("!ii", head)
+            if code not in (_SSL_REQUEST, _GSSENC_REQUEST):
+                self.server.sendall(head + recv_exact(self.client, length - 8))
+                return
+            self.client.sendall(b"N")
 
     def _watch(self, sql: bytes) -> None:
         statement = sql.upper()
