@@ -142,12 +142,19 @@ def restart_kafka(hard: bool = False) -> None:
 
 
 def restart_postgres(mode: str = "fast") -> None:
-    """Stop (``pg_ctl stop -m mode``: smart|fast|immediate) and start on the same port and data."""
+    """Stop (``pg_ctl stop -m mode``: smart|fast|immediate) and start on the same port and data.
+
+    A running Iceberg REST catalog is restarted after it: its JDBC pool keeps the connections the restart
+    ended, and Iceberg's pool retries none that fail with PostgreSQL's admin-shutdown state (57P01)."""
     with state.lock():
         stack = state.require()
         pg = stack["postgres"]
         postgres.stop(pg, mode=mode)
         pg["pid"] = postgres.start(pg)
+        catalog = stack.get("iceberg_rest")
+        if catalog and iceberg_rest.is_running(catalog):
+            iceberg_rest.stop(catalog)
+            catalog["pid"] = iceberg_rest.start(catalog, pg, stack["s3"])
         state.save(stack)
 
 
