@@ -218,8 +218,8 @@ def lost_commit_ack(pipe: Pipeline) -> Fault:
         "login": info.pg_user,
         "password": info.pg_password,
         "schema": info.pg_database,
-        "extra": {"sslmode": "disable", "gssencmode": "disable"},
     }
+    proxied_env = json.dumps(proxied)
 
     def committed_unanswered(p: Pipeline, w: Worker) -> str:
         w.wait(timeout=WORKER_TIMEOUT_S)
@@ -229,14 +229,14 @@ def lost_commit_ack(pipe: Pipeline) -> Fault:
 
     fault = Fault(
         "commit",
-        {"AIRFLOW_CONN_POSTGRES_DEFAULT": json.dumps(proxied)},
+        {"AIRFLOW_CONN_POSTGRES_DEFAULT": proxied_env},
         monitor=committed_unanswered,
         description="lost acknowledgment of the ledger's COMMIT",
     )
 
     def check() -> None:
         cutter.close()
-        unanswered = [w for w in pipe.workers if w.env.get("AIRFLOW_CONN_POSTGRES_DEFAULT") == json.dumps(proxied)]
+        unanswered = [w for w in pipe.workers if w.env.get("AIRFLOW_CONN_POSTGRES_DEFAULT") == proxied_env]
         (worker,) = unanswered
         if cutter.cut.is_set() and (
             worker.ok or "lost the connection to the ledger database while committing" not in str(worker.error)
