@@ -28,6 +28,13 @@ AUTHENTICATION_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_A
 CERTIFICATE_NOT_VERIFIED = "certificate verify failed"
 METADATA_WINDOW_S = 0.5
 METADATA_WINDOW_MAX_S = 8.0
+# A partition whose leader is moving (right after the topic's creation, during a broker's restart) answers
+# one of these; it is asked again after a pause (the broker's answer does not always carry librdkafka's
+# retriable flag)
+LEADER_MOVING = frozenset(
+    {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
+LIST_OFFSETS_RETRY_S = 0.2
 
 
 class _ErrorLog:
@@ -144,21 +151,37 @@ class KafkaOffsetsClient:
         return sorted(result)
 
     def _list_offsets(self, tps: Sequence[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
-        request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in tps}
-        futures = self._admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self._timeout_s
-        )
+        """Offsets of ``tps`` at ``spec``; a retriable error (a partition whose leader is moving, as right after
+        the topic's creation or during a broker's restart) asks that partition again until the timeout."""
+        deadline = time.monotonic() + self._timeout_s
         offsets: dict[TopicPartition, int] = {}
-        for ktp, future in futures.items():
-            try:
-                offsets[TopicPartition(ktp.topic, ktp.partition)] = int(future.result(timeout=self._timeout_s).offset)
-            except KafkaException as exc:
-                error = self._unavailable(f"listing offsets of {ktp.topic}-{ktp.partition}", exc)
-                if isinstance(error, KafkaAuthenticationError):
-                    raise error from exc
-                raise KafkaUnavailableError(
-                    f"listing offsets of {ktp.topic}-{ktp.partition} at {self._bootstrap} failed: {exc.args[0]}"
-                ) from exc
+        pending = list(tps)
+        while pending:
+            request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in pending}
+            futures = self._admin.list_offsets(
+                request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self._timeout_s
+            )
+            pending = []
+            for ktp, future in futures.items():
+                tp = TopicPartition(ktp.topic, ktp.partition)
+                try:
+                    offsets[tp] = int(future.result(timeout=max(0.01, deadline - time.monotonic())).offset)
+                except KafkaException as exc:
+                    kafka_error = exc.args[0] if isinstance(exc.args[0], KafkaError) else None
+                    moving = kafka_error is not None and (
+                        kafka_error.retriable() or kafka_error.code() in LEADER_MOVING
+                    )
+                    if moving and time.monotonic() < deadline - LIST_OFFSETS_RETRY_S:
+                        pending.append(tp)
+                        continue
+                    error = self._unavailable(f"listing offsets of {tp}", exc)
+                    if isinstance(error, KafkaAuthenticationError):
+                        raise error from exc
+                    raise KafkaUnavailableError(
+                        f"listing offsets of {tp} at {self._bootstrap} failed: {exc.args[0]}"
+                    ) from exc
+            if pending:
+                time.sleep(min(LIST_OFFSETS_RETRY_S, max(0.0, deadline - time.monotonic())))
         return offsets
 
     def offsets(self, topics: Sequence[str]) -> dict[TopicPartition, PartitionOffsets]:
