@@ -28,6 +28,7 @@ import psycopg2
 
 import devstack
 from airflow_kafka_offsets.lineage import pipeline_output_alias
+from devstack import procs
 
 from .helpers import produce
 from .test_manual_ops_ui import wait_until
@@ -293,7 +294,13 @@ def request_parse(airflow: dict, dag_id: str, timeout: float = 120) -> None:
             return False
         return True
 
-    wait_until(accepted, f"the dag-processor to take a new parse request for {dag_id}", timeout)
+    try:
+        wait_until(accepted, f"the dag-processor to take a new parse request for {dag_id}", timeout)
+    except AssertionError as exc:
+        # the dag-processor claims requests once a second: say what it was doing instead
+        health = api(airflow, "monitor/health").get("dag_processor")
+        log = procs.tail(Path(airflow["home"]) / "logs" / "dag-processor.out", 30)
+        raise AssertionError(f"{exc}; dag-processor health {health}, its log ends:\n{log}") from None
 
 
 def consumers_of(airflow: dict, uri: str) -> list[tuple[str, str]]:

@@ -224,6 +224,7 @@ def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
     assert_exactly_once(committed_rows(ledger, pipe.name), produced)
 
 
+@pytest.mark.long  # the model aborts batches crashed after their publication on every history
 def test_abort_after_a_crash_between_publish_and_commit_leaves_nothing_visible(stack, ledger, pipe):
     """Issue 9.2: the aborted batch's published directory is withdrawn by the abort; the next batch
     reads the same records and a reader listing the output root sees each of them once."""
@@ -255,6 +256,7 @@ def test_abort_after_a_crash_between_publish_and_commit_leaves_nothing_visible(s
     assert staged_files(pipe) == []
 
 
+@pytest.mark.long  # the contract suite refuses a success on a dead attempt on both ledgers
 def test_a_read_whose_lease_was_taken_over_is_refused(stack, ledger, schema, pipe):
     """A reader whose attempt was declared dead (by a sweep, after a pause longer than its lease)
     while Spark ran cannot record a success: its output may have been removed under it."""

@@ -124,6 +124,7 @@ def published_attempt(uri: str) -> str:
     return json.loads((local_path(uri) / "_kafka_batch_report.json").read_text())["attempt_id"]
 
 
+@pytest.mark.long  # the model wakes stale workers after a successor took over on every history
 def test_stale_workers_are_fenced(stack, ledger, schema, pipe):
     """Workers presumed dead wake up after a successor took over: none of them commits again."""
     produced = pipe.produce(150, "a-")

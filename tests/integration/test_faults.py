@@ -102,7 +102,10 @@ ONE_TASK_CHAINS = {
 }
 
 
-@pytest.mark.parametrize("mode", sorted(ONE_TASK_CHAINS))
+# spark-submit's chain (its process group killed in Spark's read too) runs with the long tests
+@pytest.mark.parametrize(
+    "mode", [pytest.param(m, marks=pytest.mark.long) if m == "spark-submit" else m for m in sorted(ONE_TASK_CHAINS)]
+)
 def test_one_task_form_replays_its_batch_through_crashes_in_its_plan_read_and_commit(stack, request, tmp_path, mode):
     """Each crash kills the whole batch task; each retry runs it again from the plan, which must
     replay the planned batch (the harness refuses a try that started with a batch planned and ran

@@ -235,7 +235,9 @@ def spark_table_rows(stack, ledger: Ledger, spec, home: Path, tmp_path: Path) ->
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("sink_format", "line"), [("iceberg", "4.0"), ("delta", "3.5")])
+@pytest.mark.parametrize(
+    ("sink_format", "line"), [pytest.param("iceberg", "4.0", marks=pytest.mark.long), ("delta", "3.5")]
+)
 def test_sparks_own_table_readers_see_every_id_once_after_crashed_commits(
     stack, ledger, make_topic, tmp_path, sink_format, line
 ):
