@@ -46,7 +46,7 @@ from pyiceberg.exceptions import (
 from pyiceberg.io import load_file_io
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.serializers import FromInputFile
-from pyiceberg.table import CommitTableResponse, Table, _parquet_files_to_data_files
+from pyiceberg.table import CommitTableResponse, Table, Transaction, _parquet_files_to_data_files
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
@@ -356,10 +356,9 @@ class IcebergSink:
         first; returns the snapshot that holds it."""
         for _ in range(COMMIT_TRIES):
             table = self.table()
-            landed = self._snapshot_attempts(table, publication.pipeline_uid, publication.plan.batch_id)
-            mine = [snapshot for attempt, snapshot in landed if attempt == publication.attempt_id]
-            if mine or (landed and not publication.replay):
-                return (mine or [landed[-1][1]])[-1]
+            landed = self.holding_snapshot(table, publication)
+            if landed is not None:
+                return landed
             try:
                 return self._commit(table, publication, data)
             except CommitFailedException:
@@ -368,6 +367,15 @@ class IcebergSink:
             f"Iceberg table {self.table_name}: {COMMIT_TRIES} commits of batch {publication.plan.batch_id} lost to "
             "concurrent writers; nothing of it was added, the batch stays planned: run the commit again"
         )
+
+    def holding_snapshot(self, table: Table, publication: Publication) -> int | None:
+        """The snapshot of ``table`` that already holds what ``publication`` would commit (a replay: this
+        attempt; a commit: the batch), or None when it is still to be committed."""
+        landed = self._snapshot_attempts(table, publication.pipeline_uid, publication.plan.batch_id)
+        mine = [snapshot for attempt, snapshot in landed if attempt == publication.attempt_id]
+        if mine or (landed and not publication.replay):
+            return (mine or [landed[-1][1]])[-1]
+        return None
 
     def commit_locked(self, tx: LedgerStatements, publication: Publication, data: list[str]) -> int | None:
         """Commit ``data`` (a replay: instead of the batch's files) with the table's pointer moving in
@@ -385,6 +393,12 @@ class IcebergSink:
         return [task.file for task in table.scan().plan_files() if task.file.file_path.startswith(prefix)]
 
     def _commit(self, table: Table, publication: Publication, data: list[str]) -> int | None:
+        snapshot = self.staged(table, publication, data).commit_transaction().current_snapshot()
+        return snapshot.snapshot_id if snapshot is not None else None
+
+    def staged(self, table: Table, publication: Publication, data: list[str]) -> Transaction:
+        """The table's transaction with ``data`` added (a replay: instead of the batch's files; a mirror:
+        merged), not committed yet."""
         properties = publication.commit_properties()
         transaction = table.transaction()
         if self.merge is not None:
@@ -402,8 +416,7 @@ class IcebergSink:
                     overwrite.append_data_file(data_file)
         else:
             transaction.add_files(data, snapshot_properties=properties, check_duplicate_files=False)
-        snapshot = transaction.commit_transaction().current_snapshot()
-        return snapshot.snapshot_id if snapshot is not None else None
+        return transaction
 
     @staticmethod
     def _replayed(publication: Publication) -> str:
@@ -437,6 +450,16 @@ class IcebergSink:
         """Remove a batch that a crash left in another catalog's table (the ledger's catalog never has one)."""
         if self.transactional:
             return None  # a snapshot only lands with the ledger's commit: an uncommitted batch was never visible
+        staged = self.withdrawal(pipeline_uid, plan)
+        if staged is None:
+            return None
+        transaction, left = staged
+        transaction.commit_transaction()
+        return left
+
+    def withdrawal(self, pipeline_uid: str, plan: BatchPlan) -> tuple[Transaction, str] | None:
+        """The table's transaction removing the batch's files (not committed yet) and the staging location
+        they came from; None when the table does not hold the batch."""
         table = self.table()
         old = self._batch_files(table, plan.batch_id)
         if not old:
@@ -446,9 +469,10 @@ class IcebergSink:
         with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
             for data_file in old:
                 overwrite.delete_data_file(data_file)
-        transaction.commit_transaction()
         prefix = self._batch_root(plan.batch_id) + "/"
-        return self.staging_uri(plan.pipeline, plan.batch_id, old[0].file_path[len(prefix) :].split("/")[0])
+        return transaction, self.staging_uri(
+            plan.pipeline, plan.batch_id, old[0].file_path[len(prefix) :].split("/")[0]
+        )
 
     def in_use(self, staging_uri: str) -> bool:
         attempt_id = staging_uri.rstrip("/").rsplit("/", 1)[-1]

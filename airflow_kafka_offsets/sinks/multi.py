@@ -14,7 +14,10 @@ Iceberg in another catalog (``catalog_conn_id``: a REST catalog, or a SQL catalo
 database): each touched table gets its own idempotent commit (the single-table sink's), table after
 table, then the ledger commits. A crash in between leaves some tables with the batch; the retry skips
 every table whose history holds the batch and commits the rest, as for Delta. A table a route names
-for the first time is created in the catalog just before its first commit.
+for the first time is created in the catalog just before its first commit. A REST catalog whose server
+implements the multi-table transaction (``sinks/iceberg_rest_transaction.py``) gets every table that
+does not hold the batch yet in one transaction instead: a reader sees the batch in all its tables or in
+none, though before the ledger says it is committed; an abort takes it out of all of them at once.
 
 Delta (no multi-table transactions): each table gets one Delta commit carrying the batch's app
 transaction (``txnAppId`` of the pipeline, ``txnVersion`` = the batch number), table after table,
@@ -33,6 +36,7 @@ from typing import Any
 from airflow_kafka_offsets.core.catalogs import ExternalCatalog, RestCatalogConfig
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, SinkFormat, batch_directory
 from airflow_kafka_offsets.core.routing import TableRoutes
+from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.sinks.schema import output_schema
@@ -65,11 +69,28 @@ class MultiTableSink:
         self._catalog_name = catalog_name
         self._external = external
         self._tables: dict[str, Any] = {}
+        self._together: bool | None = None
 
     @property
     def atomic(self) -> bool:
         """Every table of a batch commits in the ledger's transaction (Iceberg in the ledger's catalog)."""
         return self.format is SinkFormat.ICEBERG and self._external is None
+
+    @property
+    def together(self) -> bool:
+        """Every table of a batch commits in one multi-table transaction of the REST catalog (its server
+        lists the endpoint), just before the ledger's."""
+        if self._together is None:
+            from airflow_kafka_offsets.sinks.iceberg_rest_transaction import commits_together
+
+            rest = self.format is SinkFormat.ICEBERG and isinstance(self._external, RestCatalogConfig)
+            self._together = rest and commits_together(self.table_sink(self.routes.tables[0]).catalog())
+        return self._together
+
+    def commits(self) -> str:
+        """How a batch's tables commit: ``atomic`` (with the ledger), ``together`` (one catalog transaction,
+        before the ledger's) or ``table by table``."""
+        return "atomic" if self.atomic else "together" if self.together else "table by table"
 
     def table_sink(self, name: str) -> Any:
         """The single-table sink of ``name`` (Iceberg ones share one catalog), opened once."""
@@ -105,7 +126,7 @@ class MultiTableSink:
             "table": None,  # many: see tables
             "tables": tables or list(self.routes.tables),
             "routes": self.routes.to_json(),
-            "commits": "atomic" if self.atomic else "table by table",
+            "commits": self.commits(),
         }
 
     def check_writable(self, decode: DecodeSpec | None) -> None:
@@ -146,6 +167,8 @@ class MultiTableSink:
         if publication.staging_uri is None:
             return None
         touched = self._touched(publication.staging_uri)
+        if self.together:
+            return self._publish_together(publication, touched)
         done: dict[str, Any] = {}
         for name, (records, landed) in sorted(touched.items()):
             data = files.join(publication.staging_uri, f"{TABLE_COLUMN}={name}")
@@ -163,11 +186,58 @@ class MultiTableSink:
                 done[name] = {"version": sink.commit_once(own, data), "records": records}
         return done
 
+    def _publish_together(
+        self, publication: Publication, touched: dict[str, tuple[int, list[dict[str, Any]] | None]]
+    ) -> dict[str, Any]:
+        """Every touched table that does not hold the batch yet, in one REST catalog transaction; staged
+        again on the tables as they now are when another writer moved one of them first."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        from airflow_kafka_offsets.sinks.iceberg import COMMIT_TRIES
+        from airflow_kafka_offsets.sinks.iceberg_rest_transaction import commit_together
+
+        own = {name: publication.for_table(records, landed) for name, (records, landed) in touched.items()}
+        for _ in range(COMMIT_TRIES):
+            staged = []
+            for name in sorted(touched):
+                sink = self.table_sink(name)
+                sink.catalog().create_table_if_not_exists(sink.identifier, schema=output_schema(own[name].decode))
+                table = sink.table()
+                if sink.holding_snapshot(table, own[name]) is None:
+                    data = files.join(publication.staging_uri or "", f"{TABLE_COLUMN}={name}")
+                    staged.append(sink.staged(table, own[name], [f.uri for f in self.storage.parquet_files(data)]))
+            if not staged:
+                break
+            try:
+                commit_together(self.table_sink(self.routes.tables[0]).catalog(), staged)
+            except CommitFailedException:
+                continue
+            break
+        else:
+            raise OutputLocationError(
+                f"{COMMIT_TRIES} transactions of batch {publication.plan.batch_id} into tables "
+                f"{', '.join(sorted(touched))} lost to concurrent writers; nothing of it was added, the batch stays "
+                "planned: run the commit again"
+            )
+        done: dict[str, Any] = {}
+        for name, (records, _) in sorted(touched.items()):
+            sink = self.table_sink(name)
+            done[name] = {"snapshot_id": sink.holding_snapshot(sink.table(), own[name]), "records": records}
+        return done
+
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Iceberg in the ledger's catalog: nothing (an uncommitted batch was never in a table). Delta, and
-        Iceberg in another catalog: remove the batch from every table a crashed commit left it in."""
+        Iceberg in another catalog: remove the batch from every table a crashed commit left it in (in one
+        transaction where the REST catalog commits tables together)."""
         left = None
-        if not self.atomic:
+        if self.together:  # out of every table at once, as it went in
+            from airflow_kafka_offsets.sinks.iceberg_rest_transaction import commit_together
+
+            staged = [w for w in (self.table_sink(n).withdrawal(pipeline_uid, plan) for n in self._existing()) if w]
+            if staged:
+                commit_together(self.table_sink(self.routes.tables[0]).catalog(), [t for t, _ in staged])
+                left = staged[-1][1]
+        elif not self.atomic:
             for name in self._existing():
                 left = self.table_sink(name).withdraw(tx, pipeline_uid, plan) or left
         return left

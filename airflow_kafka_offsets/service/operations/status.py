@@ -106,6 +106,8 @@ def render_status(status: Mapping[str, Any]) -> str:
     sink_line = f"output: {sink['format']}{' table ' + sink['table'] if sink['table'] else ''} at {sink['location']}"
     if sink.get("commits") == "table by table":
         sink_line += " (tables committed one after another: a reader may see a batch in some tables first)"
+    elif sink.get("commits") == "together":
+        sink_line += " (tables committed together in one catalog transaction, just before the ledger's)"
     return (
         f"pipeline {status['pipeline']} ({', '.join(status['topics'])}), lag {status['lag_records_total']} records\n"
         f"{sink_line}\n{flight_line}\n\n{parts}\n\n{batches}{batch_tables_text(status['batches'])}\n\n"
