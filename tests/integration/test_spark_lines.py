@@ -188,13 +188,31 @@ spark.stop()
 
 def spark_table_rows(stack, ledger: Ledger, spec, home: Path, tmp_path: Path) -> list[dict]:
     """The table as the line's Spark reads it with its own table runtime (iceberg-spark-runtime through
-    the JDBC catalog in the ledger's database; delta-spark), in a spark-submit of its own."""
+    the JDBC catalog in the ledger's database, or through the stack's REST catalog with S3FileIO;
+    delta-spark), in a spark-submit of its own."""
     spark = spark_home_spark(home)
     assert spark is not None
     package = table_reader_package(spec.sink.format.value, spark.version)
     ivy = str(Path.home() / ".cache" / "airflow-kafka-offsets" / "ivy")
     conf = {"spark.jars.ivy": ivy, "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"}
-    if spec.sink.format.value == "iceberg":
+    if spec.sink.catalog_conn_id:  # the stack's REST catalog, with its OAuth2 client; tables on its S3
+        iceberg = package.rsplit(":", 1)[1]
+        conf |= {
+            "spark.jars.packages": f"{package},org.apache.iceberg:iceberg-aws-bundle:{iceberg}",
+            "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.lake.type": "rest",
+            "spark.sql.catalog.lake.uri": stack.iceberg_rest_uri,
+            "spark.sql.catalog.lake.credential": f"{stack.iceberg_rest_client_id}:{stack.iceberg_rest_client_secret}",
+            "spark.sql.catalog.lake.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+            "spark.sql.catalog.lake.s3.endpoint": stack.s3_endpoint,
+            "spark.sql.catalog.lake.s3.path-style-access": "true",
+            "spark.sql.catalog.lake.s3.access-key-id": stack.s3_access_key,
+            "spark.sql.catalog.lake.s3.secret-access-key": stack.s3_secret_key,
+            "spark.sql.catalog.lake.client.region": stack.s3_region,
+        }
+        job = {"conf": conf, "table": f"lake.{spec.sink.table}", "location": None}
+    elif spec.sink.format.value == "iceberg":
         catalog = ledger.schema  # the catalog's name in iceberg_tables: the ledger's schema
         conf |= {
             "spark.jars.packages": f"{package},org.postgresql:postgresql:42.7.4",
@@ -236,19 +254,27 @@ def spark_table_rows(stack, ledger: Ledger, spec, home: Path, tmp_path: Path) ->
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
-    ("sink_format", "line"), [pytest.param("iceberg", "4.0", marks=pytest.mark.long), ("delta", "3.5")]
+    ("sink_format", "line"),
+    [pytest.param("iceberg", "4.0", marks=pytest.mark.long), ("iceberg-rest", "4.0"), ("delta", "3.5")],
 )
 def test_sparks_own_table_readers_see_every_id_once_after_crashed_commits(
-    stack, ledger, make_topic, tmp_path, sink_format, line
+    stack, ledger, make_topic, tmp_path, sink_format, line, batches_on_spark_connect
 ):
-    """Spark's table runtimes (iceberg-spark-runtime through the JDBC catalog, delta-spark) read
-    what the sinks committed, after a worker died between publishing and the ledger's commit and
-    after one died inside the commit transaction."""
+    """Spark's table runtimes (iceberg-spark-runtime through the JDBC catalog or the REST catalog,
+    delta-spark) read what the sinks committed, after a worker died between publishing and the
+    ledger's commit and after one died inside the commit transaction (the batches on the warm Spark
+    Connect server: the readers are the subject)."""
     home = spark_lines.spark_home(spark_lines.resolve(line))
     topic = make_topic(partitions=2)
-    name = f"spark_reads_{sink_format}_{line.replace('.', '_')}"
-    table = f"lake.{name}" if sink_format == "iceberg" else name
-    spec = build_spec(name, [topic], str(tmp_path / "lake"), sink={"format": sink_format, "table": table})
+    name = f"spark_reads_{sink_format.replace('-', '_')}_{line.replace('.', '_')}"
+    if sink_format == "iceberg-rest":
+        namespace = f"rest_{uuid.uuid4().hex[:8]}"
+        sink = {"format": "iceberg", "table": f"{namespace}.{name}", "catalog_conn_id": "iceberg_rest_default"}
+        output_root = f"s3://{stack.s3_bucket}/{namespace}"
+    else:
+        table = f"lake.{name}" if sink_format == "iceberg" else name
+        sink, output_root = {"format": sink_format, "table": table}, str(tmp_path / "lake")
+    spec = build_spec(name, [topic], output_root, sink=sink)
     produced = produce(stack.bootstrap_servers, topic, 150, 2)
     assert run_once(ledger, spec, stack) is not None
     for point in ("after_publish", "in_commit_transaction"):
