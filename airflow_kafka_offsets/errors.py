@@ -182,6 +182,11 @@ class CatalogAuthenticationError(ConfigurationError):
     """An Iceberg REST catalog refused the connection's credentials (its OAuth2 client, secret or token)."""
 
 
+class CatalogUnavailableError(KafkaOffsetsError):
+    """An Iceberg REST catalog did not answer within its connection's timeout, or refused the connection
+    (a retry may find it back; a commit whose answer was lost is found in the table's history)."""
+
+
 class SchemaRegistryUnavailableError(KafkaOffsetsError):
     """The schema registry did not answer, or failed to (a retry may find it back)."""
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_kafka_offsets.core.catalogs import RestCatalogConfig
+from airflow_kafka_offsets.core.catalogs import REST_TIMEOUT_S, RestCatalogConfig
 from airflow_kafka_offsets.core.connection_form import ConnectionForm, extra_text, text_field
 from airflow_kafka_offsets.errors import ConfigurationError
 
@@ -39,6 +39,7 @@ HEADERS = "headers"
 S3_ENDPOINT = "s3_endpoint"
 S3_REGION = "s3_region"
 PROPERTIES = "properties"
+TIMEOUT = "timeout"
 
 FIELDS: dict[str, dict[str, Any]] = {
     WAREHOUSE: text_field(
@@ -75,6 +76,11 @@ FIELDS: dict[str, dict[str, Any]] = {
         "Amazon S3, or what the catalog or the object storage connection says.",
     ),
     S3_REGION: text_field("S3 region", "The region of the table files' bucket, e.g. eu-west-1."),
+    TIMEOUT: text_field(
+        "Request timeout (seconds)",
+        f"How long each request to the catalog may take before the step fails (a retry finds a commit whose "
+        f"answer was lost in the table's history). Empty: {REST_TIMEOUT_S:g}.",
+    ),
     PROPERTIES: text_field(
         "Further catalog properties",
         "A JSON object of PyIceberg RestCatalog properties, e.g. for AWS Glue or S3 Tables: "
@@ -188,7 +194,22 @@ def rest_catalog_config(
     }
     properties |= {k: v for k, v in optional.items() if v}
     properties |= {f"header.{name}": value for name, value in _object(extra, HEADERS, conn_id).items()}
-    return RestCatalogConfig(conn_id, uri, properties)
+    return RestCatalogConfig(conn_id, uri, properties, _timeout(extra, conn_id))
+
+
+def _timeout(extra: Mapping[str, Any], conn_id: str) -> float:
+    value = extra.get(TIMEOUT)
+    if value is None or str(value).strip() == "":
+        return REST_TIMEOUT_S
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigurationError(
+            f"Iceberg REST catalog connection {conn_id!r} has {TIMEOUT} {value!r}: give a number of seconds above 0"
+        )
+    return seconds
 
 
 def secrets(config: RestCatalogConfig) -> tuple[str, ...]:

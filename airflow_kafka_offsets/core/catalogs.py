@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+REST_TIMEOUT_S = 60.0
+
 
 @dataclass(frozen=True)
 class RestCatalogConfig:
@@ -15,6 +17,9 @@ class RestCatalogConfig:
     conn_id: str
     uri: str
     properties: Mapping[str, str] = field(repr=False)
+    timeout_s: float = REST_TIMEOUT_S
+    """Seconds each request to the catalog may take (PyIceberg sets none: a silent catalog would hold the
+    worker forever)."""
 
 
 # An Iceberg catalog outside the ledger's: a SQL catalog's database (a SQLAlchemy URL) or a REST catalog.

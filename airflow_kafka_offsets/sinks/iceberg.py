@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -52,12 +53,15 @@ from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.transforms import DayTransform
+from requests import ConnectionError as RequestsConnectionError
+from requests import Response, Session, Timeout
 
 from airflow_kafka_offsets.core.catalogs import RestCatalogConfig
 from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.errors import (
     CatalogAuthenticationError,
+    CatalogUnavailableError,
     MergeOperationRefusedError,
     OutputLocationError,
     SchemaEvolutionError,
@@ -161,13 +165,45 @@ class LedgerCatalog(SqlCatalog):
         return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)  # type: ignore[call-arg]
 
 
+class BoundedRestCatalog(RestCatalog):
+    """PyIceberg's RestCatalog with every request bounded by the connection's timeout (PyIceberg sets none:
+    a catalog that takes the connection and never answers would hold the worker forever), and a catalog
+    that does not answer or refuses the connection reported as :class:`CatalogUnavailableError`."""
+
+    def __init__(self, config: RestCatalogConfig, **properties: str) -> None:
+        self._config = config  # set first: the parent's constructor opens sessions (/v1/config, a token)
+        super().__init__(config.conn_id, **properties)
+
+    def _create_session(self) -> Session:
+        session = super()._create_session()
+        unbounded = session.request
+        config = self._config
+
+        def request(method: str, url: str, **kwargs: Any) -> Response:
+            if kwargs.get("timeout") is None:
+                kwargs["timeout"] = config.timeout_s
+            try:
+                return unbounded(method, url, **kwargs)
+            except (RequestsConnectionError, Timeout) as exc:
+                path = urlsplit(url).path
+                raise CatalogUnavailableError(
+                    f"Iceberg REST catalog {config.uri} (connection {config.conn_id!r}) did not answer {method} "
+                    f"{path} within {config.timeout_s:g}s ({type(exc).__name__}). Nothing of this step was "
+                    "recorded in the ledger; a table commit whose answer was lost is found in the table's "
+                    "history by the retry, never added twice"
+                ) from exc
+
+        setattr(session, "request", request)  # noqa: B010 - the instance's own method, for every verb
+        return session
+
+
 def rest_catalog(config: RestCatalogConfig, storage_properties: dict[str, str] | None = None) -> RestCatalog:
     """PyIceberg's RestCatalog for a REST catalog connection; ``storage_properties`` (the object storage
     connection's) fill in what the connection does not say. Refused credentials are a
     :class:`CatalogAuthenticationError` (a retry cannot fix them)."""
     properties = {**(storage_properties or {}), **config.properties}
     try:
-        return RestCatalog(config.conn_id, **properties)
+        return BoundedRestCatalog(config, **properties)
     except (OAuthError, UnauthorizedError, ForbiddenError) as exc:
         raise CatalogAuthenticationError(
             f"Iceberg REST catalog {config.uri} (connection {config.conn_id!r}) refused the connection's "

@@ -13,7 +13,7 @@ import pytest
 
 import airflow_kafka_offsets
 from airflow_kafka_offsets.clients.iceberg_rest import CONN_TYPE, FIELDS, connection_type_info, rest_catalog_config
-from airflow_kafka_offsets.core.catalogs import RestCatalogConfig
+from airflow_kafka_offsets.core.catalogs import REST_TIMEOUT_S, RestCatalogConfig
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.hooks.iceberg_rest import IcebergRestCatalogHook
 from airflow_kafka_offsets.runtime import iceberg_catalog
@@ -44,6 +44,7 @@ def test_the_connection_type_validates_against_airflows_provider_schema() -> Non
         "headers",
         "s3_endpoint",
         "s3_region",
+        "timeout",
         "properties",
     }
     assert all(field["description"] for field in FIELDS.values())
@@ -66,9 +67,10 @@ def test_every_field_becomes_its_pyiceberg_property() -> None:
         "s3_endpoint": "http://minio:9000",
         "s3_region": "eu-west-1",
         "properties": {"rest.sigv4-enabled": "false"},
+        "timeout": "2.5",
     }
     config = rest_catalog_config("cat", URI + "/", "client", SECRET, extra)
-    assert config == RestCatalogConfig("cat", URI, config.properties)
+    assert config == RestCatalogConfig("cat", URI, config.properties, timeout_s=2.5)
     assert dict(config.properties) == {
         "uri": URI,
         "credential": f"client:{SECRET}",
@@ -83,6 +85,7 @@ def test_every_field_becomes_its_pyiceberg_property() -> None:
     }
     bearer = rest_catalog_config("cat", URI, None, None, {"token": TOKEN})
     assert dict(bearer.properties) == {"uri": URI, "token": TOKEN}
+    assert bearer.timeout_s == REST_TIMEOUT_S == 60.0  # PyIceberg's own is none: a silent catalog hangs
 
 
 @pytest.mark.parametrize(
@@ -98,6 +101,9 @@ def test_every_field_becomes_its_pyiceberg_property() -> None:
         (URI, None, None, {"headers": "{not json"}, "has headers that is not JSON: give an object"),
         (URI, None, None, {"properties": {"a": 1}}, "has properties that is not a JSON object of text values"),
         (URI, None, None, {"token": 12345}, "has a token that is not text"),
+        (URI, None, None, {"timeout": "soon"}, "has timeout 'soon': give a number of seconds above 0"),
+        (URI, None, None, {"timeout": 0}, "has timeout 0: give a number of seconds above 0"),
+        (URI, None, None, {"timeout": "inf"}, "has timeout 'inf': give a number of seconds above 0"),
     ],
 )
 def test_bad_connections_are_refused_naming_the_connection_and_field_without_secrets(
