@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
     prepare_environment(info)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_apps"))
     import kafka_batch_check as check
-    import kafka_range_batch as app
+    import kafka_batch_read as read_step
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql import functions as F
 
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
             options = {f"kafka.{key}": value for key, value in client.items()}
             for key, value in options.items():
                 reader = reader.option(key, value)
-            return reader.load().select(*app.COLUMNS)
+            return reader.load().select(*read_step.COLUMNS)
 
         def timed(name: str, action: Callable[[], object]) -> None:
             load = loadavg()
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
             say(f"{name}: {steps[-1]['seconds']:.1f}s (load {load})")
 
         def write(out: str, codec: dict[str, str]) -> None:
-            writer = kafka(app.READ_DEFAULTS).write.mode("overwrite")
+            writer = kafka(read_step.READ_DEFAULTS).write.mode("overwrite")
             for key, value in codec.items():
                 writer = writer.option(key, value)
             writer.parquet(out)
@@ -158,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
             out = str(work / f"out-{rep}")
             if "read" in args.steps:
                 reads = [
-                    ("read_noop_default", app.READ_DEFAULTS),
-                    ("read_noop_large_fetch", {**app.READ_DEFAULTS, **LARGE_FETCH}),
-                    ("read_noop_poll_500", {**app.READ_DEFAULTS, "max.poll.records": "500"}),
-                    ("read_noop_poll_20000", {**app.READ_DEFAULTS, "max.poll.records": "20000"}),
+                    ("read_noop_default", read_step.READ_DEFAULTS),
+                    ("read_noop_large_fetch", {**read_step.READ_DEFAULTS, **LARGE_FETCH}),
+                    ("read_noop_poll_500", {**read_step.READ_DEFAULTS, "max.poll.records": "500"}),
+                    ("read_noop_poll_20000", {**read_step.READ_DEFAULTS, "max.poll.records": "20000"}),
                 ]
                 for name, fetch in reads[:: 1 if rep % 2 == 0 else -1]:
                     timed(name, functools.partial(read_noop, fetch))

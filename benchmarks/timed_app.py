@@ -83,14 +83,14 @@ def package_app() -> ModuleType:
     mark("app imported")
     timed(app, "load_job", "load job file")
     timed(app.contract, "apply_private_conf", "apply private conf")
-    timed(app.JvmRuntime, "check_versions", "check versions")
-    timed(app.JvmRuntime, "parallelism", "default parallelism")
-    timed(app, "read_ranges", "build Kafka DataFrame")
+    timed(app.read_step.JvmRuntime, "check_versions", "check versions")
+    timed(app.read_step.JvmRuntime, "parallelism", "default parallelism")
+    timed(app.read_step, "read_ranges", "build Kafka DataFrame")
     timed(DataFrameWriter, "parquet", "Parquet write")
     timed(app, "summarize", "read-back summary")
     timed(app, "check_against_ranges", "range check")
-    timed(app.JvmRuntime, "output_bytes", "output size")
-    timed(app.JvmRuntime, "write_report", "report write")
+    timed(app.read_step.JvmRuntime, "output_bytes", "output size")
+    timed(app.read_step.JvmRuntime, "write_report", "report write")
     return app
 
 

@@ -5,6 +5,65 @@ The Avro wire format and the schema registry's answers are in ``kafka_batch_avro
 Plain Python with no imports beyond the standard library, so that the app (which runs where
 Airflow is not installed) and the package (``airflow_kafka_offsets.spark_apps.kafka_batch_contract``)
 share one copy. spark-submit ships this file next to the app with ``--py-files``.
+
+The two JSON formats the package and the app share (``JOB_FORMAT``, ``REPORT_FORMAT``):
+
+job file (argument ``--job-file``, shipped with ``--files``; private: it holds
+the Kafka client settings, so secrets never reach the command line)::
+
+    {"format": 1, "pipeline": str, "batch_id": int, "attempt_id": str,
+     "staging_uri": str, "min_partitions": int | null,
+     "decode": {"format": "json", "schema": "<Spark DDL>", "keep_raw_value": false (optional)}
+             | {"format": "avro", "schema": "<Spark DDL of the reader schema>",
+                "reader": {"subject", "version", "schema_id", "schema": "<Avro JSON>"}, ...}
+             | null,
+     "partition_by": "day" | null,   # optional: one directory per UTC day of the timestamp
+     "routing": {"topics": {topic: table}, "header": str | null, "prefix": str, "suffix": str,
+                 "allow": [table], "fallback": table | null} | null,   # optional: many tables
+     "merge": {"key": [column], "changes": "debezium" | "upsert"} | null,   # optional: a mirror table
+     "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
+     "kafka": {"bootstrap.servers": ..., ...},       # Java client properties
+     "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...},   # set on the Hadoop configuration
+     "schema_registry": {"urls": [...], "basic_auth": ..., ...}}      # Avro: where writer schemas are
+
+report (``<staging_uri>/_kafka_batch_report.json``, written last)::
+
+    {"format": 1, "pipeline", "batch_id", "attempt_id", "spark_version",
+     "application_id", "master", "output_bytes",
+     "partitions": [{"topic", "partition", "records", "min_offset",
+                     "max_offset", "distinct_offsets", "payload_bytes",
+                     "decode_errors" (only with decode)}],
+     "routing": {"tables": {table: records}, "unrouted": int, "unrouted_values": [str | null],
+                 "landed": {table: [{"topic", "partition", "start", "end", "records"}]}},
+                                                  # only with routing; landed: per table and
+                                                  # partition, its records' offsets lie in [start, end)
+     "changes": {"changes": int, "deletes": int}}  # only with merge
+
+With merge, the decode's schema is the row's (for Debezium, wrapped in its envelope by the package), and
+the batch's change set, the last change per key, is also written to ``<staging_uri>/_changes/``
+(``kafka_batch_changes.py``): the table sink applies it to the mirror table in its commit.
+
+With routing, the output has one directory per table, ``_kafka_offsets_table=<table>/``
+(records without a route: Spark's default partition directory), and the records without a route
+are also written to ``<staging_uri>/_errors/`` with their offsets.
+
+``min_partitions`` null lets the app choose: enough Spark tasks for every core of the
+application and about one task per million records (a Kafka range is split when that is
+more tasks than ranges; Spark's default is one task per Kafka partition).
+
+With decode, the output gains ``decoded`` (struct, null when undecodable) and
+``decode_error`` (null, or why), and undecodable records are also written to
+``<staging_uri>/_errors/`` with their offsets. Raw ``key``/``value`` are kept, unless the decode says
+``"keep_raw_value": false``: then ``value`` is written only for the records that did not decode.
+
+Avro values (Confluent wire format: magic byte 0, a 4-byte writer schema id, the Avro binary) are
+decoded by their writer schema into the reader schema's shape: the writer schemas of the reader subject's
+newest versions are fetched from the registry before the read (plain HTTP, the job's private access), and
+Spark's ``from_avro`` (``spark-avro``) decodes each record with its writer schema and the batch's reader
+schema (older writers get the reader's defaults). The write counts the ids it met beyond those (an
+observed metric); when the registry knows one, it is fetched and the batch written again with it.
+Records in Confluent's header form (the writer schema's GUID in header ``__value_schema_id``) are kept
+as errors: writer schemas are fetched by id only.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def build_job(
     decode: DecodeSpec | None = None,
     sink: SinkSpec | None = None,
 ) -> dict[str, Any]:
-    """The job file handed to the Spark app (see spark_apps/kafka_range_batch.py for the format)."""
+    """The job file handed to the Spark app (see spark_apps/kafka_batch_contract.py for the format)."""
     sink = sink or SinkSpec()
     decode_json = decode.batch_json() if decode else None
     if decode_json is not None and sink.merge is not None and sink.merge.changes is ChangeFormat.DEBEZIUM:

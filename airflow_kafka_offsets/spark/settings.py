@@ -17,8 +17,10 @@ APP_FILE = "kafka_range_batch.py"
 APP_MODULES = (
     "kafka_batch_contract.py",
     "kafka_batch_avro.py",
+    "kafka_batch_read.py",
     "kafka_batch_check.py",
     "kafka_batch_decode.py",
+    "kafka_batch_routes.py",
     "kafka_batch_changes.py",
 )
 DEFAULT_SPARK_CONF: Mapping[str, str] = {

@@ -20,6 +20,7 @@ from airflow_kafka_offsets.spark_apps import kafka_batch_contract as contract
 APPS = Path(contract.__file__).resolve().parent
 sys.path.insert(0, str(APPS))  # the app imports its contract by file name, as under spark-submit --py-files
 import kafka_batch_check as check  # noqa: E402
+import kafka_batch_read as read_step  # noqa: E402
 import kafka_range_batch as app  # noqa: E402
 
 PLAN = BatchPlan("orders", 7, 0, (PartitionRange("t", 0, 10, 20, 10), PartitionRange("t", 1, 5, 5, 5)), "file:///o")
@@ -29,6 +30,7 @@ def test_app_and_package_share_one_contract_module() -> None:
     assert Path(app.contract.__file__).resolve() == Path(contract.__file__).resolve()
     assert app.contract.REPORT_NAME == SINK_REPORT_NAME == contract.REPORT_NAME
     assert check.contract is app.contract  # the app's modules import one another by file name under spark-submit
+    assert app.read_step is read_step and read_step.contract is app.contract
 
 
 def test_the_package_imports_the_app_with_its_sibling_contract() -> None:
@@ -86,7 +88,7 @@ def test_app_refuses_another_job_format(tmp_path: Path) -> None:
 )
 def test_wanted_partitions(spans: list[int], parallelism: int, configured: int | None, expected: int | None) -> None:
     ranges = [{"topic": "t", "partition": i, "start": 1000, "end": 1000 + s} for i, s in enumerate(spans)]
-    assert app.wanted_partitions(ranges, parallelism, configured) == expected
+    assert read_step.wanted_partitions(ranges, parallelism, configured) == expected
 
 
 def summary(partition: int, records: int, low: int | None, high: int | None, distinct: int) -> dict[str, object]:
@@ -136,7 +138,7 @@ def test_reader_options_read_the_exact_ranges_with_read_tuned_fetches_that_the_c
         ],
         "kafka": {"bootstrap.servers": "b:9092", "max.poll.records": 700, "isolation.level": "read_uncommitted"},
     }
-    options = app.reader_options(job, tasks=None)
+    options = read_step.reader_options(job, tasks=None)
     assert json.loads(options["assign"]) == {"orders": [0, 3]}
     assert json.loads(options["startingOffsets"]) == {"orders": {"0": 5, "3": 0}}
     assert json.loads(options["endingOffsets"]) == {"orders": {"0": 9, "3": 2}}
@@ -145,11 +147,11 @@ def test_reader_options_read_the_exact_ranges_with_read_tuned_fetches_that_the_c
     assert options["kafka.max.poll.records"] == "700"
     assert options["kafka.fetch.max.wait.ms"] == "0"  # the app's default
     job["kafka"].pop("max.poll.records")
-    assert app.reader_options(job, tasks=None)["kafka.max.poll.records"] == "5000"  # the app's default
+    assert read_step.reader_options(job, tasks=None)["kafka.max.poll.records"] == "5000"  # the app's default
     job["kafka"]["fetch.max.wait.ms"] = 100
-    assert app.reader_options(job, tasks=None)["kafka.fetch.max.wait.ms"] == "100"  # the connection's setting wins
+    assert read_step.reader_options(job, tasks=None)["kafka.fetch.max.wait.ms"] == "100"  # the connection wins
     assert options["kafka.isolation.level"] == "read_committed"  # no client setting weakens it
-    assert app.reader_options(job, tasks=6)["minPartitions"] == "6"
+    assert read_step.reader_options(job, tasks=6)["minPartitions"] == "6"
 
 
 def test_a_small_batchs_collected_rows_summarize_to_the_aggregates_figures() -> None:
