@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,14 @@ def test_a_removed_name_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )
     with pytest.raises(AssertionError, match=r"line 2: airflow_kafka_offsets.ledger.store has no ATTEMPT_COLUMNS"):
         test_first_party_names_it_imports_exist("benchmarks.rotten")
+
+
+def test_the_timed_app_wraps_steps_the_spark_app_still_has() -> None:
+    """benchmarks/timed_app.py wraps the app's steps by name at run time (no import names them): wrap them
+    in a process of its own (the wrappers replace pyspark's and the app's functions there)."""
+    script = "import benchmarks.timed_app as timed_app; timed_app.package_app(); print('wrapped')"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "scripts")])}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("wrapped"), result.stderr[-2000:]
