@@ -24,13 +24,15 @@ from contextlib import contextmanager, suppress
 
 class Forwarder:
     """Forwards TCP connections from ``listen_host`` (an ephemeral port) to ``target``; :meth:`freeze`
-    stops moving bytes (both directions) while keeping every connection open."""
+    stops moving bytes (both directions) while keeping every connection open, :meth:`hold_answers` only
+    the target's (requests still reach it: an answer lost on the way back), :meth:`thaw` moves them again."""
 
     def __init__(self, listen_host: str, target: tuple[str, int]) -> None:
         self._target = target
         self._server = socket.create_server((listen_host, 0))
         self.address: tuple[str, int] = self._server.getsockname()[:2]
         self._frozen = threading.Event()
+        self._answers_held = threading.Event()
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = [self._server]
         self._thread = threading.Thread(target=self._serve, name="forwarder", daemon=True)
@@ -39,22 +41,32 @@ class Forwarder:
     def freeze(self) -> None:
         self._frozen.set()
 
+    def hold_answers(self) -> None:
+        self._answers_held.set()
+
+    def thaw(self) -> None:
+        self._frozen.clear()
+        self._answers_held.clear()
+
     def _serve(self) -> None:
         selector = selectors.DefaultSelector()
         selector.register(self._server, selectors.EVENT_READ)
         peers: dict[socket.socket, socket.socket] = {}
+        upstreams: set[socket.socket] = set()
         while not self._closed.is_set():
+            held = self._frozen.is_set() or self._answers_held.is_set()
             for key, _ in selector.select(0.05):
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
                 if sock is self._server:
                     client, _ = self._server.accept()
                     upstream = socket.create_connection(self._target)
+                    upstreams.add(upstream)
                     self._sockets += [client, upstream]
                     peers[client], peers[upstream] = upstream, client
                     selector.register(client, selectors.EVENT_READ)
                     selector.register(upstream, selectors.EVENT_READ)
-                elif not self._frozen.is_set():
+                elif not self._frozen.is_set() and not (sock in upstreams and self._answers_held.is_set()):
                     try:
                         data = sock.recv(65536)
                     except OSError:
@@ -66,8 +78,8 @@ class Forwarder:
                             with suppress(KeyError, ValueError):
                                 selector.unregister(end)
                             end.close()
-            if self._frozen.is_set():
-                self._closed.wait(0.05)  # nothing moves; keep the selector from spinning on readable sockets
+            if held:
+                self._closed.wait(0.05)  # held bytes: keep the selector from spinning on readable sockets
         selector.close()
 
     def close(self) -> None:

@@ -11,8 +11,10 @@ out, a replay that rewrites a batch in one commit, and credentials the catalog r
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg2
 import pyarrow as pa
@@ -21,7 +23,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitFailedException
 
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.errors import CatalogAuthenticationError
+from airflow_kafka_offsets.errors import CatalogAuthenticationError, CatalogUnavailableError
 from airflow_kafka_offsets.hooks.iceberg_rest import IcebergRestCatalogHook
 from airflow_kafka_offsets.readers import committed_outputs
 from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
@@ -32,6 +34,7 @@ from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 
 from .helpers import assert_exactly_once, produce, refused
+from .network import Forwarder
 from .pipeline import commit, commit_dies_at, operation_context, plan, read, submitter
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
@@ -286,3 +289,60 @@ def test_many_tables_in_a_rest_catalog_commit_in_one_transaction_that_a_foreign_
     for topic, table in tables.items():
         assert_exactly_once(ours(rows(table)), produced[topic])
     assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed"), (2, "aborted")]
+
+
+def test_a_catalog_that_stops_answering_costs_its_timeout_and_a_lost_commit_answer_is_found_in_history(
+    stack, ledger, make_topic, monkeypatch
+):
+    """The catalog behind a TCP forwarder, with a 3 s request timeout (the connection's extra). The answer
+    to the table commit is lost on its way back (the server committed): the step fails within the timeout
+    naming the catalog, the ledger stays as it was, and the retry finds the batch's snapshot in the table's
+    history and commits the ledger alone. A catalog that takes connections and never answers fails the
+    plan within the timeout, nothing planned."""
+    rest = urlsplit(stack.iceberg_rest_uri)
+    forwarder = Forwarder("127.0.0.1", (rest.hostname, rest.port))
+    try:
+        conn = stack.iceberg_rest_connection()
+        conn["host"] = f"http://{forwarder.address[0]}:{forwarder.address[1]}{rest.path}"
+        conn["extra"] = {**conn["extra"], "timeout": "3"}
+        monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_REST_FORWARDED", json.dumps(conn))
+        namespace = f"rest_{uuid.uuid4().hex[:8]}"
+        topic = make_topic(partitions=2)
+        sink = {"format": "iceberg", "table": f"{namespace}.events", "catalog_conn_id": "iceberg_rest_forwarded"}
+        spec = build_spec("rest_silent", [topic], f"s3://{stack.s3_bucket}/{namespace}", sink=sink)
+        produced = produce(stack.bootstrap_servers, topic, 30, 2)
+        outcome = plan(ledger, spec, stack)
+        read(ledger, spec, stack, outcome)
+
+        original = IcebergSink._commit
+
+        def answer_lost(self: IcebergSink, table: Any, publication: Any, data: list[str]) -> Any:
+            forwarder.hold_answers()  # the table is loaded; the commit's request goes out, its answer never back
+            return original(self, table, publication, data)
+
+        monkeypatch.setattr(IcebergSink, "_commit", answer_lost)
+        started = time.monotonic()
+        with refused(CatalogUnavailableError, r"did not answer POST /v1/namespaces/\S+/tables/events within 3s"):
+            commit(ledger, spec, outcome.plan.batch_id)
+        assert time.monotonic() - started < 15
+        monkeypatch.setattr(IcebergSink, "_commit", original)
+        forwarder.thaw()
+        assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "planned")]
+        catalog = reader(stack)
+        assert_exactly_once(rows_of(catalog.load_table((namespace, "events")).scan().to_arrow()), produced)
+
+        done = commit(ledger, spec, outcome.plan.batch_id)  # the batch's snapshot is there: nothing added again
+        assert done.committed_now and done.records == 30
+        table = catalog.load_table((namespace, "events"))
+        assert_exactly_once(rows_of(table.scan().to_arrow()), produced)
+        assert len(table.snapshots()) == 1
+
+        produce(stack.bootstrap_servers, topic, 10, 2)
+        forwarder.freeze()  # connections are taken, nothing is answered
+        started = time.monotonic()
+        with refused(CatalogUnavailableError, r"iceberg_rest_forwarded.*did not answer (GET|POST) \S+ within 3s"):
+            plan(ledger, spec, stack)
+        assert time.monotonic() - started < 15
+        assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed")]
+    finally:
+        forwarder.close()
