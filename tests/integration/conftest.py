@@ -158,6 +158,15 @@ def browser() -> Iterator[Any]:
     driver.quit()
 
 
+@pytest.fixture(autouse=True)
+def _browser_left_blank(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the browser, leave it on a blank page: Airflow's pages poll the API every few
+    seconds, and an open one kept a core busy for the rest of the session."""
+    yield
+    if "browser" in request.fixturenames:
+        request.getfixturevalue("browser").get("about:blank")
+
+
 # Outcomes of the Airflow line's smoke (test_airflow_line.py), written with the features this Airflow has
 # to out/airflow-lines/<line>.json when the session ends: docs/airflow.md's table is made from them.
 AIRFLOW_LINE_RESULTS = Path(__file__).resolve().parents[2] / "out" / "airflow-lines"
