@@ -5,7 +5,7 @@ pipelines page work with, opened from Airflow connections and the ``[kafka_offse
 - the sinks (:data:`AIRFLOW_SINKS`: S3 from ``[kafka_offsets] object_storage_conn_id``, an external Iceberg
   catalog from its postgres connection);
 - Spark (:func:`spark_settings`, :func:`spark_runner`: the connector's defaults and the class
-  archive from the config, S3 settings in the private conf);
+  archive from the config, S3 settings in the private conf, the Spark connection read once);
 - a manual operation's context (:meth:`AirflowRuntime.operation_context`) and who acts
   (:func:`actor_from_context`, :func:`cli_actor`).
 
@@ -34,6 +34,7 @@ from airflow_kafka_offsets.core.operation_fields import OperationRequest, operat
 from airflow_kafka_offsets.hooks.kafka import KafkaClusterHook
 from airflow_kafka_offsets.hooks.ledger import LedgerHook
 from airflow_kafka_offsets.hooks.schema_registry import registry_clients
+from airflow_kafka_offsets.hooks.spark import spark_connection
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store, s3a_spark_conf
 from airflow_kafka_offsets.service.context import OperationContext, SinkOpener
@@ -97,7 +98,13 @@ def spark_settings(options: SparkJobOptions, output_root: str | None = None) -> 
 def spark_runner(options: SparkJobOptions, output_root: str | None = None, log_file: str | None = None) -> BatchRunner:
     """spark-submit, or Spark Connect for a ``spark_connect`` connection, with :func:`spark_settings`;
     ``log_file``: where spark-submit's output goes instead of the log (the CLI without ``--verbose``)."""
-    return batch_runner(replace(spark_settings(options, output_root), log_file=log_file))
+    return settings_runner(replace(spark_settings(options, output_root), log_file=log_file))
+
+
+def settings_runner(settings: SparkSettings) -> BatchRunner:
+    """The runner of ``settings`` with their Spark connection, read from Airflow here, once: a missing
+    one, or one without a host, is refused now, before anything is planned."""
+    return batch_runner(settings, spark_connection(settings.conn_id))
 
 
 def actor_from_context(context: Mapping[str, Any]) -> Actor:

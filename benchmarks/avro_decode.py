@@ -93,12 +93,12 @@ def one_batch(info: Any, ledger: Any, topic: str, records: int, workdir: str, ki
     from airflow_kafka_offsets.clients.schema_registry import RegistryAccess
     from airflow_kafka_offsets.core.spec import build_spec
     from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
+    from airflow_kafka_offsets.runtime import settings_runner
     from airflow_kafka_offsets.service.commit import commit_batch
     from airflow_kafka_offsets.service.decoding import next_decode
     from airflow_kafka_offsets.service.plan import plan_batch
     from airflow_kafka_offsets.service.read import run_batch
     from airflow_kafka_offsets.sinks import LocalDirectorySink
-    from airflow_kafka_offsets.spark.runner import batch_runner
     from airflow_kafka_offsets.spark.settings import SparkSettings
     from benchmarks.contenders import ACTOR
 
@@ -123,7 +123,7 @@ def one_batch(info: Any, ledger: Any, topic: str, records: int, workdir: str, ki
     outcome = plan_batch(ledger, spec, KafkaOffsetsClient(kafka_props).offsets, sink, ACTOR, decode)
     t1 = now()
     assert outcome.plan is not None
-    report = run_batch(ledger, sink, outcome.plan, batch_runner(settings), kafka_props, ACTOR)
+    report = run_batch(ledger, sink, outcome.plan, settings_runner(settings), kafka_props, ACTOR)
     t2 = now()
     committed = commit_batch(ledger, sink, spec.name, outcome.plan.batch_id, ACTOR)
     t3 = now()

@@ -88,9 +88,9 @@ def measure(
     from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
     from airflow_kafka_offsets.core.actor import Actor
     from airflow_kafka_offsets.core.spec import build_spec
+    from airflow_kafka_offsets.runtime import settings_runner
     from airflow_kafka_offsets.service.context import OperationContext
     from airflow_kafka_offsets.service.operations.catch_up import catch_up
-    from airflow_kafka_offsets.spark.runner import batch_runner
     from airflow_kafka_offsets.spark.settings import SparkSettings
     from benchmarks import datagen
     from benchmarks.common import bench_ledger, drop_ledger
@@ -101,7 +101,7 @@ def measure(
     pipeline = f"bench-catch-up-{uuid.uuid4().hex[:8]}"
     spec = build_spec(pipeline, [dataset.topic], str(workdir / "out"), max_records_per_batch=cap)
     kafka_properties = {"bootstrap.servers": info.bootstrap_servers}
-    submit = batch_runner(
+    submit = settings_runner(
         SparkSettings(conn_id="spark_default", jars=tuple(info.connector_jars), driver_memory=driver_memory)
     )
     actor = Actor(operation="catch-up", cli="benchmarks.catch_up")

@@ -27,11 +27,11 @@ def one_batch(info: Any, ledger: Any, conn_id: str, records: int, workdir: str) 
     """Produce ``records`` into a new topic, then plan, read and commit them once; seconds per step."""
     from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
     from airflow_kafka_offsets.core.spec import build_spec
+    from airflow_kafka_offsets.runtime import settings_runner
     from airflow_kafka_offsets.service.commit import commit_batch
     from airflow_kafka_offsets.service.plan import plan_batch
     from airflow_kafka_offsets.service.read import run_batch
     from airflow_kafka_offsets.sinks import LocalDirectorySink
-    from airflow_kafka_offsets.spark.runner import batch_runner
     from airflow_kafka_offsets.spark.settings import SparkSettings
     from benchmarks.contenders import ACTOR
     from benchmarks.datagen import produce
@@ -40,7 +40,7 @@ def one_batch(info: Any, ledger: Any, conn_id: str, records: int, workdir: str) 
     spec = build_spec(f"lat-{uuid.uuid4().hex[:8]}", [data.topic], f"{workdir}/{conn_id}")
     sink = LocalDirectorySink(spec.output_root)
     kafka_props = {"bootstrap.servers": info.bootstrap_servers}
-    runner = batch_runner(SparkSettings(conn_id=conn_id, jars=tuple(info.connector_jars)))
+    runner = settings_runner(SparkSettings(conn_id=conn_id, jars=tuple(info.connector_jars)))
     t0 = now()
     outcome = plan_batch(ledger, spec, KafkaOffsetsClient(kafka_props).offsets, sink, ACTOR)
     t1 = now()
@@ -56,11 +56,12 @@ def one_batch(info: Any, ledger: Any, conn_id: str, records: int, workdir: str) 
 
 def trivial_connect_job(conn_id: str) -> float:
     """Seconds of ``spark.range(10).count()`` on a new session of the server: its floor on this machine."""
-    from airflow_kafka_offsets.spark.connect import connect_mode, connection_url, remote_session
+    from airflow_kafka_offsets.hooks.spark import spark_connection
+    from airflow_kafka_offsets.spark.connect import connect_mode, remote_session
 
     with connect_mode():
         start = now()
-        spark = remote_session(connection_url(conn_id))
+        spark = remote_session(spark_connection(conn_id).connect_url())
         try:
             spark.range(10).count()
         finally:

@@ -85,11 +85,11 @@ class PackageRunner:
     def _run(self, topic: str, expected: int) -> dict[str, Any]:
         from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
         from airflow_kafka_offsets.core.spec import build_spec
+        from airflow_kafka_offsets.runtime import settings_runner
         from airflow_kafka_offsets.service.commit import commit_batch
         from airflow_kafka_offsets.service.plan import plan_batch
         from airflow_kafka_offsets.service.read import run_batch
         from airflow_kafka_offsets.sinks import LocalDirectorySink
-        from airflow_kafka_offsets.spark.runner import batch_runner
         from airflow_kafka_offsets.spark.settings import SparkSettings
 
         run_dir = self.workdir / f"package-{uuid.uuid4().hex[:8]}"
@@ -109,7 +109,7 @@ class PackageRunner:
             class_archive_dir=self.class_archive_dir,
             **replaced,
         )
-        spark = batch_runner(settings)
+        spark = settings_runner(settings)
         marks: dict[str, float] = {}
 
         def submit(job: dict[str, Any]) -> None:
@@ -228,14 +228,15 @@ class StreamingConnectRunner:
         self.connect_server_pid = connect_server_pid
 
     def __call__(self, topic: str, expected: int) -> dict[str, Any]:
-        from airflow_kafka_offsets.spark.connect import connect_mode, connection_url, remote_session, session_conf
+        from airflow_kafka_offsets.hooks.spark import spark_connection
+        from airflow_kafka_offsets.spark.connect import connect_mode, remote_session, session_conf
         from airflow_kafka_offsets.spark.settings import SparkSettings
         from benchmarks.streaming_app import run_available_now
 
         if self.connect_server_pid is None:
             raise RuntimeError("structured_streaming_connect needs the stack's Spark Connect server")
         run_dir = self.workdir / f"streaming-connect-{uuid.uuid4().hex[:8]}"
-        url = connection_url(CONNECT_CONN_ID)
+        url = spark_connection(CONNECT_CONN_ID).connect_url()
         cpu0 = process_cpu(self.connect_server_pid) + _self_cpu()
         start = time.time()
         with connect_mode():

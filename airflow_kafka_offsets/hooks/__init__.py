@@ -1,4 +1,5 @@
-"""Hooks own the Airflow connections: Kafka, PostgreSQL for the ledger, S3 object storage and the schema registry."""
+"""Hooks own the Airflow connections: Kafka, PostgreSQL for the ledger, S3 object storage, the schema registry,
+the Iceberg REST catalog and Spark (read once, handed to spark/)."""
 
 from airflow_kafka_offsets.hooks.kafka import KafkaClusterHook
 from airflow_kafka_offsets.hooks.ledger import LedgerHook

@@ -10,16 +10,18 @@ from airflow_kafka_offsets.airflow_features import airflow_exception
 from airflow_kafka_offsets.errors import ConfigurationError
 
 
-def get_connection(conn_id: str, what: str) -> Any:
-    """The Airflow connection, or a ConfigurationError naming it (missing, or its lookup failed)."""
+def get_connection(conn_id: str, what: str, *, if_missing: str = "", if_unreadable: str = "") -> Any:
+    """The Airflow connection, or a ConfigurationError naming it (missing, or its lookup failed);
+    ``if_missing`` and ``if_unreadable`` end those two messages (what to do, what is refused)."""
     AirflowNotFoundException = airflow_exception("AirflowNotFoundException")
     try:
         return BaseHook.get_connection(conn_id)
     except AirflowNotFoundException as exc:
-        raise ConfigurationError(f"{what} connection {conn_id!r} is not defined in Airflow") from exc
+        raise ConfigurationError(f"{what} connection {conn_id!r} is not defined in Airflow{if_missing}") from exc
     except Exception as exc:  # a broken secrets backend or metadata database (its text may quote the secret)
         raise ConfigurationError(
             f"{what} connection {conn_id!r} could not be read from Airflow ({type(exc).__name__}; see the cause)"
+            f"{if_unreadable}"
         ) from exc
 
 

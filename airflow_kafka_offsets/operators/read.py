@@ -17,6 +17,7 @@ from airflow_kafka_offsets.operators.assets import KafkaBatchStepOperator
 from airflow_kafka_offsets.operators.base import KafkaOffsetsBaseOperator, SparkJobOperator, parse_batch_id
 from airflow_kafka_offsets.operators.options import takes_options
 from airflow_kafka_offsets.runtime import actor_from_context
+from airflow_kafka_offsets.service.context import Submit
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, DEFAULT_WAIT_S
 from airflow_kafka_offsets.service.plan import load_batch
 from airflow_kafka_offsets.service.read import run_batch
@@ -76,9 +77,13 @@ def read_step(op: SparkBatchStepOperator, context: Context, batch_id: int | None
     # Spark's own OpenLineage events name this task as their parent
     options = op.spark_options()
     options = replace(options, conf=openlineage_parent_conf(options.conf, context) or {})
-    submitter = op.spark_runner(plan.output_uri, options)  # S3 credentials go to Spark privately
+    submitter: Submit = no_spark_job  # a batch that reads no records runs none: its connection is not read
     if plan.readable_ranges:
-        submitter.check()  # a missing Spark connection fails here, before the ledger records an attempt
+        # S3 credentials go to Spark privately; the Spark connection is read here, and a missing one fails
+        # before the ledger records an attempt
+        runner = op.spark_runner(plan.output_uri, options)
+        runner.check()
+        submitter = runner
     read = ReadOptions(**given_options(ReadOptions, op))
     report = run_batch(
         ledger,
@@ -96,3 +101,8 @@ def read_step(op: SparkBatchStepOperator, context: Context, batch_id: int | None
     if report is not None:
         op.handled(lineage, plan, records)
     return {"pipeline": plan.pipeline, "batch_id": plan.batch_id, "records_read": records}
+
+
+def no_spark_job(job: Mapping[str, Any]) -> None:
+    """The Spark job of a batch that reads no records: :func:`run_batch` skips Spark for it."""
+    raise AssertionError(f"batch {job['batch_id']} reads no records: it has no Spark job to run")

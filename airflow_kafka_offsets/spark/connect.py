@@ -1,7 +1,8 @@
 """Run one batch attempt against a long-lived Spark Connect server instead of spark-submit.
 
 The connection is the Spark provider's ``spark_connect`` type (``SparkConnectHook``: host, port,
-login = user id, password = token, extra ``use_ssl``). The app's own code
+login = user id, password = token, extra ``use_ssl``), read from Airflow once into a
+:class:`~.connection.SparkConnection` whose ``sc://`` URL the runner is given. The app's own code
 (``spark_apps/kafka_range_batch.py``: read, write, summarize, check) runs in this process on a
 remote session, so no JVM starts here; the Kafka read and the Parquet write run on the server.
 The report the commit step checks is the same file with the same fields as under spark-submit;
@@ -30,6 +31,7 @@ from urllib.parse import urlsplit
 
 from airflow_kafka_offsets.errors import ConfigurationError, KafkaOffsetsError, SparkJobError
 from airflow_kafka_offsets.object_storage.storage import Storage
+from airflow_kafka_offsets.spark.connection import SparkConnection
 from airflow_kafka_offsets.spark.failures import MAX_EVIDENCE, FailureScanner, spark_job_error
 from airflow_kafka_offsets.spark.formats import with_registry_access
 from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF, SparkSettings
@@ -38,7 +40,6 @@ from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX,
 
 log = logging.getLogger(__name__)
 
-CONNECT_CONN_TYPE = "spark_connect"
 CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's mark of a Connect-only process
 # Session settings a Connect client may change: the SQL ones of the spark-submit defaults and their
 # Hadoop ones (the Parquet writer's; see session_conf). The others, like the driver's JVM options,
@@ -54,23 +55,6 @@ PARALLELISM_PROBE_ROWS = 1 << 16
 _SPLITS = re.compile(r"Range \(0, \d+, step=1, splits=(\d+)\)")
 # spark-submit settings a Connect session cannot change (the server's own start decides them)
 SUBMIT_ONLY = ("executor_cores", "executor_memory", "driver_memory", "num_executors", "total_executor_cores")
-
-
-def connection_url(conn_id: str) -> str:
-    """The ``sc://`` URL of a ``spark_connect`` connection (holds the token: never log it)."""
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
-    from airflow_kafka_offsets.hooks.connections import get_connection
-
-    conn = get_connection(conn_id, "Spark Connect")
-    if not (conn.host or "").strip():
-        raise ConfigurationError(
-            f"Spark Connect connection {conn_id!r} has no host: set it to the server (e.g. host localhost, port 15002)"
-        )
-    try:
-        return str(SparkConnectHook(conn_id).get_connection_url())
-    except ValueError as exc:
-        raise ConfigurationError(f"Spark Connect connection {conn_id!r}: {exc}") from exc
 
 
 def endpoint(url: str) -> str:
@@ -246,19 +230,20 @@ def hadoop_keys_bare(conf: Mapping[str, Any]) -> dict[str, str]:
 class SparkConnectRunner:
     """Callable that runs one job (see :func:`airflow_kafka_offsets.service.attempts.build_job`) on a Connect server."""
 
-    def __init__(self, settings: SparkSettings) -> None:
+    def __init__(self, settings: SparkSettings, connection: SparkConnection) -> None:
         self.settings = settings
+        self.connection = connection
         self._session: Any = None
         self._lock = threading.Lock()
 
     def check(self) -> str:
         """Refuse a connection Spark Connect cannot use, or a server this worker's client cannot drive
         (before anything is planned); returns its URL."""
-        url = connection_url(self.settings.conn_id)
+        url = self.connection.connect_url()
         ignored = [name for name in SUBMIT_ONLY if getattr(self.settings, name) is not None]
         if ignored:
             raise ConfigurationError(
-                f"{', '.join(ignored)} cannot be set with the Spark Connect connection {self.settings.conn_id!r}: "
+                f"{', '.join(ignored)} cannot be set with the Spark Connect connection {self.connection.conn_id!r}: "
                 "the server's own start decides them; drop them, or use a spark connection (spark-submit)"
             )
         check_connect_client(worker_pyspark().version, server_version(url), endpoint(url))

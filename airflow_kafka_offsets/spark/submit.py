@@ -1,8 +1,9 @@
 """Build and run the spark-submit of one batch attempt through the Spark provider's hook.
 
-The Spark connection decides where it runs (local, standalone, YARN,
-Kubernetes). Kafka settings and ``private_conf`` (e.g. S3 credentials), secrets
-included, travel in a private job file shipped with ``--files``: never on the
+The Spark connection decides where it runs (local, standalone, YARN, Kubernetes): checked as read
+from Airflow once (:class:`~.connection.SparkConnection`), then named to the provider's
+SparkSubmitHook, which builds the command from it. Kafka settings and ``private_conf`` (e.g. S3
+credentials), secrets included, travel in a private job file shipped with ``--files``: never on the
 command line, never in the log.
 """
 
@@ -19,10 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_kafka_offsets.errors import (
-    ConfigurationError,
-)
+from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.spark import class_archive
+from airflow_kafka_offsets.spark.connection import SparkConnection
 from airflow_kafka_offsets.spark.failures import FailureScanner, spark_job_error
 from airflow_kafka_offsets.spark.formats import job_dependencies, with_registry_access
 from airflow_kafka_offsets.spark.published import connector_release
@@ -40,37 +40,6 @@ from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX,
 # The Spark provider's own list (SparkSubmitHook refuses any other spark-binary).
 DEFAULT_SPARK_BINARY = "spark-submit"
 ALLOWED_SPARK_BINARIES = (DEFAULT_SPARK_BINARY, "spark2-submit", "spark3-submit")
-
-
-def check_spark_connection(conn_id: str) -> Any:
-    """The Spark provider silently falls back to master 'yarn' without a connection: refuse that.
-
-    Returns the connection."""
-    from airflow.sdk import BaseHook
-
-    try:
-        from airflow.sdk.exceptions import AirflowNotFoundException
-    except ImportError:  # Airflow 3.1 keeps it in airflow.exceptions
-        from airflow.exceptions import AirflowNotFoundException  # type: ignore[attr-defined,no-redef,unused-ignore]
-
-    try:
-        conn = BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException as exc:
-        raise ConfigurationError(
-            f"Spark connection {conn_id!r} is not defined; define it (e.g. AIRFLOW_CONN_{conn_id.upper()}="
-            '\'{"conn_type": "spark", "host": "local[2]"}\') rather than letting spark-submit default to YARN'
-        ) from exc
-    except Exception as exc:  # a broken secrets backend or metadata database (its text may quote the secret)
-        raise ConfigurationError(
-            f"Spark connection {conn_id!r} could not be read from Airflow ({type(exc).__name__}; see the cause); "
-            "refusing to let spark-submit default to YARN"
-        ) from exc
-    if not (conn.host or "").strip():
-        raise ConfigurationError(
-            f"Spark connection {conn_id!r} has no host: set it to the Spark master (local[2], spark://host:7077, "
-            "yarn, k8s://...)"
-        )
-    return conn
 
 
 def _write_private(path: Path, payload: Mapping[str, Any]) -> None:
@@ -92,8 +61,9 @@ class SubmitPlan:
 class SparkBatchSubmitter:
     """Callable that runs one job (see :func:`airflow_kafka_offsets.service.attempts.build_job`) with spark-submit."""
 
-    def __init__(self, settings: SparkSettings) -> None:
+    def __init__(self, settings: SparkSettings, connection: SparkConnection) -> None:
         self.settings = settings
+        self.connection = connection
         self._running: Any = None  # the SparkSubmitHook of the submit in progress
 
     def kill(self) -> None:
@@ -102,17 +72,15 @@ class SparkBatchSubmitter:
             self._running.on_kill()
 
     def check(self) -> SubmitPlan:
-        """Refuse a configuration spark-submit cannot run (before anything is planned): the connection,
-        the Spark its binary runs, the pyspark its driver would import, and the connector jars or packages
-        for that Spark."""
-        settings = self.settings
-        conn = check_spark_connection(settings.conn_id)
-        extra = conn.extra_dejson
+        """Refuse a configuration spark-submit cannot run (before anything is planned): the connection's
+        settings, the Spark its binary runs, the pyspark its driver would import, and the connector jars or
+        packages for that Spark."""
+        settings, conn_id, extra = self.settings, self.connection.conn_id, self.connection.extra
         if settings.class_archive_dir:
             class_archive.check_directory(settings.class_archive_dir)
             if extra.get("deploy-mode") == "cluster":
                 raise ConfigurationError(
-                    f"spark_class_archive_dir is set but Spark connection {settings.conn_id!r} runs the driver in "
+                    f"spark_class_archive_dir is set but Spark connection {conn_id!r} runs the driver in "
                     "cluster deploy mode, on another machine: the archive is for a driver on this worker; unset one"
                 )
         not_hadoop = sorted(k for k in settings.private_conf if not k.startswith(HADOOP_PREFIX))
@@ -124,26 +92,27 @@ class SparkBatchSubmitter:
         binary = settings.spark_binary or extra.get("spark-binary") or DEFAULT_SPARK_BINARY
         if binary not in ALLOWED_SPARK_BINARIES:
             raise ConfigurationError(
-                f"Spark connection {settings.conn_id!r}: spark-binary {binary!r} is not one of "
+                f"Spark connection {conn_id!r}: spark-binary {binary!r} is not one of "
                 f"{', '.join(ALLOWED_SPARK_BINARIES)} (the Spark provider runs only those, found on PATH): put the "
                 "bin directory of the cluster's Spark first on the worker's PATH, or set SPARK_HOME"
             )
         found = shutil.which(binary)
         if found is None:
             raise ConfigurationError(
-                f"{binary} (Spark connection {settings.conn_id!r}) is not on PATH; install the cluster's Spark client "
+                f"{binary} (Spark connection {conn_id!r}) is not on PATH; install the cluster's Spark client "
                 "(or pyspark) and put its bin directory on PATH"
             )
-        spark = self.cluster_spark(found, extra)
+        spark = self.cluster_spark(found)
         if extra.get("deploy-mode") != "cluster":  # in cluster mode the driver's Python is on another machine
             check_driver_pyspark(spark, {**settings.default_conf, **settings.conf}, os.environ)
         jars, packages = self.dependencies(spark)
         return SubmitPlan(binary, spark, jars, packages)
 
-    def cluster_spark(self, binary_path: str, extra: Mapping[str, Any]) -> ClusterSpark:
+    def cluster_spark(self, binary_path: str) -> ClusterSpark:
         """The Spark the batch runs on: declared on the connection or in the config, else found."""
-        if extra.get("spark-version"):
-            return declared_spark(str(extra["spark-version"]), f"spark-version of connection {self.settings.conn_id!r}")
+        declared = self.connection.extra.get("spark-version")
+        if declared:
+            return declared_spark(str(declared), f"spark-version of connection {self.connection.conn_id!r}")
         if self.settings.spark_version:
             return declared_spark(self.settings.spark_version, "[kafka_offsets] spark_version")
         return submit_spark(binary_path, os.environ)
@@ -184,7 +153,7 @@ class SparkBatchSubmitter:
                 conf = class_archive.with_driver_java_option(conf, archive.java_option)
             hook = _diagnosing_hook_class()(
                 conf=conf,
-                conn_id=settings.conn_id,
+                conn_id=self.connection.conn_id,
                 files=str(job_file),
                 py_files=",".join(app_file(name) for name in APP_MODULES),
                 jars=",".join(jars) or None,

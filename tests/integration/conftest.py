@@ -47,14 +47,15 @@ def spark_cluster(stack: devstack.StackInfo) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def spark_connect(stack: devstack.StackInfo) -> Iterator[str]:
     """A warm Spark Connect server (one query answered) and its ``spark_connect`` connection's id."""
-    from airflow_kafka_offsets.spark.connect import connection_url, remote_session
+    from airflow_kafka_offsets.hooks.spark import spark_connection
+    from airflow_kafka_offsets.spark.connect import remote_session
 
     already_running = devstack.status()["services"].get("spark_connect", {}).get("alive", False)
     started = time.monotonic()
     conn = devstack.start_spark_connect()
     conn_id = "spark_connect_default"
     os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
-    session = remote_session(connection_url(conn_id))
+    session = remote_session(spark_connection(conn_id).connect_url())
     assert session.range(1000).count() == 1000
     session.stop()
     print(f"Spark Connect server warm in {time.monotonic() - started:.0f}s")

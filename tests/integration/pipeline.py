@@ -14,7 +14,7 @@ from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
-from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
+from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage, settings_runner
 from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.commit import CommitOutcome, commit_batch
 from airflow_kafka_offsets.service.context import OperationContext
@@ -22,7 +22,7 @@ from airflow_kafka_offsets.service.decoding import RegistryClients, next_decode
 from airflow_kafka_offsets.service.plan import PlanOutcome, plan_batch
 from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import Sink
-from airflow_kafka_offsets.spark.runner import BatchRunner, batch_runner
+from airflow_kafka_offsets.spark.runner import BatchRunner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 
 ACTOR = Actor(dag_id="tests", run_id="manual")
@@ -52,7 +52,7 @@ def submitter(
     S3A with its settings, for an s3:// output only: its 36 jars would be copied into every local
     batch's Spark for nothing); spark-submit, or Spark Connect for a spark_connect connection."""
     storage = object_storage(output_root) if output_root else None
-    return batch_runner(
+    return settings_runner(
         SparkSettings(
             conn_id=conn_id or SPARK_CONN_ID,
             jars=(*(stack.connector_jars if jars is None else jars), *(stack.s3a_jars if storage else ())),

@@ -15,8 +15,8 @@ import pytest
 
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
 from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.service.jobs import build_job
-from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 
 from .helpers import local_path, produce
@@ -36,7 +36,7 @@ def test_the_first_batch_writes_the_archive_and_the_next_maps_it(stack, make_top
     for attempt, conf, ranges in batches:
         settings = SparkSettings(jars=stack.connector_jars, conf=conf, class_archive_dir=str(archive_dir))
         staging = (tmp_path / attempt).as_uri()
-        batch_runner(settings)(build_job(BatchPlan("cds", 1, 0, ranges, "unused"), attempt, staging, kafka))
+        settings_runner(settings)(build_job(BatchPlan("cds", 1, 0, ranges, "unused"), attempt, staging, kafka))
         (archive,) = archive_dir.iterdir()  # written by the first batch, mapped by the second: no other file
         assert archive.name.startswith("spark-driver-") and archive.suffix == ".jsa"
         rows = pq.read_table(local_path(staging)).to_pylist()
@@ -57,8 +57,8 @@ def test_an_archive_for_a_cluster_mode_driver_or_in_a_path_with_whitespace_is_re
     )
     settings = SparkSettings(conn_id="spark_cluster_mode", jars=stack.connector_jars, class_archive_dir=str(tmp_path))
     with pytest.raises(ConfigurationError, match="'spark_cluster_mode' runs the driver in cluster deploy mode"):
-        batch_runner(settings).check()
+        settings_runner(settings).check()
     local = SparkSettings(jars=stack.connector_jars, class_archive_dir=f"{tmp_path}/my jvm")
     with pytest.raises(ConfigurationError, match=r"spark_class_archive_dir .* must be a path without whitespace"):
-        batch_runner(local).check()
+        settings_runner(local).check()
     assert list(tmp_path.iterdir()) == []

@@ -23,7 +23,7 @@ from .pipeline import plan
 
 CHILD = """
 import os, psycopg2
-from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.ledger import Actor, Ledger
 from airflow_kafka_offsets.service.plan import load_batch
@@ -32,7 +32,7 @@ from airflow_kafka_offsets.sinks import LocalDirectorySink
 
 ledger = Ledger(lambda: psycopg2.connect(os.environ["CHILD_DSN"]), schema=os.environ["CHILD_SCHEMA"])
 batch = load_batch(ledger, "crashed", None)
-submitter = SparkBatchSubmitter(SparkSettings(jars=tuple(os.environ["CHILD_JARS"].split(","))))
+submitter = settings_runner(SparkSettings(jars=tuple(os.environ["CHILD_JARS"].split(","))))
 run_batch(ledger, LocalDirectorySink(os.environ["CHILD_ROOT"]), batch, submitter,
           {"bootstrap.servers": os.environ["CHILD_BOOTSTRAP"]}, Actor(dag_id="tests", run_id="crash"))
 """

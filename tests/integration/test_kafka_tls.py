@@ -33,11 +33,11 @@ from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import NOT_RETRYABLE, KafkaAuthenticationError
 from airflow_kafka_offsets.operators import KafkaBatchCommitOperator, KafkaBatchPlanOperator, KafkaBatchSparkOperator
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.service.commit import commit_batch
 from airflow_kafka_offsets.service.plan import plan_batch
 from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.spark.connect import SparkConnectRunner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 
 from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
@@ -192,7 +192,7 @@ def test_spark_reads_through_sasl_ssl_with_no_ca_file_where_it_runs(
     ca_copy.unlink()
     assert str(ca_copy) not in json.dumps(properties)
 
-    run_batch(ledger, sink, planned, SparkConnectRunner(SparkSettings(conn_id=spark_connect)), properties, ACTOR)
+    run_batch(ledger, sink, planned, settings_runner(SparkSettings(conn_id=spark_connect)), properties, ACTOR)
 
     assert commit_batch(ledger, sink, pipeline, planned.batch_id, ACTOR).records == 30
     assert ledger_ranges(ledger, pipeline) == [(1, "committed", topic, p, 0, 0, 15, 15) for p in range(2)]

@@ -22,8 +22,8 @@ import pytest
 
 import devstack
 from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
-from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 from devstack.info import S3_CONN_ID
 from devstack.s3_request import S3Credentials, S3Request, send
 
@@ -140,7 +140,7 @@ def test_spark_writes_parquet_to_s3a_with_the_connections_key_and_pyarrow_reads_
         private_conf=ObjectStorageHook(S3_CONN_ID).get_spark_conf(),
     )
     job = {"pipeline": "s3a", "batch_id": 1, "attempt_id": uuid.uuid4().hex, "rows": 2500, "output": f"s3a://{prefix}"}
-    SparkBatchSubmitter(settings)(job)
+    settings_runner(settings)(job)
 
     task_log = capsys.readouterr().out  # the hook logs spark-submit's command line and its output
     assert "s3a-app: wrote and read back 2500 rows" in task_log and "Spark-Submit cmd:" in task_log

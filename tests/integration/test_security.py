@@ -36,12 +36,12 @@ from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.service.plan import plan_batch
 from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark import submit as spark_module
 from airflow_kafka_offsets.spark.settings import SparkSettings
-from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 
 from .helpers import assert_exactly_once, committed_rows, produce
 
@@ -367,7 +367,7 @@ def test_wrong_password_fails_in_spark_naming_authentication_and_changes_nothing
     planned = plan_batch(ledger, spec, KafkaOffsetsClient(stack.sasl_client_config()).offsets, sink, ACTOR).plan
     assert planned is not None and planned.records_planned == 40
     cursors = ledger.cursors("sasl_wrong")
-    submitter = SparkBatchSubmitter(SparkSettings(jars=stack.connector_jars))
+    submitter = settings_runner(SparkSettings(jars=stack.connector_jars))
 
     with ProcessWatch(wrong.encode(), marker=b"kafka-batch-sasl_wrong-") as watch:
         with pytest.raises(SparkJobError, match="Kafka rejected the credentials") as err:

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.service.jobs import build_job
-from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 
 from .helpers import local_path, produce, statistics_per_column
@@ -88,7 +88,7 @@ def test_a_parquet_writer_setting_in_spark_conf_reaches_the_writer_in_both_execu
     produce(stack.bootstrap_servers, topic, 40, partitions=2)
     staging = (tmp_path / "staging").as_uri()
     plan = BatchPlan("writer", 1, 0, (PartitionRange(topic, 0, 0, 20, 0), PartitionRange(topic, 1, 0, 20, 0)), "x")
-    runner = batch_runner(
+    runner = settings_runner(
         SparkSettings(
             conn_id=conn_id,
             jars=tuple(stack.connector_jars),

@@ -25,13 +25,14 @@ from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.clients.kafka_config import java_client_properties
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
+from airflow_kafka_offsets.hooks.spark import spark_connection
 from airflow_kafka_offsets.object_storage.storage import Storage
-from airflow_kafka_offsets.runtime import object_storage
+from airflow_kafka_offsets.runtime import object_storage, settings_runner
 from airflow_kafka_offsets.service.commit import commit_batch
 from airflow_kafka_offsets.service.plan import plan_batch
 from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
-from airflow_kafka_offsets.spark.connect import SparkConnectRunner, connection_url, remote_session
+from airflow_kafka_offsets.spark.connect import remote_session
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from faults_harness.context import Context
 from faults_harness.driver import run_dag
@@ -44,7 +45,7 @@ from .pipeline import ACTOR, commit, plan, read, run_once
 
 
 def server_application(conn_id: str) -> str:
-    session = remote_session(connection_url(conn_id))
+    session = remote_session(spark_connection(conn_id).connect_url())
     try:
         return str(session.conf.get("spark.app.id"))
     finally:
@@ -162,7 +163,7 @@ def test_sasl_credentials_and_the_token_stay_out_of_logs_and_the_servers_files(
     spec = build_spec("cxsasl", [topic], str(tmp_path / "out"))
     sink = LocalDirectorySink(spec.output_root)
     planned = plan_batch(ledger, spec, KafkaOffsetsClient(stack.sasl_client_config()).offsets, sink, ACTOR).plan
-    runner = SparkConnectRunner(SparkSettings(conn_id=spark_connect))
+    runner = settings_runner(SparkSettings(conn_id=spark_connect))
     run_batch(ledger, sink, planned, runner, java_client_properties(stack.sasl_client_config()), ACTOR)
     assert commit_batch(ledger, sink, "cxsasl", planned.batch_id, ACTOR).records == 60
     assert_exactly_once(committed_rows(ledger, "cxsasl"), produced)
@@ -212,7 +213,7 @@ def test_the_apps_summary_counts_records_offsets_and_duplicates_exactly_across_o
     rows += [("b", 0, 7, b"kk", None)]
     schema = "topic STRING, partition INT, offset BIGINT, key BINARY, value BINARY"
     with connect_mode():
-        session = remote_session(connection_url(spark_connect))
+        session = remote_session(spark_connection(spark_connect).connect_url())
         try:
             summary = getattr(check, summarizer)(session.createDataFrame(rows, schema))
         finally:

@@ -12,10 +12,10 @@ from confluent_kafka import TopicPartition as KafkaTP
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkConnectorMissingError, SparkDataLossError
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from airflow_kafka_offsets.spark.settings import SparkSettings
-from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 
 from .helpers import produce
 from .pipeline import ACTOR, plan
@@ -48,7 +48,7 @@ def test_records_deleted_below_a_planned_batch_fail_naming_topic_partition_and_s
     cursors = ledger.cursors("deleted")
     kafka_admin.delete_records([KafkaTP(topic, 0, 200)])[KafkaTP(topic, 0, 200)].result(timeout=30)
 
-    submitter = SparkBatchSubmitter(SparkSettings(jars=stack.connector_jars))
+    submitter = settings_runner(SparkSettings(jars=stack.connector_jars))
     with pytest.raises(SparkDataLossError) as err:
         run_batch(
             ledger,
@@ -86,7 +86,7 @@ def test_a_connector_without_its_dependencies_fails_naming_the_classpath(stack, 
             ledger,
             LocalDirectorySink(str(tmp_path)),
             planned,
-            SparkBatchSubmitter(SparkSettings(jars=connector_only)),
+            settings_runner(SparkSettings(jars=connector_only)),
             {"bootstrap.servers": stack.bootstrap_servers},
             ACTOR,
         )

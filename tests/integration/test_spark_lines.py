@@ -28,9 +28,9 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkVersionMismatchError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.service.commit import commit_batch
 from airflow_kafka_offsets.service.read import run_batch
-from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_package
 from devstack import jars, spark_lines
@@ -75,7 +75,7 @@ def on_path(line_home, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path, list
 def run_line_batch(stack, ledger: Ledger, spec, settings: SparkSettings):
     outcome = plan(ledger, spec, stack)
     assert outcome.plan is not None
-    runner = batch_runner(settings)
+    runner = settings_runner(settings)
     report = run_batch(
         ledger,
         sink_of(ledger, spec),
@@ -158,7 +158,7 @@ def test_a_connector_built_for_another_spark_is_refused_before_anything_is_plann
     other_scala = "2.12" if other.startswith("3.") else "2.13"
     foreign = [str(j) for j in jars.fetch_connector(other)]
     scala = "2.12" if version.startswith("3.") else "2.13"
-    runner = batch_runner(SparkSettings(jars=tuple(foreign)))
+    runner = settings_runner(SparkSettings(jars=tuple(foreign)))
     with refused(
         SparkVersionMismatchError,
         rf"connector is version {re.escape(other)} for Scala {other_scala} but the Spark that runs the batch is "
@@ -168,7 +168,7 @@ def test_a_connector_built_for_another_spark_is_refused_before_anything_is_plann
         runner.check()
     # without jars or packages, the default is the connector built for the line, at the nearest release
     # Maven Central serves with its token provider (4.0.3's is not there)
-    assert batch_runner(SparkSettings()).check().packages == (
+    assert settings_runner(SparkSettings()).check().packages == (
         f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{CENTRAL_CONNECTOR[spark_lines.line_of(version)]}",
     )
 

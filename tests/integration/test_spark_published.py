@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.spark.published import (
     AVRO_ARTIFACTS,
     CONNECTOR_ARTIFACTS,
@@ -24,7 +25,6 @@ from airflow_kafka_offsets.spark.published import (
     served_releases,
 )
 from airflow_kafka_offsets.spark.settings import SparkSettings
-from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 from airflow_kafka_offsets.spark.versions import ClusterSpark, worker_pyspark
 from devstack import spark_lines, state
 
@@ -85,7 +85,7 @@ def test_a_spark_4_0_3_home_gets_a_connector_ivy_fetches(monkeypatch: pytest.Mon
     # the worker's pyspark (4.2) on PYTHONPATH: spark-submit puts the home's pyspark.zip before it
     worker_site = str(worker_pyspark().directory.parent)
     monkeypatch.setenv("PYTHONPATH", worker_site)
-    checked = SparkBatchSubmitter(SparkSettings()).check()
+    checked = settings_runner(SparkSettings()).check()
     assert (checked.spark.version, checked.packages) == ("4.0.3", (CONNECTOR_4_0,))
 
     # spark-submit's Ivy resolves exactly those coordinates from Maven Central (its cache: the suite's)

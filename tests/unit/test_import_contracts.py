@@ -1,6 +1,9 @@
 """The Airflow imports that the contract "airflow-only-lazily" ([tool.importlinter] in pyproject.toml)
 lets service and spark make are made inside functions: import-linter sees an import wherever it is,
-so this is what keeps them out of module level (importing service or spark loads no Airflow)."""
+so this is what keeps them out of module level (importing service or spark loads no Airflow). And
+spark's one import of Airflow is the Spark provider's SparkSubmitHook, which the contract
+"spark-reads-no-connection" can only let through as ``airflow`` (it names external packages by their
+top name)."""
 
 from __future__ import annotations
 
@@ -61,3 +64,20 @@ def test_a_module_level_import_is_caught(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("import airflow.sdk\n\n\ndef f():\n    from airflow.sdk import BaseHook\n")
     assert imports_with_scope(module) == [(1, "airflow.sdk", False), (5, "airflow.sdk", True)]
+
+
+# What spark/ may import of Airflow: the hook that runs spark-submit (the connection is read by hooks/spark.py).
+SPARK_AIRFLOW_IMPORTS = {"airflow.providers.apache.spark.hooks.spark_submit"}
+
+
+def test_spark_imports_nothing_of_airflow_but_the_spark_submit_hook() -> None:
+    spark = REPO / "airflow_kafka_offsets" / "spark"
+    found = {
+        f"{path.relative_to(REPO)}:{line} imports {module}"
+        for path in sorted(spark.glob("*.py"))
+        for line, module, _ in imports_with_scope(path)
+        if matches(module, "airflow") and module not in SPARK_AIRFLOW_IMPORTS
+    }
+    assert not found, "spark/ imports Airflow beyond SparkSubmitHook: " + "; ".join(sorted(found))
+    (contract,) = [c for c in CONTRACTS if c["id"] == "spark-reads-no-connection"]
+    assert contract["ignore_imports"] == ["airflow_kafka_offsets.spark.submit -> airflow"]

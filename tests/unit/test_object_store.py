@@ -16,6 +16,7 @@ from airflow_kafka_offsets.object_storage.access import (
     s3a_spark_conf,
 )
 from airflow_kafka_offsets.spark import submit as spark_submit
+from airflow_kafka_offsets.spark.connection import SparkConnection
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter, SubmitPlan
 from airflow_kafka_offsets.spark.versions import ClusterSpark
@@ -127,17 +128,20 @@ def test_the_app_sets_private_settings_without_the_spark_hadoop_prefix() -> None
         apply_private_conf({"private_conf": {"spark.driver.memory": "1g"}}, hadoop)
 
 
-def test_private_settings_other_than_hadoop_ones_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+LOCAL_SPARK = SparkConnection("spark_default", "spark", "local[2]")
+
+
+def test_private_settings_other_than_hadoop_ones_are_refused() -> None:
     settings = SparkSettings(jars=("/nonexistent.jar",), private_conf={"spark.executor.memory": "2g"})
     with pytest.raises(ConfigurationError, match=r"private Spark settings must be spark.hadoop.*: spark.executor"):
-        SparkBatchSubmitter(settings).check()
+        SparkBatchSubmitter(settings, LOCAL_SPARK).check()
 
 
 def test_the_secret_travels_in_the_job_file_and_never_in_the_submit_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The hook builds the real spark-submit command; only starting the process is replaced."""
+    """The hook builds the real spark-submit command (from the connection it reads itself); only starting
+    the process is replaced."""
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     monkeypatch.setattr(
         SparkBatchSubmitter,
@@ -157,7 +161,7 @@ def test_the_secret_travels_in_the_job_file_and_never_in_the_submit_command(
 
     monkeypatch.setattr(hook_class, "submit", capture)
     job = {"format": 1, "pipeline": "p", "batch_id": 1, "attempt_id": "a1", "kafka": {}, "ranges": []}
-    SparkBatchSubmitter(SparkSettings(conf={"spark.x": "1"}, private_conf=private))(job)
+    SparkBatchSubmitter(SparkSettings(conf={"spark.x": "1"}, private_conf=private), LOCAL_SPARK)(job)
 
     argv = " ".join(seen["argv"])
     assert "spark.x=1" in argv and "--files" in argv  # the command was really built

@@ -39,6 +39,7 @@ from airflow_kafka_offsets.operators import plan as plan_step
 from airflow_kafka_offsets.operators import read as read_step
 from airflow_kafka_offsets.operators.base import AirflowFailException
 from airflow_kafka_offsets.service.plan import PlanOutcome
+from airflow_kafka_offsets.spark.connection import SparkConnection
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 
@@ -84,6 +85,8 @@ def connections(monkeypatch: pytest.MonkeyPatch) -> None:
             }
         ),
     )
+    for conn_id in ("SPARK_DEFAULT", "SP"):  # the read step reads its Spark connection before Spark runs
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id}", json.dumps({"conn_type": "spark", "host": "local[2]"}))
 
 
 def test_task_group_wires_plan_read_commit_by_xcom() -> None:
@@ -291,6 +294,31 @@ def test_read_operator_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> N
     assert op.get_openlineage_facets_on_complete(None) is None and op.inlets == []
 
 
+def test_the_read_step_reads_the_spark_connection_only_for_a_batch_that_reads_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch that only moves cursors runs no Spark job: a missing Spark connection does not fail it;
+    one that reads records refuses the missing connection before the ledger records an attempt."""
+    cursors_only = BatchPlan("orders", 4, 0, (PartitionRange("orders", 0, 20, 20, 20),), "file:///out/orders/b=4")
+    plans = {4: cursors_only, 5: PLAN}
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT")
+    monkeypatch.setattr(read_step, "load_batch", lambda ledger, pipeline, batch_id: plans[batch_id])
+    monkeypatch.setattr(KafkaBatchSparkOperator, "ledger", lambda self: SpecLedger())
+    monkeypatch.setattr(KafkaBatchSparkOperator, "sink_for", lambda self, ledger: SINK)
+    submits: list[Any] = []
+    monkeypatch.setattr(
+        read_step, "run_batch", lambda ledger, sink, plan, submit, *args, **kwargs: submits.append(submit)
+    )
+    read = KafkaBatchSparkOperator(task_id="read", pipeline="orders", batch_id=4)
+    assert read.execute(context()) == {"pipeline": "orders", "batch_id": 4, "records_read": 0}
+    assert submits == [read_step.no_spark_job] and read._submitter is None
+    with pytest.raises(AirflowFailException, match="Spark connection 'spark_default' is not defined in Airflow"):
+        KafkaBatchSparkOperator(task_id="read", pipeline="orders", batch_id=5).execute(context())
+    assert len(submits) == 1
+    with pytest.raises(AssertionError, match="batch 4 reads no records: it has no Spark job to run"):
+        read_step.no_spark_job({"batch_id": 4})
+
+
 TOPIC_ASSETS = [Asset(uri="kafka://127.0.0.1:9/orders"), Asset(uri="kafka://127.0.0.1:9/refunds")]
 
 
@@ -356,7 +384,7 @@ def test_on_kill_stops_the_running_spark_submit() -> None:
     killed: list[str] = []
     op = KafkaBatchSparkOperator(task_id="read", pipeline="orders")
     op.on_kill()  # nothing running yet: nothing to do
-    op._submitter = SparkBatchSubmitter(SparkSettings())
+    op._submitter = SparkBatchSubmitter(SparkSettings(), SparkConnection("spark_default", "spark", "local[2]"))
     op._submitter._running = SimpleNamespace(on_kill=lambda: killed.append("spark-submit"))
     op.on_kill()
     assert killed == ["spark-submit"]

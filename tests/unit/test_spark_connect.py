@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -14,45 +13,29 @@ from airflow_kafka_offsets.spark.connect import (
     SparkConnectRunner,
     connect_job_error,
     connect_mode,
-    connection_url,
-    endpoint,
     session_conf,
 )
+from airflow_kafka_offsets.spark.connection import SparkConnection
 from airflow_kafka_offsets.spark.runner import batch_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 
 JOB = {"pipeline": "orders", "batch_id": 7}
-CONNECT = {"conn_type": "spark_connect", "host": "localhost", "port": 15002, "password": "s3cr3t-token"}
+CX = SparkConnection("cx", "spark_connect", "localhost", 15002, url="sc://localhost:15002/;token=s3cr3t-token")
+LOCAL = SparkConnection("spark_default", "spark", "local[2]")
 
 
-def test_the_connection_type_picks_the_execution_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    monkeypatch.setenv("AIRFLOW_CONN_CX", json.dumps(CONNECT))
-    assert type(batch_runner(SparkSettings())) is SparkBatchSubmitter
-    assert type(batch_runner(SparkSettings(conn_id="cx"))) is SparkConnectRunner
-    # a connection that cannot be read stays with spark-submit, whose check names it
-    assert type(batch_runner(SparkSettings(conn_id="nowhere"))) is SparkBatchSubmitter
+def test_the_connection_type_picks_the_execution_mode() -> None:
+    assert type(batch_runner(SparkSettings(), LOCAL)) is SparkBatchSubmitter
+    runner = batch_runner(SparkSettings(conn_id="cx"), CX)
+    assert type(runner) is SparkConnectRunner and runner.connection is CX
 
 
-def test_connect_url_follows_the_spark_provider_and_its_endpoint_hides_the_token(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_CX", json.dumps(CONNECT))
-    url = connection_url("cx")
-    assert url == "sc://localhost:15002/;token=s3cr3t-token"
-    assert endpoint(url) == "localhost:15002"
-
-
-def test_connect_connection_without_host_or_with_submit_only_settings_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_CX", json.dumps({"conn_type": "spark_connect"}))
-    with pytest.raises(ConfigurationError, match="'cx' has no host"):
-        SparkConnectRunner(SparkSettings(conn_id="cx")).check()
-    monkeypatch.setenv("AIRFLOW_CONN_CX", json.dumps(CONNECT))
+def test_the_connect_runner_refuses_submit_only_settings_or_a_connection_of_another_type() -> None:
     with pytest.raises(ConfigurationError, match="executor_memory, num_executors cannot be set"):
-        SparkConnectRunner(SparkSettings(conn_id="cx", executor_memory="4g", num_executors=2)).check()
+        SparkConnectRunner(SparkSettings(conn_id="cx", executor_memory="4g", num_executors=2), CX).check()
+    with pytest.raises(ConfigurationError, match="'spark_default' is of type 'spark', not 'spark_connect'"):
+        SparkConnectRunner(SparkSettings(), LOCAL).check()
 
 
 def test_session_conf_is_the_sql_defaults_the_users_conf_and_the_private_hadoop_settings() -> None:

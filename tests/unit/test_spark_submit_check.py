@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import zipfile
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_kafka_offsets.errors import ConfigurationError, SparkVersionMismatchError
+from airflow_kafka_offsets.spark.connection import SparkConnection
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter
 from airflow_kafka_offsets.spark.versions import driver_python_path, pyspark_version_in, worker_pyspark
@@ -48,17 +48,16 @@ def fake_spark_home(
     return root
 
 
-def connection(monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
-    conn = {"conn_type": "spark", "host": "yarn", "extra": extra}
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(conn))
+def connection(**extra: str) -> SparkConnection:
+    return SparkConnection("spark_default", "spark", "yarn", extra=extra)
 
 
 def test_the_connections_spark_binary_is_the_one_that_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     home = fake_spark_home(tmp_path / "emr", "3.5.1-amzn-0", "2.12", binary="spark3-submit")
     monkeypatch.delenv("SPARK_HOME", raising=False)
     monkeypatch.setenv("PATH", f"{home / 'bin'}:{os.environ['PATH']}")
-    connection(monkeypatch, **{"spark-binary": "spark3-submit"})
-    checked = SparkBatchSubmitter(SparkSettings()).check()
+    conn = connection(**{"spark-binary": "spark3-submit"})
+    checked = SparkBatchSubmitter(SparkSettings(), conn).check()
     assert checked.binary == "spark3-submit"
     assert (checked.spark.version, checked.spark.scala) == ("3.5.1-amzn-0", "2.12")
     assert checked.spark.source == f"Spark home {home}"
@@ -70,33 +69,33 @@ def test_spark_home_wins_over_the_binarys_directory(monkeypatch: pytest.MonkeyPa
     exported = fake_spark_home(tmp_path / "b", "4.0.1", "2.13")
     monkeypatch.setenv("PATH", f"{on_path / 'bin'}:{os.environ['PATH']}")
     monkeypatch.setenv("SPARK_HOME", str(exported))
-    connection(monkeypatch)
-    assert SparkBatchSubmitter(SparkSettings()).check().spark.version == "4.0.1"
+    conn = connection()
+    assert SparkBatchSubmitter(SparkSettings(), conn).check().spark.version == "4.0.1"
 
 
 def test_a_declared_version_wins_and_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     home = fake_spark_home(tmp_path / "s", "4.2.0", "2.13")
     monkeypatch.setenv("PATH", f"{home / 'bin'}:{os.environ['PATH']}")
     monkeypatch.delenv("SPARK_HOME", raising=False)
-    connection(monkeypatch, **{"spark-version": "4.1.2"})
-    assert SparkBatchSubmitter(SparkSettings(spark_version="4.0.1")).check().spark.version == "4.1.2"
-    connection(monkeypatch)
-    assert SparkBatchSubmitter(SparkSettings(spark_version="4.0.1")).check().spark.version == "4.0.1"
-    connection(monkeypatch, **{"spark-version": "3.3.2"})
+    conn = connection(**{"spark-version": "4.1.2"})
+    assert SparkBatchSubmitter(SparkSettings(spark_version="4.0.1"), conn).check().spark.version == "4.1.2"
+    conn = connection()
+    assert SparkBatchSubmitter(SparkSettings(spark_version="4.0.1"), conn).check().spark.version == "4.0.1"
+    conn = connection(**{"spark-version": "3.3.2"})
     with pytest.raises(SparkVersionMismatchError, match=r"Spark 3\.3\.2 .*does not support: use Spark 3\.5, 4\.0"):
-        SparkBatchSubmitter(SparkSettings()).check()
+        SparkBatchSubmitter(SparkSettings(), conn).check()
 
 
 def test_a_binary_the_provider_would_refuse_is_refused_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    connection(monkeypatch, **{"spark-binary": "/opt/spark/bin/spark-submit"})
+    conn = connection(**{"spark-binary": "/opt/spark/bin/spark-submit"})
     with pytest.raises(
         ConfigurationError, match="spark-binary '/opt/spark/bin/spark-submit' is not one of spark-submit"
     ):
-        SparkBatchSubmitter(SparkSettings()).check()
-    connection(monkeypatch, **{"spark-binary": "spark2-submit"})
+        SparkBatchSubmitter(SparkSettings(), conn).check()
+    conn = connection(**{"spark-binary": "spark2-submit"})
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ConfigurationError, match=r"spark2-submit \(Spark connection 'spark_default'\) is not on PATH"):
-        SparkBatchSubmitter(SparkSettings()).check()
+        SparkBatchSubmitter(SparkSettings(), conn).check()
 
 
 def test_the_pyspark_the_driver_imports_is_found_in_spark_submits_order(tmp_path: Path) -> None:
@@ -116,17 +115,17 @@ def test_a_driver_path_with_another_pyspark_first_is_refused_before_planning(
     """spark-submit puts the home's pyspark.zip first: a PYTHONPATH after it changes nothing. A home
     without it leaves the driver with the first pyspark on PYTHONPATH, else its Python's own."""
     monkeypatch.delenv("SPARK_HOME", raising=False)
-    connection(monkeypatch)
+    conn = connection()
     worker = pyspark_dir(tmp_path / "worker-site", "4.2.0")
     monkeypatch.setenv("PYTHONPATH", str(worker))
     complete = fake_spark_home(tmp_path / "complete", "4.0.3", "2.13")
     monkeypatch.setenv("PATH", f"{complete / 'bin'}:{os.environ['PATH']}")
-    assert SparkBatchSubmitter(SparkSettings(packages=("x:y:1",))).check().spark.version == "4.0.3"
+    assert SparkBatchSubmitter(SparkSettings(packages=("x:y:1",)), conn).check().spark.version == "4.0.3"
 
     bare = fake_spark_home(tmp_path / "bare", "4.0.3", "2.13", with_python=False)
     monkeypatch.setenv("PATH", f"{bare / 'bin'}:{os.environ['PATH']}")
     with pytest.raises(SparkVersionMismatchError) as refused:
-        SparkBatchSubmitter(SparkSettings(packages=("x:y:1",))).check()
+        SparkBatchSubmitter(SparkSettings(packages=("x:y:1",)), conn).check()
     assert str(refused.value).startswith(
         f"the driver's Python imports pyspark 4.2.0 ({worker}) but the Spark that runs the batch is 4.0.3"
     )
@@ -139,10 +138,10 @@ def test_a_driver_path_with_another_pyspark_first_is_refused_before_planning(
     with pytest.raises(
         SparkVersionMismatchError, match=rf"imports pyspark {own.version} \({own.directory}, the driver"
     ):
-        SparkBatchSubmitter(SparkSettings(packages=("x:y:1",))).check()
+        SparkBatchSubmitter(SparkSettings(packages=("x:y:1",)), conn).check()
     # another interpreter's pyspark is checked on the driver, and cluster mode's driver runs elsewhere
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "/usr/bin/python3")
-    SparkBatchSubmitter(SparkSettings(packages=("x:y:1",))).check()
+    SparkBatchSubmitter(SparkSettings(packages=("x:y:1",)), conn).check()
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
-    connection(monkeypatch, **{"deploy-mode": "cluster"})
-    SparkBatchSubmitter(SparkSettings(packages=("x:y:1",))).check()
+    conn = connection(**{"deploy-mode": "cluster"})
+    SparkBatchSubmitter(SparkSettings(packages=("x:y:1",)), conn).check()
