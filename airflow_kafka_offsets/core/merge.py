@@ -4,9 +4,9 @@ What a sink in merge mode takes (:class:`MergeSpec`) and what a batch of change 
 the mirror, as plain Python: :func:`changes_of` turns one event into the keyed changes it makes
 (one, or two for an update that changes the key), :func:`last_changes` keeps the last change per
 key in Kafka order, :func:`applied` applies them to rows. The Spark app computes the same with
-Spark SQL (``spark_apps/kafka_batch_changes.py``) and the Iceberg sink applies its change set
-with a copy-on-write commit; these functions are the rules both follow, small enough to test
-case by case.
+Spark SQL (``spark_apps/kafka_batch_changes.py``) and the table sinks apply its change set (Iceberg
+with a copy-on-write overwrite, Delta with a MERGE); these functions are the rules they follow, small
+enough to test case by case.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ class SinkOptions:
     )
     merge_key: Sequence[str] | str | None = option(
         None,
-        "merge mode (Iceberg): the key columns of the decoded row, a list or comma-separated; the table then "
+        "merge mode (Iceberg or Delta): the key columns of the decoded row, a list or comma-separated; the table then "
         "mirrors the source table ([Sinks](sinks.md#mirror-tables-change-data-capture))",
     )
     changes: str | None = option(

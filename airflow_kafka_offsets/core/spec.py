@@ -108,9 +108,10 @@ def _merge(pipeline: str, options: Mapping[str, Any], sink_format: SinkFormat) -
         if options.get("changes"):
             raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: changes needs a merge_key (the mirror's key)")
         return None
-    if sink_format is not SinkFormat.ICEBERG:
+    if not SINK_FORMATS[sink_format].merge:
+        takers = " or ".join(f.value for f, r in SINK_FORMATS.items() if r.merge)
         raise InvalidPipelineSpecError(
-            f"pipeline {pipeline!r}: merge_key (a mirror table) needs the iceberg sink; the {sink_format.value} "
+            f"pipeline {pipeline!r}: merge_key (a mirror table) needs the {takers} sink; the {sink_format.value} "
             "sink appends"
         )
     if len(set(key)) != len(key):
@@ -119,7 +120,7 @@ def _merge(pipeline: str, options: Mapping[str, Any], sink_format: SinkFormat) -
     if given:
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: a mirror table (merge_key) takes no {', '.join(given)}: it is one table, "
-            "unpartitioned, in the ledger's catalog (its merge commits in the ledger's transaction)"
+            "unpartitioned (for Iceberg in the ledger's catalog: its merge commits in the ledger's transaction)"
         )
     changes = enum_value(
         ChangeFormat, options.get("changes") or ChangeFormat.DEBEZIUM, f"pipeline {pipeline!r}: changes"

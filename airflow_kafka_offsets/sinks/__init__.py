@@ -78,7 +78,9 @@ def _open_delta(o: SinkOpening) -> Sink:
     from airflow_kafka_offsets.object_storage.storage import Storage
     from airflow_kafka_offsets.sinks.delta import DeltaSink
 
-    return DeltaSink(o.spec.output_root, o.spec.sink.table or "", o.spec.sink.partition_by, Storage(o.s3))
+    return DeltaSink(
+        o.spec.output_root, o.spec.sink.table or "", o.spec.sink.partition_by, Storage(o.s3), merge=o.spec.sink.merge
+    )
 
 
 def _open_many_tables(o: SinkOpening) -> Sink:

@@ -23,6 +23,14 @@ from typing import Any, Protocol
 
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
 
+# The keys of a table commit's metadata that name the batch it holds (Iceberg snapshot summaries, Delta
+# commit info), read back by the sinks to find a batch a crash left in a table.
+PIPELINE_UID = "kafka-offsets.pipeline-uid"
+BATCH = "kafka-offsets.batch"
+ATTEMPT = "kafka-offsets.attempt"
+OPERATION = "kafka-offsets.operation"
+ABORT = "abort"  # the operation of a commit that took an aborted batch back out of a table
+
 
 @dataclass(frozen=True)
 class Publication:
@@ -53,12 +61,12 @@ class Publication:
         ranges = list(self.landed) if self.landed is not None else [r.to_json() for r in self.plan.ranges]
         return {
             "kafka-offsets.pipeline": self.plan.pipeline,
-            "kafka-offsets.pipeline-uid": self.pipeline_uid,
-            "kafka-offsets.batch": str(self.plan.batch_id),
+            PIPELINE_UID: self.pipeline_uid,
+            BATCH: str(self.plan.batch_id),
             "kafka-offsets.epoch": str(self.plan.epoch),
-            "kafka-offsets.attempt": self.attempt_id or "",
+            ATTEMPT: self.attempt_id or "",
             "kafka-offsets.records": str(self.records),
-            "kafka-offsets.operation": "replay" if self.replay else "commit",
+            OPERATION: "replay" if self.replay else "commit",
             "kafka-offsets.ranges": _compact_json(ranges),
         }
 

@@ -13,6 +13,13 @@ in a new Delta commit. Only one run commits a pipeline's batch at a time (the le
 so the log's put-if-absent is needed only against other writers of the same table.
 
 Layout: ``<output_root>/<table>/batch=<N>/<attempt>/part-*.parquet`` beside ``_delta_log/``.
+
+Merge mode (a ``MergeSpec``: the table mirrors a source table): the attempt's change set
+(``<attempt>/_changes/``, the last change per key, computed by Spark) is applied by
+:mod:`airflow_kafka_offsets.sinks.delta_merge` in one delta-rs MERGE commit carrying the same app
+transaction and metadata; the table's own files are then delta-rs's, at the table's root. An abort
+restores the version before the batch, a replay merges again, both only when the batch's commit is the
+table's latest.
 """
 
 from __future__ import annotations
@@ -24,20 +31,28 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction
 
+from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
-from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
-from airflow_kafka_offsets.sinks.schema import output_schema
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DAY_COLUMN
+from airflow_kafka_offsets.sinks import delta_merge
+from airflow_kafka_offsets.sinks.base import (
+    ABORT,
+    ATTEMPT,
+    BATCH,
+    OPERATION,
+    PIPELINE_UID,
+    LedgerStatements,
+    Publication,
+)
+from airflow_kafka_offsets.sinks.change_set import read_changes
+from airflow_kafka_offsets.sinks.schema import table_schema
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR, DAY_COLUMN
 
-PIPELINE_UID = "kafka-offsets.pipeline-uid"
-BATCH = "kafka-offsets.batch"
-ATTEMPT = "kafka-offsets.attempt"
-OPERATION = "kafka-offsets.operation"
+COMMIT_TRIES = 5
 
 
 def app_id(pipeline_uid: str) -> str:
@@ -49,16 +64,22 @@ class DeltaSink:
     """Batches as Delta commits of the table at ``<output_root>/<table>``."""
 
     def __init__(
-        self, output_root: str, table: str, partition_by: str | None = None, storage: files.Storage | None = None
+        self,
+        output_root: str,
+        table: str,
+        partition_by: str | None = None,
+        storage: files.Storage | None = None,
+        merge: MergeSpec | None = None,
     ) -> None:
         self.location = files.join(files.location_uri(output_root), table)
         self.table_name = table
         self.partition_columns = [DAY_COLUMN] if partition_by == "day" else []
         self.storage = storage or files.Storage()
         self._options = self.storage.delta_storage_options()
+        self.merge = merge  # merge mode: the table mirrors a source table (core/merge.py)
 
     def _schema(self, decode: DecodeSpec | None) -> pa.Schema:
-        schema = output_schema(decode)
+        schema = table_schema(decode, self.merge)
         return schema.append(pa.field(DAY_COLUMN, pa.date32())) if self.partition_columns else schema
 
     def table(self) -> DeltaTable:
@@ -126,6 +147,8 @@ class DeltaSink:
         version = table.transaction_version(app_id(pipeline_uid))
         if version is None or version < plan.batch_id:
             return None
+        if self.merge is not None:  # the batch's merge, unless an abort took it back
+            return delta_merge.held_attempt(self._commits(table, pipeline_uid), plan.batch_id)
         current = {_attempt_of(path) for path in self._batch_files(table, plan.batch_id)}
         for commit in reversed(self._commits(table, pipeline_uid)):
             if commit.get(BATCH) == str(plan.batch_id) and commit.get(ATTEMPT) in current:
@@ -140,8 +163,57 @@ class DeltaSink:
     def publish(self, tx: LedgerStatements, publication: Publication) -> None:
         """One Delta commit: the attempt's files in (a replay also takes the batch's current files out).
 
-        Delta's log is its own transaction: ``tx`` is not used."""
-        self._commit(publication)
+        Delta's log is its own transaction: ``tx`` is not used. A mirror: one merge of the change set."""
+        if self.merge is not None:
+            self._merge(publication)
+        else:
+            self._commit(publication)
+
+    def _merge(self, publication: Publication) -> None:
+        """Merge the attempt's change set in one Delta commit, unless the table already holds it (a commit:
+        the batch's app transaction; a replay: this attempt's commit); retried on the table as it now is
+        when another writer's commit conflicts with it. An empty change set (tombstones only) commits
+        nothing."""
+        assert self.merge is not None
+        if publication.staging_uri is None:
+            return  # a batch without records changes nothing
+        found = self.storage.parquet_files(files.join(publication.staging_uri, CHANGES_DIR))
+        changes = read_changes(self.storage, [f.uri for f in found])
+        if changes is None or changes.num_rows == 0:
+            return
+        plan = publication.plan
+        transactions = None if publication.replay else [Transaction(app_id(publication.pipeline_uid), plan.batch_id)]
+        for _ in range(COMMIT_TRIES):
+            table = self.table()
+            commits = self._commits(table, publication.pipeline_uid)
+            if self._holds(table, commits, publication):
+                return
+            if publication.replay:
+                delta_merge.latest_merges(
+                    commits,
+                    plan.batch_id,
+                    table.version(),
+                    f"replay of batch {plan.batch_id} of {plan.pipeline!r} into a mirror table",
+                    "merging it again would lose them. Only the latest commit of a mirror replays",
+                )
+            try:
+                delta_merge.merge(table, changes, self.merge.key, publication.commit_properties(), transactions)
+                return
+            except CommitFailedError:
+                continue  # another writer committed meanwhile: merge again on the table as it now is
+        raise OutputLocationError(
+            f"Delta table {self.location}: {COMMIT_TRIES} merges of batch {plan.batch_id} lost to concurrent "
+            "writers; nothing of it was merged, the batch stays as it was: run the step again"
+        )
+
+    def _holds(self, table: DeltaTable, commits: list[dict[str, Any]], publication: Publication) -> bool:
+        """The table already holds what ``publication`` would merge: a commit's app transaction (not taken
+        back by an abort), or a replay's own commit."""
+        batch = publication.plan.batch_id
+        if publication.replay:
+            return any(c.get(ATTEMPT) == publication.attempt_id for c in delta_merge.batch_merges(commits, batch))
+        version = table.transaction_version(app_id(publication.pipeline_uid))
+        return version is not None and version >= batch and delta_merge.held_attempt(commits, batch) is not None
 
     def _commit(self, publication: Publication) -> None:
         plan = publication.plan
@@ -206,6 +278,8 @@ class DeltaSink:
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Remove a batch that a crash left in the table but not in the ledger, in a new Delta commit."""
+        if self.merge is not None:
+            return self._withdraw_merge(pipeline_uid, plan)
         table = self.table()
         paths = self._batch_files(table, plan.batch_id)
         if paths:
@@ -215,17 +289,29 @@ class DeltaSink:
                 mode="append",
                 schema=table.schema(),
                 partition_by=self.partition_columns or None,
-                commit_properties=CommitProperties(
-                    custom_metadata={
-                        PIPELINE_UID: pipeline_uid,
-                        BATCH: str(plan.batch_id),
-                        OPERATION: "abort",
-                        ATTEMPT: "",
-                    }
-                ),
+                commit_properties=CommitProperties(custom_metadata=_abort_metadata(pipeline_uid, plan)),
             )
             return files.join(self.location, *paths[0].split("/")[:2])
         return None
+
+    def _withdraw_merge(self, pipeline_uid: str, plan: BatchPlan) -> str | None:
+        """Take back a mirror's merge that a crash left in the table: restore the version before it, in one
+        commit, only when the merge is the table's latest commit (a later one is built on its state)."""
+        table = self.table()
+        what = f"abort of batch {plan.batch_id} of {plan.pipeline!r}, merged into a mirror table by a crashed commit"
+        merges = delta_merge.latest_merges(
+            self._commits(table, pipeline_uid),
+            plan.batch_id,
+            table.version(),
+            what,
+            "restoring the version before it would lose them. The batch stays planned: commit it instead (the "
+            "table holds its merge; the commit records it once)",
+        )
+        if not merges:
+            return None
+        delta_merge.restore(table, int(merges[0]["version"]) - 1, _abort_metadata(pipeline_uid, plan), what)
+        attempt = merges[-1].get(ATTEMPT)
+        return self.staging_uri(plan.pipeline, plan.batch_id, str(attempt)) if attempt else None
 
     def in_use(self, staging_uri: str) -> bool:
         attempt_id = staging_uri.rstrip("/").rsplit("/", 1)[-1]
@@ -247,6 +333,11 @@ class DeltaSink:
 
     def exists(self, uri: str) -> bool:
         return self.storage.exists(uri)
+
+
+def _abort_metadata(pipeline_uid: str, plan: BatchPlan) -> dict[str, str]:
+    """What an abort's commit says: the batch it took back (no attempt: it adds none)."""
+    return {PIPELINE_UID: pipeline_uid, BATCH: str(plan.batch_id), OPERATION: ABORT, ATTEMPT: ""}
 
 
 def _relative(root: str, uri: str) -> str:

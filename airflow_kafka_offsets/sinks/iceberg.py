@@ -69,6 +69,7 @@ from airflow_kafka_offsets.errors import (
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks import iceberg_merge
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
+from airflow_kafka_offsets.sinks.change_set import read_changes
 from airflow_kafka_offsets.sinks.schema import table_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR
 
@@ -441,7 +442,7 @@ class IcebergSink:
             if publication.replay:
                 before = self._state_before(table, publication)
                 iceberg_merge.restore(transaction, table, before, properties, self._replayed(publication))
-            iceberg_merge.merge(transaction, iceberg_merge.read_changes(self.storage, data), self.merge.key, properties)
+            iceberg_merge.merge(transaction, read_changes(self.storage, data), self.merge.key, properties)
         elif publication.replay:
             old = self._batch_files(table, publication.plan.batch_id)
             new = _parquet_files_to_data_files(transaction.table_metadata, data, table.io)

@@ -18,23 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
 from pyiceberg.table import Table, Transaction
 
 from airflow_kafka_offsets.errors import MergeOperationRefusedError
-from airflow_kafka_offsets.object_storage.storage import Storage
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
-
-
-def read_changes(storage: Storage, uris: Sequence[str]) -> pa.Table | None:
-    """The change set's files as one Arrow table (None: an attempt that wrote none)."""
-    parts = []
-    for uri in uris:
-        fs, path = storage.filesystem(uri)
-        parts.append(pq.read_table(path, filesystem=fs))
-    return pa.concat_tables(parts) if parts else None
+from airflow_kafka_offsets.sinks.change_set import put_rows
 
 
 def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
@@ -72,8 +60,7 @@ def merge(transaction: Transaction, changes: pa.Table | None, key: Sequence[str]
     if changes is None or changes.num_rows == 0:
         return
     keys = changes.select(list(key)).group_by(list(key)).aggregate([])
-    rows = changes.filter(pc.invert(changes.column(DELETED))).drop_columns([DELETED])
-    transaction.overwrite(rows, key_filter(keys, key), snapshot_properties=properties)
+    transaction.overwrite(put_rows(changes), key_filter(keys, key), snapshot_properties=properties)
 
 
 def restore(transaction: Transaction, table: Table, before: int | None, properties: dict[str, str], what: str) -> None:

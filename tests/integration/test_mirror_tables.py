@@ -1,18 +1,17 @@
 """Mirror tables (merge mode) on the real stack: change events in Kafka, Spark's change set, the
 Iceberg commit in the ledger's transaction, read back with PyIceberg (which knows nothing of the ledger).
+The upsert and schema test runs on a Delta mirror too (the rest of Delta's: test_delta_mirror.py).
 
-The events follow Debezium's PostgreSQL connector's JSON (with and without the embedded schema):
-``c``/``u``/``d`` with ``before``/``after``/``source``, a tombstone after each delete, and a primary key
-change as a delete, its tombstone and a create. A Python model of the source table is the truth the
-mirror is compared with after every committed batch, row for row, with each row's provenance.
+The events (``cdc_source.Source``) follow Debezium's PostgreSQL connector's JSON; its model of the source
+table is the truth the mirror is compared with after every committed batch, row for row, with each row's
+provenance.
 """
 
 from __future__ import annotations
 
 import json
-import random
+import re
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +21,6 @@ from pyiceberg.expressions import EqualTo
 
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
-from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import MergeOperationRefusedError, SchemaEvolutionError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service import faults
@@ -31,107 +29,11 @@ from airflow_kafka_offsets.service.operations.replay import replay_batch
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
 from faults_harness import lake_readers
 
+from .cdc_source import Source, first_changes, mirror, mirror_spec, moving_changes, two_random_batches
 from .helpers import refused
 from .pipeline import commit, commit_dies_at, operation_context, plan, read, run_once, sink_of, submitter
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
-
-ROW = "id INT, name STRING, qty BIGINT"
-COLUMNS = ("id", "name", "qty")
-FIELD_TYPES = {"id": "int32", "name": "string", "qty": "int64"}
-
-
-@dataclass
-class Source:
-    """A source table and the Debezium events its changes make (key: ``id``), produced to ``topic``.
-
-    ``rows`` is the table now; ``expected`` each live row with the provenance its last event gives it."""
-
-    bootstrap: str
-    topic: str
-    with_schema: bool = False
-    rows: dict[int, dict[str, Any]] = field(default_factory=dict)
-    expected: dict[int, dict[str, Any]] = field(default_factory=dict)
-    lsn: int = 1000
-    pending: list[tuple[int, bytes, bytes | None, dict[str, Any] | None]] = field(default_factory=list)
-
-    def _wrap(self, payload: dict[str, Any], kind: str) -> bytes:
-        if not self.with_schema:
-            return json.dumps(payload).encode()
-        fields = [{"type": FIELD_TYPES[c], "optional": c != "id", "field": c} for c in COLUMNS]
-        schema = {"type": "struct", "name": f"dbz.public.src.{kind}", "optional": False, "fields": fields}
-        return json.dumps({"schema": schema, "payload": payload}).encode()
-
-    def _event(self, op: str, key: int, before: dict | None, after: dict | None) -> None:
-        self.lsn += 8
-        source = {"version": "3.6.1.Final", "connector": "postgresql", "name": "dbz", "db": "src"}
-        source |= {"schema": "public", "table": "src", "lsn": self.lsn, "ts_ms": self.lsn * 10}
-        value = {"before": before, "after": after, "source": source, "op": op, "ts_ms": self.lsn * 10 + 1}
-        record_key = self._wrap({"id": key}, "Key")
-        self.pending.append((key, record_key, self._wrap(value, "Envelope"), after and {"op": op, "lsn": self.lsn}))
-        if op == "d":
-            self.pending.append((key, record_key, None, None))  # Debezium's tombstone after a delete
-
-    def insert(self, id_: int, name: str, qty: int) -> None:
-        self.rows[id_] = {"id": id_, "name": name, "qty": qty}
-        self._event("c", id_, None, dict(self.rows[id_]))
-
-    def update(self, id_: int, **values: Any) -> None:
-        before = dict(self.rows[id_])
-        self.rows[id_] |= values
-        self._event("u", id_, before, dict(self.rows[id_]))
-
-    def delete(self, id_: int) -> None:
-        del self.rows[id_]
-        self._event("d", id_, {"id": id_, "name": None, "qty": None}, None)  # REPLICA IDENTITY DEFAULT
-
-    def change_key(self, old: int, new: int) -> None:
-        """A primary key update: Debezium emits a delete of the old key (and its tombstone), a create of the new."""
-        row = self.rows.pop(old)
-        self._event("d", old, {"id": old, "name": None, "qty": None}, None)
-        self.rows[new] = {**row, "id": new}
-        self._event("c", new, None, dict(self.rows[new]))
-
-    def flush(self) -> None:
-        """Produce the pending events in order (one key's events in one partition, as Debezium's producer does)."""
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5})
-        delivered: list[tuple[int, int, int, dict | None]] = []
-        for key, record_key, value, put in self.pending:
-            producer.produce(
-                self.topic,
-                key=record_key,
-                value=value,
-                on_delivery=lambda err, msg, k=key, p=put: delivered.append((k, msg.partition(), msg.offset(), p)),
-            )
-            producer.poll(0)
-        assert producer.flush(30) == 0
-        assert len(delivered) == len(self.pending)
-        for key, partition, offset, put in delivered:  # in produce order per partition: a key's last put wins
-            if put is not None and key in self.rows:
-                self.expected[key] = {
-                    **self.rows[key],
-                    "_kafka_partition": partition,
-                    "_kafka_offset": offset,
-                    "_source_position": str(put["lsn"]),
-                    "_source_ts_ms": put["lsn"] * 10,
-                    "_op": put["op"],
-                }
-        self.expected = {k: v for k, v in self.expected.items() if k in self.rows}
-        self.pending.clear()
-
-
-def mirror_spec(name: str, topic: str, root: str, **sink: Any) -> PipelineSpec:
-    json_schema = sink.pop("json_schema", ROW)
-    options = {"format": "iceberg", "table": f"lake.{name}", "merge_key": "id", **sink}
-    return build_spec(name, [topic], root, json_schema=json_schema, sink=options)
-
-
-def mirror(stack, ledger: Ledger, spec: PipelineSpec) -> dict[int, dict[str, Any]]:
-    table = lake_readers.read_table(stack.pg_url(), ledger.schema, spec)
-    rows = table.to_pylist()
-    by_key = {r["id"]: r for r in rows}
-    assert len(by_key) == len(rows), f"a key holds two rows: {sorted(r['id'] for r in rows)}"
-    return by_key
 
 
 def snapshots(stack, ledger: Ledger, spec: PipelineSpec) -> list[Any]:
@@ -146,26 +48,14 @@ def test_debezium_changes_mirror_the_source_after_every_batch_through_a_crash_an
     source = Source(stack.bootstrap_servers, topic)
 
     # batch 1: a snapshot's worth of inserts, an update and a delete of rows inserted in the same batch
-    for i in range(1, 11):
-        source.insert(i, f"n{i}", i)
-    source.update(3, qty=33)
-    source.insert(11, "gone", 0)
-    source.delete(11)
-    source.flush()
+    first_changes(source)
     assert run_once(ledger, spec, stack).records == 14  # with the tombstone after the delete
     assert mirror(stack, ledger, spec) == source.expected
     assert len(source.expected) == 10
 
     # batch 2 (the embedded-schema form): new keys in a range of their own, a delete then re-insert of one key,
     # a primary key change, a delete; its commit dies between the table's commit and the ledger's first
-    source.with_schema = True
-    for i in range(100, 111):
-        source.insert(i, f"m{i}", i)
-    source.delete(5)
-    source.insert(5, "back", 55)
-    source.change_key(7, 70)
-    source.delete(9)
-    source.flush()
+    moving_changes(source, range(100, 111))
     outcome = plan(ledger, spec, stack)
     read(ledger, spec, stack, outcome)
     before = mirror(stack, ledger, spec)
@@ -242,27 +132,7 @@ def test_random_workload_equals_the_source_the_latest_batch_replays_older_ones_a
     """Many keys changed many times per batch (last change wins across 3 partitions), two batches."""
     topic = make_topic(partitions=3)
     spec = mirror_spec("mirror_random", topic, str(tmp_path / "lake"))
-    source = Source(stack.bootstrap_servers, topic)
-    rng = random.Random(37)
-    next_id = 1
-    for wave in range(2):
-        for _ in range(400):
-            roll = rng.random()
-            if not source.rows or roll < 0.35:
-                source.insert(next_id, f"r{next_id}", rng.randrange(100))
-                next_id += 1
-            elif roll < 0.7:
-                source.update(rng.choice(sorted(source.rows)), qty=rng.randrange(100), name=f"w{wave}")
-            elif roll < 0.85:
-                source.delete(rng.choice(sorted(source.rows)))
-            else:
-                source.change_key(rng.choice(sorted(source.rows)), next_id)
-                next_id += 1
-        source.flush()
-        source.with_schema = not source.with_schema  # both forms; a key's events share a form in a batch
-        assert run_once(ledger, spec, stack) is not None
-        assert mirror(stack, ledger, spec) == source.expected
-    assert len(source.expected) > 50
+    source, _ = two_random_batches(stack, ledger, spec, 400)
 
     ctx = operation_context(ledger, stack, submitter(stack))
     with refused(MergeOperationRefusedError, r"only the latest batch \(2\) replays"):
@@ -282,13 +152,24 @@ def test_random_workload_equals_the_source_the_latest_batch_replays_older_ones_a
     assert mirror(stack, ledger, spec) == source.expected
 
 
-def test_upsert_changes_and_the_mirror_schema_evolves_only_by_nullable_columns(stack, ledger, make_topic, tmp_path):
+# What each format's refusal of a dropped and of a changed column says (both name the column).
+SCHEMA_REFUSALS = {
+    "iceberg": ("v would be dropped", "v would change from"),
+    "delta": (re.escape("dropped: ['v']; changed: none"), re.escape("dropped: none; changed: ['v']")),
+}
+
+
+@pytest.mark.parametrize("sink_format", ["iceberg", "delta"])
+def test_upsert_changes_and_the_mirror_schema_evolves_only_by_nullable_columns(
+    stack, ledger, make_topic, tmp_path, sink_format
+):
+    """The same upserts and schema changes on an Iceberg and on a Delta mirror (a composite key)."""
     topic = make_topic(partitions=1)
     root = str(tmp_path / "lake")
 
     def upsert_spec(json_schema: str) -> PipelineSpec:
         return mirror_spec(
-            "mirror_upsert", topic, root, changes="upsert", merge_key="tenant,id", json_schema=json_schema
+            "mirror_upsert", topic, root, sink_format, changes="upsert", merge_key="tenant,id", json_schema=json_schema
         )
 
     spec = upsert_spec("tenant STRING, id INT, v STRING")
@@ -322,10 +203,8 @@ def test_upsert_changes_and_the_mirror_schema_evolves_only_by_nullable_columns(s
         "_op",
         "added",
     ]
-    for dropped, message in (
-        ("tenant STRING, id INT, added BIGINT", "v would be dropped"),
-        ("tenant STRING, id INT, v BIGINT, added BIGINT", "v would change from"),
-    ):
+    narrower_schemas = ("tenant STRING, id INT, added BIGINT", "tenant STRING, id INT, v BIGINT, added BIGINT")
+    for dropped, message in zip(narrower_schemas, SCHEMA_REFUSALS[sink_format]):
         narrower = upsert_spec(dropped)
         with refused(SchemaEvolutionError, message):
             sink_of(ledger, narrower).check_writable(narrower.decode)

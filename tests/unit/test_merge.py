@@ -192,6 +192,7 @@ def test_merge_key_and_changes_make_a_merge_spec_stored_and_read_back():
     assert SinkSpec.from_json(spec.sink.to_json()) == spec.sink
     assert spec.decode is not None and spec.decode.max_errors == 0  # a change that cannot be read is never skipped
     assert merge_spec({"merge_key": ["id", "name"]}).sink.merge == MergeSpec(("id", "name"), DBZ)
+    assert merge_spec({"merge_key": "id", "format": "delta", "table": "m"}).sink.merge == MergeSpec(("id",), DBZ)
     assert merge_spec({"merge_key": "id"}, max_decode_errors=5).decode.max_errors == 5
     assert updated_spec(spec, {"max_records_per_batch": 10}).sink == spec.sink
 
@@ -203,7 +204,7 @@ def test_an_appending_sink_stores_no_merge_fields():
 @pytest.mark.parametrize(
     ("sink", "options", "message"),
     [
-        ({"merge_key": "id", "format": "delta", "table": "m"}, {}, "needs the iceberg sink"),
+        ({"merge_key": "id", "format": "directory"}, {}, "needs the iceberg or delta sink"),
         ({"merge_key": "nope"}, {}, "merge_key column(s) nope are not in the json_schema"),
         ({"merge_key": "id,id"}, {}, "names a column twice"),
         ({"changes": "upsert"}, {}, "changes needs a merge_key"),

@@ -1,0 +1,131 @@
+"""A mirror table's merge on Delta: a batch's change set applied in one delta-rs MERGE commit.
+
+Spark computed the change set (the last change per key, ``spark_apps/kafka_batch_changes.py``); here it is
+the source of one ``DeltaTable.merge``: a changed key's row is deleted when its change deletes, updated
+when it puts, and a put of a key the table lacks is inserted. delta-rs prunes the table's files by the
+change set's key range (``streamed_exec=False``: the change set, the batch's size, is in memory anyway)
+and rewrites only the files that hold a changed key; no deletion vectors are written, so every Delta
+reader reads plain data files.
+
+The commit carries the batch's app transaction (``txnAppId`` = the pipeline's app id, ``txnVersion`` =
+the batch) and the batch's commit metadata, as an appending batch's does: a retry after a crash between
+the Delta commit and the ledger's finds it and does not merge twice. A merge runs on the table's latest
+version; a writer that commits while it runs makes delta-rs fail the commit (a conflict), and the caller
+merges again on the table as it then is.
+
+Replay and abort read the table's history: only a batch whose commit is the table's latest is merged
+again or taken back (:func:`batch_merges`). A replay merges the replayed change set on the current state in
+one commit, which is the state a restore to the version before the batch followed by the merge would give,
+without a second commit in between: every key of the change set is set to its final row (or removed)
+whatever it held, so merging a change set again on its own result changes no row
+(``core.merge.applied`` is idempotent). An abort restores the version before the batch (delta-rs
+``restore``: one commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import DeltaError
+
+from airflow_kafka_offsets.errors import MergeOperationRefusedError
+from airflow_kafka_offsets.sinks.base import ABORT, ATTEMPT, BATCH, OPERATION
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
+
+SOURCE = "s"
+TARGET = "t"
+
+
+def _column(alias: str, name: str) -> str:
+    """A column in a delta-rs predicate, quoted: names keep their case and may hold any character."""
+    quoted = name.replace('"', '""')
+    return f'{alias}."{quoted}"'
+
+
+def key_predicate(key: Sequence[str]) -> str:
+    """The merge's join: every key column of the table equals the change set's."""
+    return " AND ".join(f"{_column(TARGET, k)} = {_column(SOURCE, k)}" for k in key)
+
+
+def conformed(changes: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The change set with the table's columns in its order and types, then ``_deleted``.
+
+    A column the table has and the batch did not decode (the table evolved since) is null: the row a
+    put leaves is then the batch's row, as Iceberg's overwrite of the changed keys leaves it."""
+    columns = [
+        changes.column(f.name).cast(f.type) if f.name in changes.column_names else pa.nulls(changes.num_rows, f.type)
+        for f in schema
+    ]
+    fields = [*schema, pa.field(DELETED, pa.bool_())]
+    return pa.Table.from_arrays([*columns, changes.column(DELETED)], schema=pa.schema(fields))
+
+
+def merge(
+    table: DeltaTable,
+    changes: pa.Table,
+    key: Sequence[str],
+    metadata: Mapping[str, str],
+    transactions: list[Transaction] | None,
+) -> dict[str, Any]:
+    """Apply the change set to ``table`` (as loaded) in one Delta commit carrying ``metadata`` and the
+    app ``transactions``; returns delta-rs's metrics. delta-rs raises ``CommitFailedError`` when another
+    writer committed since ``table`` was loaded in a way that conflicts with the merge."""
+    deleted = _column(SOURCE, DELETED)
+    merger = table.merge(
+        conformed(changes, pa.schema(table.schema())),
+        key_predicate(key),
+        source_alias=SOURCE,
+        target_alias=TARGET,
+        streamed_exec=False,
+        commit_properties=CommitProperties(custom_metadata=dict(metadata), app_transactions=transactions),
+    )
+    merger = merger.when_matched_delete(deleted)
+    merger = merger.when_matched_update_all(f"NOT {deleted}", except_cols=[DELETED])
+    merger = merger.when_not_matched_insert_all(f"NOT {deleted}", except_cols=[DELETED])
+    return merger.execute()
+
+
+def batch_merges(commits: Sequence[Mapping[str, Any]], batch_id: int) -> list[Mapping[str, Any]]:
+    """The commits (of one pipeline, oldest first) that merged the batch and were not taken back since:
+    those after its latest abort."""
+    mine = [c for c in commits if c.get(BATCH) == str(batch_id)]
+    aborts = [i for i, c in enumerate(mine) if c.get(OPERATION) == ABORT]
+    return mine[aborts[-1] + 1 :] if aborts else mine
+
+
+def held_attempt(commits: Sequence[Mapping[str, Any]], batch_id: int) -> str | None:
+    """The attempt whose change set the table holds for the batch (None: it holds none)."""
+    merges = batch_merges(commits, batch_id)
+    return str(merges[-1].get(ATTEMPT) or "") if merges else None
+
+
+def latest_merges(
+    commits: Sequence[Mapping[str, Any]], batch_id: int, current: int, what: str, lost: str
+) -> list[Mapping[str, Any]]:
+    """The batch's merges still in the table, refused unless the last is the table's ``current`` version:
+    a later commit (a later batch, another writer, a schema change) is built on the batch's state, and
+    ``lost`` says what merging or restoring would do to it."""
+    merges = batch_merges(commits, batch_id)
+    if merges and int(merges[-1]["version"]) != current:
+        raise MergeOperationRefusedError(
+            f"{what}: the Delta table has commits after the batch's (version {current}, the batch's last "
+            f"{merges[-1]['version']}); {lost}"
+        )
+    return merges
+
+
+def restore(table: DeltaTable, version: int, metadata: Mapping[str, str], what: str) -> None:
+    """Put the table back to ``version`` in one commit (delta-rs ``restore``) carrying ``metadata``.
+
+    Refused when delta-rs cannot: the version's files removed by VACUUM, or another writer committing
+    meanwhile (nothing changed then)."""
+    try:
+        table.restore(version, commit_properties=CommitProperties(custom_metadata=dict(metadata)))
+    except DeltaError as exc:
+        raise MergeOperationRefusedError(
+            f"{what}: the Delta table could not be restored to version {version}, its state before the batch "
+            f"({exc}); nothing was taken back"
+        ) from exc
