@@ -176,7 +176,17 @@ class BoundedRestCatalog(RestCatalog):
         super().__init__(config.conn_id, **properties)
 
     def _create_session(self) -> Session:
-        session = super()._create_session()
+        return self._bounded(super()._create_session())
+
+    def _create_legacy_oauth2_auth_manager(self, session: Session) -> Any:
+        """The OAuth2 client-credentials manager fetches its token with the session being built, before
+        ``_create_session`` returns it: bound the session first."""
+        return super()._create_legacy_oauth2_auth_manager(self._bounded(session))
+
+    def _bounded(self, session: Session) -> Session:
+        """``session`` with every request bounded by the timeout and a silence reported as the catalog's."""
+        if getattr(session, "_kafka_offsets_bounded", False):
+            return session
         unbounded = session.request
         config = self._config
 
@@ -195,6 +205,7 @@ class BoundedRestCatalog(RestCatalog):
                 ) from exc
 
         setattr(session, "request", request)  # noqa: B010 - the instance's own method, for every verb
+        setattr(session, "_kafka_offsets_bounded", True)  # noqa: B010
         return session
 
 
