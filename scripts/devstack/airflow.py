@@ -252,6 +252,6 @@ def _wait_ready(cfg: Mapping[str, Any], expected: frozenset[str], timeout: float
     raise StackError(f"Airflow did not become ready in {timeout:.0f}s ({last}); logs in {cfg['home']}/logs")
 
 
-def stop(cfg: Mapping[str, Any]) -> None:
-    for component in reversed(COMPONENTS):
+def stop(cfg: Mapping[str, Any], components: tuple[str, ...] = COMPONENTS) -> None:
+    for component in reversed(components):
         procs.terminate(cfg["pids"].get(component), marker(component))

@@ -23,6 +23,9 @@ from . import spark_cluster as spark
 from .errors import StackError, say
 from .info import StackInfo
 
+# The Airflow components that exit when the metadata database restarts under them.
+AIRFLOW_DB_BOUND = ("scheduler", "dag-processor", "triggerer")
+
 STACK_VERSION = 1
 
 
@@ -145,17 +148,26 @@ def restart_postgres(mode: str = "fast") -> None:
     """Stop (``pg_ctl stop -m mode``: smart|fast|immediate) and start on the same port and data.
 
     A running Iceberg REST catalog is restarted after it: its JDBC pool keeps the connections the restart
-    ended, and Iceberg's pool retries none that fail with PostgreSQL's admin-shutdown state (57P01)."""
+    ended, and Iceberg's pool retries none that fail with PostgreSQL's admin-shutdown state (57P01). So are
+    a running Airflow deployment's scheduler, dag-processor and triggerer, stopped before it: they exit
+    when their metadata database shuts down under them (the api-server reconnects and keeps its port)."""
     with state.lock():
         stack = state.require()
         pg = stack["postgres"]
+        deployment = stack.get("airflow")
+        if deployment:
+            airflow.stop(deployment, AIRFLOW_DB_BOUND)
         postgres.stop(pg, mode=mode)
         pg["pid"] = postgres.start(pg)
         catalog = stack.get("iceberg_rest")
         if catalog and iceberg_rest.is_running(catalog):
             iceberg_rest.stop(catalog)
             catalog["pid"] = iceberg_rest.start(catalog, pg, stack["s3"])
-        state.save(stack)
+        try:
+            if deployment:  # starts the components that are not running, waits until the DAGs are served
+                airflow.start(deployment, pg, info.from_stack(stack).airflow_env())
+        finally:
+            state.save(stack)
 
 
 def restart_s3(hard: bool = False) -> None:
