@@ -167,20 +167,27 @@ def test_the_connection_test_lists_the_catalogs_namespaces(stack):
     assert (ok, message) == (True, f"the catalog answers; {count} namespace(s)")
 
 
+def two_tables_read(stack, ledger, make_topic, name: str) -> tuple[list[str], dict[str, str], Any, dict, Any]:
+    """A pipeline of two topics into two tables of a new namespace of the REST catalog, its first batch
+    (12 records per topic) planned and read: (topics, table per topic, spec, ids per topic, the plan)."""
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    topics = [make_topic(partitions=1) for _ in range(2)]
+    tables = {topic: f"{namespace}.t{i}" for i, topic in enumerate(topics)}
+    sink = {"format": "iceberg", "tables": tables, "catalog_conn_id": CONN_ID}
+    spec = build_spec(name, topics, f"s3://{stack.s3_bucket}/{namespace}", sink=sink)
+    produced = {t: produce(stack.bootstrap_servers, t, 12, 1) for t in topics}
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+    return topics, tables, spec, produced, outcome
+
+
 def test_many_tables_in_a_rest_catalog_commit_table_by_table_and_a_retry_finishes_them(
     stack, ledger, make_topic, monkeypatch
 ):
     """A REST catalog whose server does not list the multi-table transaction endpoint (the stack's does:
     it is hidden from the client here) gets its tables committed one after another."""
     monkeypatch.setattr(rest_transaction, "commits_together", lambda catalog: False)
-    namespace = f"rest_{uuid.uuid4().hex[:8]}"
-    topics = [make_topic(partitions=1) for _ in range(2)]
-    tables = {topic: f"{namespace}.t{i}" for i, topic in enumerate(topics)}
-    sink = {"format": "iceberg", "tables": tables, "catalog_conn_id": CONN_ID}
-    spec = build_spec("rest_many", topics, f"s3://{stack.s3_bucket}/{namespace}", sink=sink)
-    produced = {t: produce(stack.bootstrap_servers, t, 12, 1) for t in topics}
-    outcome = plan(ledger, spec, stack)
-    read(ledger, spec, stack, outcome)
+    topics, tables, spec, produced, outcome = two_tables_read(stack, ledger, make_topic, "rest_many")
 
     # the worker dies after the first table's commit: one table holds the batch, the other not yet
     original = IcebergSink.commit_idempotently
@@ -226,14 +233,7 @@ def test_many_tables_in_a_rest_catalog_commit_in_one_transaction_that_a_foreign_
     transaction (no table gets the batch), which is staged again and lands in every table once; a worker
     killed after the transaction leaves the ledger to the next commit, which adds nothing again; an abort
     takes a batch out of every table in one transaction."""
-    namespace = f"rest_{uuid.uuid4().hex[:8]}"
-    topics = [make_topic(partitions=1) for _ in range(2)]
-    tables = {topic: f"{namespace}.t{i}" for i, topic in enumerate(topics)}
-    sink = {"format": "iceberg", "tables": tables, "catalog_conn_id": CONN_ID}
-    spec = build_spec("rest_together", topics, f"s3://{stack.s3_bucket}/{namespace}", sink=sink)
-    produced = {t: produce(stack.bootstrap_servers, t, 12, 1) for t in topics}
-    outcome = plan(ledger, spec, stack)
-    read(ledger, spec, stack, outcome)
+    topics, tables, spec, produced, outcome = two_tables_read(stack, ledger, make_topic, "rest_together")
     catalog = reader(stack)
 
     def rows(table: str) -> list[dict]:
