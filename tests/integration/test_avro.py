@@ -293,7 +293,8 @@ COUNTING = {
         ("directory", "observed", "spark-connect"),
         ("directory", "observed-large", "spark-connect"),
         ("directory", "summed-from-the-read", "spark-connect"),
-        ("directory", "observed", "spark-submit"),
+        # spark-submit's Avro path runs in test_spark_submit_adds_spark_avro_by_packages...
+        pytest.param("directory", "observed", "spark-submit", marks=pytest.mark.long),
         ("iceberg", "observed", "spark-connect"),
         ("delta", "observed", "spark-connect"),
     ],
@@ -532,7 +533,10 @@ def test_the_operators_take_the_registry_from_its_airflow_connection(stack, ledg
     assert decode_errors_in_ledger(ledger, "avro_ops", 1) == {0: 3}
 
 
-@pytest.mark.parametrize("line", LINES)  # AKO_SPARK_LINES, as test_spark_lines.py: CI runs 3.5 and 4.0
+# AKO_SPARK_LINES, as test_spark_lines.py; CI runs the oldest line, the others with the long tests
+@pytest.mark.parametrize(
+    "line", [line if line == "3.5" else pytest.param(line, marks=pytest.mark.long) for line in LINES]
+)
 def test_avro_batches_run_on_other_spark_lines_with_that_lines_spark_avro(
     stack, ledger, make_topic, tmp_path, monkeypatch, line
 ):

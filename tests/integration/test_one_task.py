@@ -58,6 +58,10 @@ def test_one_task_per_batch_ingests_waves_exactly_once_with_the_task_groups_ledg
     assert ledger.contiguity_problems(pipeline) == []
 
 
+# the commit is the same worker code in both modes: spark-submit's case runs with the long tests
+@pytest.mark.parametrize(
+    "one_task_env", [pytest.param("spark-submit", marks=pytest.mark.long), "spark-connect"], indirect=True
+)
 def test_a_worker_killed_inside_the_commit_transaction_is_retried_into_one_commit(one_task_env, stack, ledger):
     topic, pipeline = one_task_env
     produced = produce(stack.bootstrap_servers, topic, 300, partitions=3)
