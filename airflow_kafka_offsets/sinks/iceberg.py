@@ -196,12 +196,18 @@ class BoundedRestCatalog(RestCatalog):
             try:
                 return unbounded(method, url, **kwargs)
             except (RequestsConnectionError, Timeout) as exc:
-                path = urlsplit(url).path
+                request = f"{method} {urlsplit(url).path}"
+                # requests' ConnectTimeout is both: the catalog did not take the connection in time
+                silent = isinstance(exc, Timeout)
+                what = (
+                    f"did not answer {request} within {config.timeout_s:g}s"
+                    if silent
+                    else f"refused or dropped the connection of {request}"
+                )
                 raise CatalogUnavailableError(
-                    f"Iceberg REST catalog {config.uri} (connection {config.conn_id!r}) did not answer {method} "
-                    f"{path} within {config.timeout_s:g}s ({type(exc).__name__}). Nothing of this step was "
-                    "recorded in the ledger; a table commit whose answer was lost is found in the table's "
-                    "history by the retry, never added twice"
+                    f"Iceberg REST catalog {config.uri} (connection {config.conn_id!r}) {what} "
+                    f"({type(exc).__name__}). Nothing of this step was recorded in the ledger; a table commit "
+                    "whose answer was lost is found in the table's history by the retry, never added twice"
                 ) from exc
 
         setattr(session, "request", request)  # noqa: B010 - the instance's own method, for every verb

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import devstack
-from faults_harness.context import FORMS, MODES, SINKS, STORAGES, Context
+from faults_harness.context import FORMS, MODES, REST_SINKS, SINKS, STORAGES, Context
 from faults_harness.kinds import CHAINABLE, KINDS
 from faults_harness.procs import kill_everything_started
 from faults_harness.results import TrialResult, describe, kinds_of, summarize
@@ -39,6 +39,7 @@ SPARK_PROCESS_KINDS = (
     "kafka_restart",
 )
 S3_KINDS = ("s3_restart",)  # need the output on the stack's S3 server
+REST_KINDS = ("catalog_restart",)  # need a sink in the stack's REST catalog (REST_SINKS)
 
 
 def parse_kinds(value: str) -> list[str]:
@@ -81,7 +82,11 @@ def run(
     values only where they did not decode. ``form``: the DAG's task form,
     ``three-task`` (plan >> read >> commit) or ``one-task`` (``KafkaBatchOperator``).
     """
-    left_out = (SPARK_PROCESS_KINDS if spark_connect else ()) + (S3_KINDS if storage != "s3" else ())
+    left_out = (
+        (SPARK_PROCESS_KINDS if spark_connect else ())
+        + (S3_KINDS if storage != "s3" else ())
+        + (REST_KINDS if sink not in REST_SINKS else ())
+    )
     kinds = kinds or [k for k in KINDS if k not in left_out]
     seed = seed if seed is not None else random.SystemRandom().randrange(1_000_000)
     info = devstack.current()
@@ -173,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=SINKS,
         default="directory",
         help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial), "
-        "iceberg-multi or delta-multi (4 tables per trial, records routed by a header)",
+        "iceberg-multi or delta-multi (4 tables per trial, records routed by a header); iceberg-rest and "
+        "iceberg-rest-multi: the same in the stack's Iceberg REST catalog (with --storage s3)",
     )
     parser.add_argument(
         "--avro",
@@ -214,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     needs_s3 = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(S3_KINDS))
     if needs_s3 and args.storage != "s3":
         parser.error(f"{', '.join(needs_s3)} restarts the S3 server under the output: only with --storage s3")
+    if args.sink in REST_SINKS and args.storage != "s3":
+        parser.error(f"--sink {args.sink}: the REST catalog's tables are on the stack's S3: only with --storage s3")
+    needs_rest = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(REST_KINDS))
+    if needs_rest and args.sink not in REST_SINKS:
+        parser.error(f"{', '.join(needs_rest)} restarts the REST catalog: only with --sink {' or '.join(REST_SINKS)}")
     if args.no_raw_value and not args.avro:
         parser.error("--no-raw-value needs --avro: without a decoding the raw value is the record")
     low, _, high = args.records.partition("-")

@@ -10,13 +10,15 @@ import psycopg2
 
 import devstack
 from airflow_kafka_offsets.ledger import Ledger
+from devstack.info import ICEBERG_REST_CONN_ID
 
 PARTITIONS = 3
 MODES = ("retry", "next_run")
 # three-task: plan >> read >> commit as kafka_ingest_task_group runs them; one-task: KafkaBatchOperator
 FORMS = ("three-task", "one-task")
 STORAGES = ("local", "s3")
-SINKS = ("directory", "iceberg", "delta", "iceberg-multi", "delta-multi")
+SINKS = ("directory", "iceberg", "delta", "iceberg-multi", "delta-multi", "iceberg-rest", "iceberg-rest-multi")
+REST_SINKS = ("iceberg-rest", "iceberg-rest-multi")  # through the stack's REST catalog server, tables on its S3
 ROUTED_TABLES = 4  # the multi-table sinks: records go to one of 4 tables by their header "table"
 MISSED = "MISSED: "  # how a monitor says the moment for its fault never came
 
@@ -36,7 +38,7 @@ class Context:
     records: tuple[int, int] = (100, 250)
     recovery: str = "mixed"
     storage: str = "local"  # local: a directory of the work dir; s3: the stack's bucket
-    sink: str = "directory"  # directory, iceberg or delta
+    sink: str = "directory"  # SINKS
     avro: bool = False  # Avro values of three writer versions and corrupted ones (faults_harness.avro_values)
     keep_raw_value: bool = True  # False: the pipeline's keep_raw_value=False (with avro)
     form: str = "three-task"  # the DAG's task form (FORMS)
@@ -75,15 +77,19 @@ class Context:
     def sink_option(self, pipeline: str) -> dict[str, Any] | None:
         """The plan step's ``sink``: a table of the trial's own for the table formats."""
         table = pipeline.replace("-", "_")
-        if self.sink == "iceberg":
-            return {"format": "iceberg", "table": f"faults.{table}"}
-        if self.sink == "delta":
-            return {"format": "delta", "table": table}
+        # the REST catalog outlives the ledger schema that names the SQL catalog: a namespace per run
+        namespace, catalog = (
+            (self.schema, {"catalog_conn_id": ICEBERG_REST_CONN_ID}) if self.sink in REST_SINKS else ("faults", {})
+        )
+        sink_format = self.sink.removesuffix("-multi").removesuffix("-rest")
         if self.sink.endswith("-multi"):
-            sink_format = self.sink.removesuffix("-multi")
-            prefix = f"faults.{table}_" if sink_format == "iceberg" else f"{table}_"
+            prefix = f"{namespace}.{table}_" if sink_format == "iceberg" else f"{table}_"
             allow = [f"{prefix}t{i}" for i in range(ROUTED_TABLES)]
-            return {"format": sink_format, "route": {"pattern": prefix + "{header:table}", "allow": allow}}
+            return {"format": sink_format, "route": {"pattern": prefix + "{header:table}", "allow": allow}, **catalog}
+        if sink_format == "iceberg":
+            return {"format": "iceberg", "table": f"{namespace}.{table}", **catalog}
+        if sink_format == "delta":
+            return {"format": "delta", "table": table}
         return None
 
     def pg(self) -> Any:  # a psycopg2 connection

@@ -5,14 +5,18 @@ faults all hit the ``batch`` task, in the order their steps run in it."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from airflow_kafka_offsets.service.faults import CRASH_ENV
+from faults_harness.catalog_cut import MOMENTS, CatalogCommitHolder
 from faults_harness.context import MISSED, TrialError
 from faults_harness.driver import check_replayed, run_dag
 from faults_harness.fault import Fault, in_one_task
+from faults_harness.lake_readers import REST_CONN_ENV
 from faults_harness.lost_ack import CommitAckCutter
 from faults_harness.monitors import (
     SPARK_START_TIMEOUT_S,
@@ -250,6 +254,42 @@ def lost_commit_ack(pipe: Pipeline) -> Fault:
     return fault
 
 
+def catalog_restart(pipe: Pipeline) -> Fault:
+    """The REST catalog SIGKILLed and restarted with the batch's table commit in flight: the request
+    held before it reached the server, or the server's answer (it committed) held; the try fails not
+    knowing which, and the next one must commit the batch once (faults_harness.catalog_cut)."""
+    moment = pipe.rng.choice(MOMENTS)
+    connection = json.loads(os.environ[REST_CONN_ENV])
+    upstream = urlsplit(connection["host"])
+    assert upstream.hostname and upstream.port, f"{REST_CONN_ENV} names no host and port"
+    holder = CatalogCommitHolder((upstream.hostname, upstream.port), moment)
+    through_holder = json.dumps(connection | {"host": f"http://127.0.0.1:{holder.port}"})
+
+    def restart_mid_commit(p: Pipeline, w: Worker) -> str:
+        if not wait_until(holder.held.is_set, w, WORKER_TIMEOUT_S):
+            return f"{MISSED}no table commit reached the catalog (worker ended {w.poll()})"
+        note = restart("iceberg_rest", hard=True)
+        what = "never reached the server" if moment == "request" else "was answered, the answer held"
+        return f"REST catalog SIGKILLed and restarted while {holder.request_line.decode()} {what}{note}"
+
+    fault = Fault(
+        "commit",
+        {REST_CONN_ENV: through_holder},
+        monitor=restart_mid_commit,
+        description=f"REST catalog SIGKILL + restart with the table commit's {moment} in flight",
+    )
+
+    def check() -> None:
+        holder.close()
+        (worker,) = [w for w in pipe.workers if w.env.get(REST_CONN_ENV) == through_holder]
+        if holder.held.is_set() and worker.ok:
+            raise TrialError(f"the try whose table commit was cut should fail: it returned {worker.result}")
+        fault.outcome += f"; the try failed: {worker.error}"
+
+    fault.after = check
+    return fault
+
+
 KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "after_plan": crash("plan", "after_plan"),
     "during_spark_read": spark_kill("read", whole_group=True),
@@ -264,6 +304,7 @@ KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "s3_restart": s3_restart,
     "stale_worker": stale_worker,
     "lost_commit_ack": lost_commit_ack,
+    "catalog_restart": catalog_restart,
     "concurrent_runs": None,  # two runs started together, no other fault
 }
 

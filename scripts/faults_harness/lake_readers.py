@@ -2,7 +2,8 @@
 
 - a directory sink on S3: list ``<root>/<pipeline>/batch=*/_manifest`` and read exactly the files
   each manifest names (plain JSON and pyarrow, as a reader without this package would);
-- Iceberg: PyIceberg's SqlCatalog (the catalog is named after the ledger's schema);
+- Iceberg: PyIceberg's SqlCatalog (the catalog is named after the ledger's schema), or its RestCatalog
+  with the stack's REST catalog server's bearer token for a sink whose ``catalog_conn_id`` is that server's;
 - Delta: delta-rs.
 
 Shared by the fault harness and the integration tests.
@@ -17,14 +18,19 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
+import devstack
 from airflow_kafka_offsets.core.model import PipelineSpec
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.runtime import object_storage
+from devstack.info import ICEBERG_REST_CONN_ID
 
 COMMIT_KEYS = ("kafka-offsets.operation", "kafka-offsets.batch", "kafka-offsets.attempt")
+REST_CONN_ENV = f"AIRFLOW_CONN_{ICEBERG_REST_CONN_ID.upper()}"  # the stack's REST catalog connection
 
 
 def manifest_listing(fs: pafs.FileSystem, prefix: str) -> tuple[list[str], list[dict[str, Any]]]:
@@ -45,10 +51,22 @@ def _storage(spec: PipelineSpec) -> files.Storage:
     return files.Storage(object_storage(spec.output_root))
 
 
+def iceberg_catalog(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> Catalog:
+    """The pipeline's Iceberg catalog, as a client that knows nothing of the ledger opens it."""
+    if spec.sink.catalog_conn_id is None:
+        return SqlCatalog(catalog_name, uri=catalog_uri, **_storage(spec).pyiceberg_properties())
+    if spec.sink.catalog_conn_id != ICEBERG_REST_CONN_ID:
+        raise ValueError(f"no reader for the catalog connection {spec.sink.catalog_conn_id!r}")
+    info = devstack.current()
+    if not (info.iceberg_rest_uri and info.iceberg_rest_token and info.s3_endpoint):
+        raise ValueError("the stack has no REST catalog server: run `scripts/stack up`")
+    s3 = {"s3.endpoint": info.s3_endpoint, "s3.region": info.s3_region or "us-east-1"}
+    return RestCatalog("reader", uri=info.iceberg_rest_uri, token=info.iceberg_rest_token, **s3)
+
+
 def iceberg_table(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> Table:
-    catalog = SqlCatalog(catalog_name, uri=catalog_uri, **_storage(spec).pyiceberg_properties())
     assert spec.sink.table is not None, "an Iceberg sink names its table"
-    return catalog.load_table(spec.sink.table)
+    return iceberg_catalog(catalog_uri, catalog_name, spec).load_table(spec.sink.table)
 
 
 def delta_table(spec: PipelineSpec) -> DeltaTable:

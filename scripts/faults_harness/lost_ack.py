@@ -18,23 +18,10 @@ import threading
 from dataclasses import dataclass, field
 
 from devstack.kafka_probe import recv_exact
+from faults_harness.relay import RelayListener, reset_socket
 
 # Codes of the untyped requests a client may send before its StartupMessage.
 _SSL_REQUEST, _GSSENC_REQUEST = 80877103, 80877104
-
-
-def _reset(sock: socket.socket) -> None:
-    """Drop the connection: shutdown first, since a close alone neither wakes this proxy's thread
-    blocked reading the socket nor tells the peer while that read holds it open."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    try:
-        sock.close()
-    except OSError:
-        pass
 
 
 @dataclass
@@ -44,33 +31,17 @@ class CommitAckCutter:
     upstream: tuple[str, int]
     marker: re.Pattern[bytes]
     cut: threading.Event = field(default_factory=threading.Event)  # a COMMIT's answer was dropped
-    _listener: socket.socket = field(init=False)
-    _sockets: list[socket.socket] = field(default_factory=list)
+    _listener: RelayListener = field(init=False)
 
     def __post_init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        threading.Thread(target=self._accept, name="lost-ack-accept", daemon=True).start()
+        self._listener = RelayListener(self.upstream, lambda client, server: Relay(self, client, server).start())
 
     @property
     def port(self) -> int:
-        return int(self._listener.getsockname()[1])
+        return self._listener.port
 
     def close(self) -> None:
-        for sock in [self._listener, *self._sockets]:
-            try:
-                sock.close()
-            except OSError:
-                pass
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:  # closed
-                return
-            server = socket.create_connection(self.upstream)
-            self._sockets += [client, server]
-            Relay(self, client, server).start()
+        self._listener.close()
 
 
 @dataclass
@@ -98,7 +69,7 @@ class Relay:
                     self._watch(body.rstrip(b"\0").strip())
                 self.server.sendall(kind + struct.pack("!i", length) + body)
         except OSError:
-            _reset(self.server)
+            reset_socket(self.server)
 
     def _startup(self) -> None:
         """The untyped messages up to the StartupMessage. An SSL or GSS encryption request is answered
@@ -129,9 +100,9 @@ class Relay:
                 body = recv_exact(self.server, length - 4)
                 if self.cutting and kind == b"C" and body.startswith(b"COMMIT"):
                     self.owner.cut.set()  # the server committed; its answer goes nowhere
-                    _reset(self.client)
-                    _reset(self.server)
+                    reset_socket(self.client)
+                    reset_socket(self.server)
                     return
                 self.client.sendall(kind + struct.pack("!i", length) + body)
         except OSError:
-            _reset(self.client)
+            reset_socket(self.client)

@@ -70,6 +70,7 @@ def restart(service: str, **kwargs: Any) -> str:
         "kafka": devstack.restart_kafka,
         "postgres": devstack.restart_postgres,
         "s3": devstack.restart_s3,
+        "iceberg_rest": devstack.restart_iceberg_rest,
     }
     what = restarts[service]
     try:

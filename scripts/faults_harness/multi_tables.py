@@ -16,14 +16,13 @@ from typing import Any
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat, SinkSpec, TopicPartition
 from airflow_kafka_offsets.ledger import BatchRecord, Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.readers import committed_outputs
-from faults_harness.lake_readers import COMMIT_KEYS, read_table, table_commits
+from faults_harness.lake_readers import COMMIT_KEYS, iceberg_catalog, read_table, table_commits
 
 COLUMNS = ["key", "topic", "partition", "offset"]
 OPERATION, BATCH, _ATTEMPT = COMMIT_KEYS
@@ -31,7 +30,7 @@ OPERATION, BATCH, _ATTEMPT = COMMIT_KEYS
 
 def table_spec(spec: PipelineSpec, table: str) -> PipelineSpec:
     """The pipeline as if it wrote ``table`` alone (what the single-table readers take)."""
-    return replace(spec, sink=SinkSpec(spec.sink.format, table))
+    return replace(spec, sink=SinkSpec(spec.sink.format, table, catalog_conn_id=spec.sink.catalog_conn_id))
 
 
 def rows_at(ledger: Ledger, spec: PipelineSpec, table: str, at: int | None) -> list[dict[str, Any]]:
@@ -40,7 +39,8 @@ def rows_at(ledger: Ledger, spec: PipelineSpec, table: str, at: int | None) -> l
     if at is None:
         arrow = read_table(ledger.catalog_uri, ledger.schema, table_spec(spec, table))
     elif spec.sink.format is SinkFormat.ICEBERG:
-        arrow = SqlCatalog(ledger.schema, uri=ledger.catalog_uri).load_table(table).scan(snapshot_id=at).to_arrow()
+        catalog = iceberg_catalog(ledger.catalog_uri, ledger.schema, table_spec(spec, table))
+        arrow = catalog.load_table(table).scan(snapshot_id=at).to_arrow()
     else:
         arrow = DeltaTable(files.join(files.location_uri(spec.output_root), table), version=at).to_pyarrow_table()
     rows: list[dict[str, Any]] = arrow.select(COLUMNS).to_pylist()

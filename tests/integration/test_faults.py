@@ -15,7 +15,9 @@ partition) an Iceberg table's committer is killed between the table commit and t
 inside the ledger's, then its COMMIT's answer is lost: every id lands once with its fields typed in the
 reader's shape, every corrupted record as a decode error at its offset (``scripts/faults --avro --sink directory|delta``
 runs the other sinks, the directory's ``_errors/`` checked too). A batch into many Iceberg tables
-gets the commit's crash points, its tables read at every batch's snapshots. The one-task form
+gets the commit's crash points, its tables read at every batch's snapshots; in the stack's Iceberg REST
+catalog (``--sink iceberg-rest-multi``) the catalog is SIGKILLed and restarted with the batch's multi-table
+transaction in flight (``catalog_restart``). The one-task form
 (``--form one-task``: ``KafkaBatchOperator`` plans, reads and commits in one worker) gets a crash
 in its plan, its read and its commit on successive tries in each execution mode; every retry must
 replay the planned batch.
@@ -93,6 +95,17 @@ def test_commit_crashes_of_a_batch_into_many_iceberg_tables_leave_no_torn_batch(
         f"{kind}: trials 1, lost 0, duplicated 0, torn batches 0 (failed 0, faults fired 1/1)"
         for kind in chain.split("+")
     ]
+
+
+def test_a_rest_catalog_restarted_with_a_transaction_in_flight_leaves_no_torn_batch(stack, spark_connect, tmp_path):
+    """Four Iceberg tables of the stack's REST catalog, committed in one multi-table transaction: the
+    catalog is SIGKILLed and restarted while that request is in flight (held before the server, or
+    its answer held after the server committed); the try fails, the next commits the batch once."""
+    connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    options = {"sink": "iceberg-rest-multi", "storage": "s3", "spark_connect": connect, "records": (20, 40)}
+    summary, result = run_one("catalog_restart", tmp_path / "faults", **options)
+    assert summary == ["catalog_restart: trials 1, lost 0, duplicated 0, torn batches 0 (failed 0, faults fired 1/1)"]
+    assert "POST /v1/transactions/commit" in result.fault and "the try failed: CatalogUnavailableError" in result.fault
 
 
 ONE_TASK_CHAINS = {
