@@ -259,6 +259,23 @@ def _evolution_problems(current: pa.Schema, wanted: pa.Schema, path: str = "") -
     return problems
 
 
+def _column_names(schema: pa.Schema, path: str = "") -> set[str]:
+    """Every column's dotted name, struct fields included."""
+    names = set()
+    for field in schema:
+        names.add(f"{path}{field.name}")
+        if pa.types.is_struct(field.type):
+            names |= _column_names(pa.schema(list(field.type)), f"{path}{field.name}.")
+    return names
+
+
+def _dropped_columns(earlier: list[pa.Schema], current: pa.Schema, wanted: pa.Schema) -> list[str]:
+    """Columns the pipeline writes that an earlier schema of the table had and the current one lacks: someone
+    else dropped them (a pipeline only adds columns)."""
+    had = set().union(*(_column_names(schema) for schema in earlier))
+    return sorted((_column_names(wanted) - _column_names(current)) & had)
+
+
 class IcebergSink:
     """Batches as Iceberg snapshots of ``table`` (``namespace.name``) in catalog ``catalog_name``;
     new tables get their location under ``warehouse``."""
@@ -346,6 +363,14 @@ class IcebergSink:
                 f"this pipeline by {self.partition_by or 'nothing'}. Nothing was planned"
             )
         current = table.schema().as_arrow()
+        dropped = _dropped_columns([s.as_arrow() for s in table.schemas().values()], current, wanted)
+        if dropped:
+            raise SchemaEvolutionError(
+                f"Iceberg table {self.table_name}: column(s) {', '.join(dropped)} that this pipeline writes were "
+                "dropped from the table by someone else (an earlier schema of the table has them); adding them "
+                "again would not bring back their values in earlier batches. Nothing was planned: put the "
+                "column(s) back in the table, or write to another table with a new pipeline (another name)"
+            )
         problems = _evolution_problems(current, wanted)
         if problems:
             raise SchemaEvolutionError(
