@@ -170,6 +170,11 @@ class SchemaEvolutionError(OutputLocationError):
     """The pipeline's output schema would change a table other than by adding fields."""
 
 
+class OutputTableChangedError(OutputLocationError):
+    """A table committed batches wrote to was dropped, or replaced by another of the same name, by someone
+    else since: writing on would hide those batches from its readers. Nothing was planned."""
+
+
 class DecodeErrorThresholdError(KafkaOffsetsError):
     """More records than the pipeline allows could not be decoded; the batch is not committed."""
 

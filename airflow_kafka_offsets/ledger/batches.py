@@ -33,8 +33,8 @@ class BatchRecord:
 
 @dataclass(frozen=True)
 class BatchSummary:
-    """A batch without its ranges, as a list of recent batches shows it. ``tables``: with a sink of
-    many tables, the snapshot id or version and the records the batch gave each table."""
+    """A batch without its ranges, as a list of recent batches shows it. ``tables``: with an Iceberg sink
+    or a sink of many tables, the snapshot id or version and the records the batch gave each table."""
 
     batch_id: int
     kind: str

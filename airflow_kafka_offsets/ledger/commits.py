@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 from airflow_kafka_offsets.core.actor import Actor
 from airflow_kafka_offsets.core.model import BatchPlan, TopicPartition
+from airflow_kafka_offsets.core.output_tables import TABLE_UUID, RecordedTable
 from airflow_kafka_offsets.errors import CursorMovedError
 from airflow_kafka_offsets.ledger.audit import AuditStatements
 from airflow_kafka_offsets.ledger.sql import from_json, jsonb
@@ -32,8 +33,9 @@ class CommittedCount:
 class CommittedOutput:
     """One committed batch's output: ``uri`` as stored in the ledger, ``path`` for local readers.
 
-    ``tables``: with a sink of many tables, what the batch's commit produced in each table it touched
-    (``{"ns.t": {"snapshot_id": ..., "records": ...}}`` for Iceberg, ``"version"`` for Delta).
+    ``tables``: with an Iceberg sink or a sink of many tables, what the batch's commit produced in each
+    table it touched (``{"ns.t": {"snapshot_id": ..., "records": ..., "table_uuid": ...}}`` for Iceberg,
+    ``"version"`` for Delta).
     """
 
     batch_id: int
@@ -115,11 +117,11 @@ class CommitStatements(AuditStatements):
         tables: Mapping[str, Any] | None = None,
     ) -> None:
         """Mark the batch committed with its counts (from :meth:`store_counts`) and the attempt's report,
-        and with ``tables`` what a sink of many tables produced in each.
+        and with ``tables`` what an Iceberg sink or a sink of many tables produced in each table.
 
         The attempt's report document is copied inside PostgreSQL, not sent again.
         """
-        with_tables = "" if tables is None else ", tables = %s::jsonb"  # only sinks of many tables set it
+        with_tables = "" if tables is None else ", tables = %s::jsonb"  # only table sinks set it
         self.execute(
             "UPDATE {s}.batches SET state = 'committed', committed_at = now(), records_committed = %s,"
             " output_bytes = %s, report = (SELECT report FROM {s}.attempts WHERE attempt_id = %s),"
@@ -197,6 +199,19 @@ class CommitStatements(AuditStatements):
             (pipeline, after_batch),
         )
         return [CommittedOutput(int(b), uri, int(n or 0), at, from_json(t) or {}) for b, uri, n, at, t in rows]
+
+    def recorded_tables(self, pipeline: str) -> dict[str, RecordedTable]:
+        """Per table, the latest committed ingest batch after the pipeline's latest reset whose entry for it
+        records the table's uuid (core/output_tables.py)."""
+        rows = self.fetchall(
+            "SELECT DISTINCT ON (t.key) t.key, b.batch_id, t.value ->> %s FROM {s}.batches b, jsonb_each(b.tables) t"
+            " WHERE b.pipeline = %s AND b.state = 'committed' AND b.kind = 'ingest' AND t.value ->> %s IS NOT NULL"
+            "   AND b.batch_id > (SELECT coalesce(max(batch_id), 0) FROM {s}.batches"
+            "                     WHERE pipeline = %s AND state = 'committed' AND kind = 'reset')"
+            " ORDER BY t.key, b.batch_id DESC",
+            (TABLE_UUID, pipeline, TABLE_UUID, pipeline),
+        )
+        return {str(t): RecordedTable(str(t), int(b), str(u)) for t, b, u in rows}
 
     def contiguity_problems(self, pipeline: str) -> list[str]:
         """Gaps or overlaps between consecutive committed ranges of each partition (I1); empty when sound."""

@@ -38,6 +38,7 @@ from airflow_kafka_offsets.core.model import (
     PipelineSpec,
     TopicPartition,
 )
+from airflow_kafka_offsets.core.output_tables import RecordedTable, recorded_tables
 from airflow_kafka_offsets.core.resets import PartitionReset, is_rewind, reset_ranges
 from airflow_kafka_offsets.core.spec_diff import diff_specs, mismatch_message
 from airflow_kafka_offsets.errors import (
@@ -333,6 +334,11 @@ class MemoryTransaction:
 
     def committed_batch_ids(self, pipeline: str) -> list[int]:
         return [b.batch_id for b in self._batches(pipeline) if b.state is BatchState.COMMITTED]
+
+    def recorded_tables(self, pipeline: str) -> dict[str, RecordedTable]:
+        committed = [b for b in self._batches(pipeline) if b.state is BatchState.COMMITTED]
+        since = max((b.batch_id for b in committed if b.kind == "reset"), default=0)
+        return recorded_tables((b.batch_id, b.tables) for b in committed if b.kind == "ingest" and b.batch_id > since)
 
     def contiguity_problems(self, pipeline: str) -> list[str]:
         ends: dict[tuple[int, str, int], int] = {}

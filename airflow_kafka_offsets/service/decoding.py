@@ -9,6 +9,9 @@ decodes exactly as the first read did.
 A reader schema that changed since the last batch follows the JSON path's rules for tables: a
 table evolves by the fields it adds (at this plan), and any other change is refused before anything
 is planned, naming both reader schemas.
+
+First of all, an Iceberg table that someone else dropped or replaced since a batch committed to it is
+refused (``core/output_tables.py``), before the sink check could create it again.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from airflow_kafka_offsets.core.avro import column_changes
 from airflow_kafka_offsets.core.model import DecodeSpec, PipelineSpec
 from airflow_kafka_offsets.errors import BatchStateError, ConfigurationError, SchemaEvolutionError
 from airflow_kafka_offsets.ledger.port import LedgerPort, LedgerTransactionPort
-from airflow_kafka_offsets.sinks import Sink
+from airflow_kafka_offsets.sinks import ChecksTables, Sink
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -43,6 +46,7 @@ def next_decode(
     the reader schema as the registry has it now (``registry`` opens the client of the
     value_format's connection). Refusals happen here, before the ledger is written.
     """
+    check_output_tables(ledger, spec.name, sink)
     decode = spec.decode
     if decode is None or decode.avro is None:
         sink.check_writable(decode)
@@ -82,6 +86,16 @@ def next_decode(
             "pipeline %s: the reader schema is now %s (was %s)", spec.name, reader.describe(), before.reader.describe()
         )
     return resolved
+
+
+def check_output_tables(ledger: LedgerPort, pipeline: str, sink: Sink) -> None:
+    """Refuse a table of the sink that is no longer the one the pipeline's committed batches wrote to."""
+    if not isinstance(sink, ChecksTables):
+        return
+    with ledger.transaction(read_only=True) as tx:
+        recorded = tx.recorded_tables(pipeline)
+    if recorded:
+        sink.check_tables(recorded)
 
 
 def batch_decoding(tx: LedgerTransactionPort, spec: PipelineSpec, batch_id: int) -> DecodeSpec | None:

@@ -88,7 +88,7 @@ def partition_statuses(
 
 
 def batch_status(batch: BatchSummary) -> dict[str, Any]:
-    """A batch as status shows it (``tables`` only for a sink of many tables)."""
+    """A batch as status shows it (``tables`` only for an Iceberg sink or a sink of many tables)."""
     shown = asdict(batch)
     if shown["tables"] is None:
         del shown["tables"]
@@ -100,7 +100,7 @@ def batch_status(batch: BatchSummary) -> dict[str, Any]:
 
 
 def batch_tables_text(batches: Sequence[Mapping[str, Any]]) -> str:
-    """With a sink of many tables, what each shown batch gave each table (empty otherwise)."""
+    """With an Iceberg sink or a sink of many tables, what each shown batch gave each table (empty otherwise)."""
     rows = [
         [b["batch_id"], table, entry.get("snapshot_id", entry.get("version")), entry.get("records")]
         for b in batches

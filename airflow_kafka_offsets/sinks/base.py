@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec
+from airflow_kafka_offsets.core.output_tables import RecordedTable
 
 # The keys of a table commit's metadata that name the batch it holds (Iceberg snapshot summaries, Delta
 # commit info), read back by the sinks to find a batch a crash left in a table.
@@ -114,8 +115,9 @@ class Sink(Protocol):
     def publish(self, tx: LedgerStatements, publication: Publication) -> dict[str, Any] | None:
         """Make the attempt the batch's records; ``tx`` is the open ledger transaction.
 
-        A sink of many tables returns what each table's commit produced (snapshot id or version, and
-        records, by table name) for the ledger's batch row; the other sinks return None."""
+        An Iceberg sink, and a sink of many tables, returns what each table's commit produced (snapshot id
+        or version, records, an Iceberg table's uuid, by table name) for the ledger's batch row; the other
+        sinks return None."""
         ...
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
@@ -143,3 +145,13 @@ class Sink(Protocol):
         ...
 
     def exists(self, uri: str) -> bool: ...
+
+
+@runtime_checkable
+class ChecksTables(Protocol):
+    """A sink of Iceberg tables, which records each table's uuid with the batches committed to it."""
+
+    def check_tables(self, recorded: Mapping[str, RecordedTable]) -> None:
+        """Refuse a table someone else dropped or replaced since the batch that last committed to it
+        (:class:`~airflow_kafka_offsets.errors.OutputTableChangedError`), before anything is planned."""
+        ...

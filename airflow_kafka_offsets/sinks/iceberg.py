@@ -28,7 +28,7 @@ the data files whose key statistics may hold a changed key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,6 +41,7 @@ from pyiceberg.exceptions import (
     CommitFailedException,
     ForbiddenError,
     NamespaceAlreadyExistsError,
+    NoSuchTableError,
     OAuthError,
     UnauthorizedError,
 )
@@ -59,11 +60,13 @@ from requests import Response, Session, Timeout
 from airflow_kafka_offsets.core.catalogs import RestCatalogConfig
 from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
+from airflow_kafka_offsets.core.output_tables import TABLE_UUID, RecordedTable, table_change_refusal
 from airflow_kafka_offsets.errors import (
     CatalogAuthenticationError,
     CatalogUnavailableError,
     MergeOperationRefusedError,
     OutputLocationError,
+    OutputTableChangedError,
     SchemaEvolutionError,
 )
 from airflow_kafka_offsets.object_storage import storage as files
@@ -262,6 +265,23 @@ def _evolution_problems(current: pa.Schema, wanted: pa.Schema, path: str = "") -
     return problems
 
 
+def _column_names(schema: pa.Schema, path: str = "") -> set[str]:
+    """Every column's dotted name, struct fields included."""
+    names = set()
+    for field in schema:
+        names.add(f"{path}{field.name}")
+        if pa.types.is_struct(field.type):
+            names |= _column_names(pa.schema(list(field.type)), f"{path}{field.name}.")
+    return names
+
+
+def _dropped_columns(earlier: list[pa.Schema], current: pa.Schema, wanted: pa.Schema) -> list[str]:
+    """Columns the pipeline writes that an earlier schema of the table had and the current one lacks: someone
+    else dropped them (a pipeline only adds columns)."""
+    had = set().union(*(_column_names(schema) for schema in earlier))
+    return sorted((_column_names(wanted) - _column_names(current)) & had)
+
+
 class IcebergSink:
     """Batches as Iceberg snapshots of ``table`` (``namespace.name``) in catalog ``catalog_name``;
     new tables get their location under ``warehouse``."""
@@ -349,6 +369,14 @@ class IcebergSink:
                 f"this pipeline by {self.partition_by or 'nothing'}. Nothing was planned"
             )
         current = table.schema().as_arrow()
+        dropped = _dropped_columns([s.as_arrow() for s in table.schemas().values()], current, wanted)
+        if dropped:
+            raise SchemaEvolutionError(
+                f"Iceberg table {self.table_name}: column(s) {', '.join(dropped)} that this pipeline writes were "
+                "dropped from the table by someone else (an earlier schema of the table has them); adding them "
+                "again would not bring back their values in earlier batches. Nothing was planned: put the "
+                "column(s) back in the table, or write to another table with a new pipeline (another name)"
+            )
         problems = _evolution_problems(current, wanted)
         if problems:
             raise SchemaEvolutionError(
@@ -388,33 +416,54 @@ class IcebergSink:
         attempts = self._snapshot_attempts(self.table(), pipeline_uid, plan.batch_id)
         return attempts[-1][0] if attempts else None
 
-    def publish(self, tx: LedgerStatements, publication: Publication) -> None:
-        """Add the attempt's files (a replay also removes the batch's current ones) in one snapshot.
+    def publish(self, tx: LedgerStatements, publication: Publication) -> dict[str, Any] | None:
+        """Add the attempt's files (a replay also removes the batch's current ones) in one snapshot; returns
+        the table's entry for the ledger's batch row (its snapshot and uuid: see :meth:`check_tables`).
 
         In the ledger's catalog the pointer moves inside ``tx``. In another catalog the commit is
         idempotent (a batch whose snapshot landed before a crash is not added again) and is retried
         when another writer of the table committed first.
         """
         if publication.staging_uri is None:
-            return  # a batch without records changes nothing a reader could see
+            return None  # a batch without records changes nothing a reader could see
         changes = files.join(publication.staging_uri, CHANGES_DIR)
         data = [f.uri for f in self.storage.parquet_files(changes if self.merge else publication.staging_uri)]
         if self.transactional:
-            self.commit_locked(tx, publication, data)
-        else:
-            self.commit_idempotently(publication, data)
+            return {self.table_name: self.commit_locked(tx, publication, data)}
+        return {self.table_name: self.commit_idempotently(publication, data)}
 
-    def commit_idempotently(self, publication: Publication, data: list[str]) -> int | None:
+    def check_tables(self, recorded: Mapping[str, RecordedTable]) -> None:
+        """Refuse the table when it is not the one the batch that last committed to it wrote to."""
+        seen = recorded.get(self.table_name)
+        if seen is None:
+            return
+        refusal = table_change_refusal(self.catalog_name, seen, self.table_uuid())
+        if refusal is not None:
+            raise OutputTableChangedError(refusal)
+
+    def table_uuid(self) -> str | None:
+        """The table's Iceberg ``table-uuid`` in the catalog now; None when it has no such table."""
+        try:
+            return str(self.table().metadata.table_uuid)
+        except NoSuchTableError:
+            return None
+
+    @staticmethod
+    def entry(table: Table, snapshot: int | None, records: int) -> dict[str, Any]:
+        """What the ledger's batch row records of a commit to ``table``."""
+        return {"snapshot_id": snapshot, "records": records, TABLE_UUID: str(table.metadata.table_uuid)}
+
+    def commit_idempotently(self, publication: Publication, data: list[str]) -> dict[str, Any]:
         """Commit ``data`` to a table of another catalog unless a snapshot of the table already holds this
         attempt (a replay: holds it; a commit: holds the batch), retried when another writer committed
-        first; returns the snapshot that holds it."""
+        first; returns the table's :meth:`entry` with the snapshot that holds it."""
         for _ in range(COMMIT_TRIES):
             table = self.table()
             landed = self.holding_snapshot(table, publication)
             if landed is not None:
-                return landed
+                return self.entry(table, landed, publication.records)
             try:
-                return self._commit(table, publication, data)
+                return self.entry(table, self._commit(table, publication, data), publication.records)
             except CommitFailedException:
                 continue  # another writer committed first: read the table again and retry
         raise OutputLocationError(
@@ -431,16 +480,17 @@ class IcebergSink:
             return (mine or [landed[-1][1]])[-1]
         return None
 
-    def commit_locked(self, tx: LedgerStatements, publication: Publication, data: list[str]) -> int | None:
+    def commit_locked(self, tx: LedgerStatements, publication: Publication, data: list[str]) -> dict[str, Any]:
         """Commit ``data`` (a replay: instead of the batch's files) with the table's pointer moving in
-        ``tx``, creating the table there if it has no catalog row yet; returns the new snapshot id (None:
-        still none, a mirror's first merge that put no row)."""
+        ``tx``, creating the table there if it has no catalog row yet; returns the table's :meth:`entry`
+        with the new snapshot id (None: still none, a mirror's first merge that put no row)."""
         catalog = self.catalog()
         assert isinstance(catalog, LedgerCatalog)  # only a sink of the ledger's catalog is transactional
         with catalog.bound(tx):
             if not catalog.exists_locked(self.identifier):
                 catalog.create_locked(self.identifier, table_schema(publication.decode, self.merge))
-            return self._commit(catalog.load_locked(self.identifier), publication, data)
+            table = catalog.load_locked(self.identifier)
+            return self.entry(table, self._commit(table, publication, data), publication.records)
 
     def _batch_files(self, table: Table, batch_id: int) -> list[Any]:
         prefix = self._batch_root(batch_id) + "/"

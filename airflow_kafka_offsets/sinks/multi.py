@@ -26,15 +26,18 @@ without it; the retry skips every table whose log holds the batch's app transact
 rest, then the ledger. A table's files are copied into the table's directory before its commit
 (delta-rs reads only paths under the table's root).
 
-Either way the ledger's batch row records, per table, the snapshot id or version the batch produced.
+Either way the ledger's batch row records, per table, the snapshot id or version the batch produced (and
+an Iceberg table's uuid, which the next plan checks: ``core/output_tables.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_kafka_offsets.core.catalogs import ExternalCatalog, RestCatalogConfig
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, SinkFormat, batch_directory
+from airflow_kafka_offsets.core.output_tables import RecordedTable
 from airflow_kafka_offsets.core.routing import TableRoutes
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.object_storage import storage as files
@@ -142,6 +145,13 @@ class MultiTableSink:
                 continue
             sink.check_writable(decode)
 
+    def check_tables(self, recorded: Mapping[str, RecordedTable]) -> None:
+        """Refuse an Iceberg table someone else dropped or replaced since a batch committed to it (Delta
+        tables record no uuid)."""
+        if self.format is SinkFormat.ICEBERG:
+            for name in self.routes.tables:
+                self.table_sink(name).check_tables(recorded)
+
     def output_uri(self, pipeline: str, batch_id: int) -> str:
         return self.root
 
@@ -177,11 +187,10 @@ class MultiTableSink:
             if self.format is SinkFormat.ICEBERG:
                 files_in = [f.uri for f in self.storage.parquet_files(data)]
                 if self.atomic:
-                    snapshot = sink.commit_locked(tx, own, files_in)
+                    done[name] = sink.commit_locked(tx, own, files_in)
                 else:
                     sink.catalog().create_table_if_not_exists(sink.identifier, schema=output_schema(own.decode))
-                    snapshot = sink.commit_idempotently(own, files_in)
-                done[name] = {"snapshot_id": snapshot, "records": records}
+                    done[name] = sink.commit_idempotently(own, files_in)
             else:
                 done[name] = {"version": sink.commit_once(own, data), "records": records}
         return done
@@ -222,7 +231,8 @@ class MultiTableSink:
         done: dict[str, Any] = {}
         for name, (records, _) in sorted(touched.items()):
             sink = self.table_sink(name)
-            done[name] = {"snapshot_id": sink.holding_snapshot(sink.table(), own[name]), "records": records}
+            table = sink.table()
+            done[name] = sink.entry(table, sink.holding_snapshot(table, own[name]), records)
         return done
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:

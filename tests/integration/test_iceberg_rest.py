@@ -21,9 +21,15 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.types import LongType
 
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.errors import CatalogAuthenticationError, CatalogUnavailableError
+from airflow_kafka_offsets.errors import (
+    CatalogAuthenticationError,
+    CatalogUnavailableError,
+    OutputTableChangedError,
+    SchemaEvolutionError,
+)
 from airflow_kafka_offsets.hooks.iceberg_rest import IcebergRestCatalogHook
 from airflow_kafka_offsets.readers import committed_outputs
 from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
@@ -165,6 +171,71 @@ def test_the_connection_test_lists_the_catalogs_namespaces(stack):
     ok, message = IcebergRestCatalogHook(CONN_ID).test_connection()
     count = len(reader(stack).list_namespaces())
     assert (ok, message) == (True, f"the catalog answers; {count} namespace(s)")
+
+
+def test_a_rest_table_changed_by_someone_else_between_batches_is_refused_at_plan_and_nothing_changes(
+    stack, ledger, make_topic
+):
+    """After a committed batch, another client of the catalog retypes a column the sink writes, drops one,
+    drops the table, then creates another of the same name: each next plan is refused naming the table
+    (the column, the batch, what changed); the ledger keeps its one batch and the catalog gets nothing."""
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    table = f"{namespace}.events"
+    topic = make_topic(partitions=1)
+    spec = build_spec(
+        "rest_changed",
+        [topic],
+        f"s3://{stack.s3_bucket}/{namespace}",
+        sink={"format": "iceberg", "table": table, "catalog_conn_id": CONN_ID},
+    )
+    produce(stack.bootstrap_servers, topic, 20, 1)
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+    assert commit(ledger, spec, outcome.plan.batch_id).records == 20
+    produce(stack.bootstrap_servers, topic, 20, 1)
+    catalog = reader(stack)
+
+    def refused_plan(error: type[Exception], match: str) -> None:
+        with refused(error, match):
+            plan(ledger, spec, stack)
+        assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed")]
+
+    with catalog.load_table(table).update_schema() as update:
+        update.update_column("partition", LongType())
+    refused_plan(SchemaEvolutionError, rf"^Iceberg table {table}: .*partition would change from int64 to int32")
+    with catalog.load_table(table).update_schema() as update:
+        update.delete_column("timestampType")
+    refused_plan(SchemaEvolutionError, rf"^Iceberg table {table}: column\(s\) timestampType .* dropped from the table")
+    assert "timestampType" not in catalog.load_table(table).schema().column_names  # not added back
+
+    catalog.drop_table(table)
+    refused_plan(
+        OutputTableChangedError,
+        rf"^Iceberg table {table} \(catalog '{CONN_ID}'\) was dropped since batch 1 committed to it: .*"
+        "Nothing was planned. Restore the table .* or reset the pipeline",
+    )
+    assert not catalog.table_exists(table)
+
+    replacement = catalog.create_table(table, schema=RECORD_SCHEMA)
+    refused_plan(
+        OutputTableChangedError,
+        rf"^Iceberg table {table} \(catalog '{CONN_ID}'\) was replaced by another table of the same name \(table "
+        rf"uuid \S+, now {replacement.metadata.table_uuid}\) since batch 1 committed to it",
+    )
+    assert catalog.load_table(table).snapshots() == []
+
+
+def test_many_rest_tables_one_of_them_dropped_by_someone_else_are_refused_at_plan(stack, ledger, make_topic):
+    topics, tables, spec, _, outcome = two_tables_read(stack, ledger, make_topic, "rest_many_dropped")
+    commit(ledger, spec, outcome.plan.batch_id)
+    catalog = reader(stack)
+    catalog.drop_table(tables[topics[1]])
+    for topic in topics:
+        produce(stack.bootstrap_servers, topic, 5, 1)
+    with refused(OutputTableChangedError, rf"^Iceberg table {tables[topics[1]]} .* was dropped since batch 1"):
+        plan(ledger, spec, stack)
+    assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed")]
+    assert not catalog.table_exists(tables[topics[1]])
 
 
 def two_tables_read(stack, ledger, make_topic, name: str) -> tuple[list[str], dict[str, str], Any, dict, Any]:

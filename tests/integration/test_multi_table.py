@@ -165,7 +165,9 @@ def test_ten_topics_into_ten_iceberg_tables_commit_atomically_with_the_cursor(st
     assert by_sql == {o.batch_id: o.tables for o in committed_outputs(ledger, spec.name)}
     with ledger.transaction() as tx:
         assert {b.batch_id: b.tables for b in tx.recent_batches(spec.name, 10)} == by_sql
-    assert set(by_sql[3]["lake.t0"]) == {"snapshot_id", "records"}
+    assert set(by_sql[3]["lake.t0"]) == {"snapshot_id", "records", "table_uuid"}
+    uuid_now = catalog_of(stack.pg_url(), ledger.schema).load_table("lake.t0").metadata.table_uuid
+    assert by_sql[3]["lake.t0"]["table_uuid"] == str(uuid_now)  # what the next plan checks the table against
     # replay rewrites batch 1 in every table in one transaction: the same ids, once
     before = committed_outputs(ledger, spec.name)[0].tables
     replay_batch(operation_context(ledger, stack, submitter(stack)), spec.name, 1)

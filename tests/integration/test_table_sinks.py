@@ -24,7 +24,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.errors import InvalidPipelineSpecError, SchemaEvolutionError
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError, OutputTableChangedError, SchemaEvolutionError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.runtime import object_storage
@@ -260,6 +260,49 @@ def test_an_additive_json_schema_change_evolves_the_table_and_anything_else_is_r
         narrower = table_spec(f"evolve_{sink_format}", topic, root, sink_format, json_schema="id BIGINT")
         with refused(SchemaEvolutionError, "only adding"):
             sink_of(ledger, narrower).check_writable(narrower.decode)
+
+
+def test_an_iceberg_table_dropped_or_replaced_by_someone_else_is_refused_at_plan_and_nothing_changes(
+    stack, ledger, make_topic, tmp_path
+):
+    """The ledger's own SQL catalog (test_iceberg_rest.py has the REST catalog's): after a committed batch,
+    another client drops the pipeline's table, then creates another of the same name; with a sink of two
+    tables, drops one. Each next plan is refused naming the table, the batch and what changed; the ledger
+    keeps its batch and the catalog gets nothing."""
+    topics = [make_topic(partitions=1) for _ in range(2)]
+    root = str(tmp_path / "lake")
+    one = table_spec("dropped", topics[0], root, "iceberg")
+    many = build_spec(
+        "dropped_many",
+        topics,
+        root,
+        sink={"format": "iceberg", "tables": {t: f"lake.d{i}" for i, t in enumerate(topics)}},
+    )
+    for topic in topics:
+        produce(stack.bootstrap_servers, topic, 10, 1)
+    assert [run_once(ledger, spec, stack).records for spec in (one, many)] == [10, 20]
+    for topic in topics:
+        produce(stack.bootstrap_servers, topic, 10, 1)
+    catalog = SqlCatalog(ledger.schema, uri=stack.pg_url())
+
+    def refused_plan(spec: PipelineSpec, match: str) -> None:
+        with refused(OutputTableChangedError, match):
+            plan(ledger, spec, stack)
+        with ledger.transaction() as tx:
+            assert [(b.batch_id, b.state) for b in tx.recent_batches(spec.name, 10)] == [(1, "committed")]
+
+    catalog.drop_table("lake.dropped")
+    refused_plan(one, rf"^Iceberg table lake.dropped \(catalog '{ledger.schema}'\) was dropped since batch 1 committed")
+    assert not catalog.table_exists("lake.dropped")
+    replacement = catalog.create_table("lake.dropped", RECORD_SCHEMA, location=str(tmp_path / "other"))
+    refused_plan(
+        one, f"lake.dropped .* was replaced by another table of the same name .*{replacement.metadata.table_uuid}"
+    )
+    assert catalog.load_table("lake.dropped").snapshots() == []
+
+    catalog.drop_table("lake.d1")
+    refused_plan(many, "^Iceberg table lake.d1 .* was dropped since batch 1 committed to it: .* Nothing was planned")
+    assert not catalog.table_exists("lake.d1")
 
 
 def test_an_iceberg_catalog_in_another_database_commits_idempotently_beside_another_writer(

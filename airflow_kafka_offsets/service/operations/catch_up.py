@@ -46,7 +46,7 @@ def catch_up(
     sink = ctx.sinks.for_spec(ledger, spec)
     done = records = 0
     while done < max_batches:
-        decode = next_decode(ledger, spec, sink, ctx.registry) if spec.decode and spec.decode.avro else None
+        decode = next_decode(ledger, spec, sink, ctx.registry)  # the sink checked before each plan
         outcome = plan_batch(ledger, spec, offsets_source, sink, actor, decode)
         if outcome.plan is None:
             break
