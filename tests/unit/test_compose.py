@@ -7,11 +7,13 @@ empty environment.
 
 from __future__ import annotations
 
+import ast
 import configparser
 import importlib.metadata
 import inspect
 import json
 import re
+import shlex
 import tomllib
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from devstack.info import StackInfo
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 AIRFLOW_DOCKERFILE = REPO / "docker" / "airflow" / "Dockerfile"
+ICEBERG_REST_DOCKERFILE = REPO / "docker" / "iceberg-rest" / "Dockerfile"
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 OUTPUT_PATH = "/data/kafka-offsets"
 
@@ -104,6 +107,7 @@ def test_airflow_connections(services):
         "AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT",
         "AIRFLOW_CONN_SPARK_DEFAULT",
         "AIRFLOW_CONN_KAFKA_OFFSETS_S3",
+        "AIRFLOW_CONN_ICEBERG_REST_DEFAULT",
     }
 
     assert conns["AIRFLOW_CONN_KAFKA_DEFAULT"] == {"conn_type": "kafka", "extra": {"bootstrap.servers": "kafka:9092"}}
@@ -125,6 +129,8 @@ def test_airflow_connections(services):
         "${S3_SECRET_KEY:-change-me}",
         "${KAFKA_SCRAM_PASSWORD:-change-me}",
         "${SCHEMA_REGISTRY_PASSWORD:-change-me}",
+        "${ICEBERG_REST_CLIENT_SECRET:-change-me}",
+        "${ICEBERG_REST_TOKEN:-change-me}",
         "`change-me`",
     )
     assert text.count("change-me") == sum(text.count(f) for f in fallbacks)
@@ -237,14 +243,36 @@ def test_airflow_image_matches_pins(services, pins):
     assert base == f"apache/airflow:{pins['apache-airflow']}-python3.11"
     assert "-c /opt/airflow-kafka-offsets/constraints.txt" in dockerfile
     assert "openjdk-17-jre-headless" in dockerfile and "ENV JAVA_HOME=" in dockerfile
-    # Everything the Dockerfile COPYs from the context exists and is let through the ignore file.
-    ignore = (AIRFLOW_DOCKERFILE.parent / "Dockerfile.dockerignore").read_text(encoding="utf-8")
-    for line in dockerfile.splitlines():
-        if line.startswith("COPY "):
-            sources = [w for w in line.split()[1:-1] if not w.startswith("--")]
+    assert_copied_sources_reach_the_build(AIRFLOW_DOCKERFILE)
+
+
+def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined and comments dropped."""
+    found: list[tuple[str, str]] = []
+    pending: str | None = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("#") or (pending is None and not line.strip()):
+            continue
+        text = line.strip() if pending is None else f"{pending} {line.strip()}"
+        if text.endswith("\\"):
+            pending = text[:-1].rstrip()
+            continue
+        pending = None
+        word, _, rest = text.partition(" ")
+        found.append((word.upper(), rest.strip()))
+    return found
+
+
+def assert_copied_sources_reach_the_build(dockerfile: Path) -> None:
+    """Everything the Dockerfile COPYs from the context exists and is let through its ignore file."""
+    ignore = (dockerfile.parent / "Dockerfile.dockerignore").read_text(encoding="utf-8")
+    for instruction, args in dockerfile_instructions(dockerfile):
+        if instruction == "COPY" and "--from=" not in args:
+            sources = [w for w in args.split()[:-1] if not w.startswith("--")]
             for source in sources:
                 assert (REPO / source).exists(), source
-                assert f"!{source}" in ignore, f"{source} is excluded from the build context"
+                let_in = {f"!{source}", f"!{source.rstrip('/')}/"}
+                assert let_in & set(ignore.splitlines()), f"{source} is excluded from the build context"
 
 
 def test_airflow_runs_what_the_stack_deployment_runs(services, tmp_path):
@@ -290,6 +318,9 @@ def test_airflow_runs_what_the_stack_deployment_runs(services, tmp_path):
         schema_registry_url="http://127.0.0.1:8085/apis/ccompat/v7",
         schema_registry_user="ako",
         schema_registry_password="unused",
+        iceberg_rest_uri="http://127.0.0.1:8181",
+        iceberg_rest_client_id="ako",
+        iceberg_rest_client_secret="unused",
     ).airflow_env(kafka_sasl_ssl=True)
     stack_conns = {k: json.loads(v)["conn_type"] for k, v in stack.items() if k.startswith("AIRFLOW_CONN_")}
     compose_conns = {
@@ -472,3 +503,188 @@ STACK_FIELDS: dict = {
     "spark_master_url": None,
     "state_dir": "/tmp",
 }
+
+
+def env_default(module, name: str) -> str:
+    """The default of a module constant read as ``os.environ.get(VARIABLE, default)``: what the stack runs
+    with the variable unset, whatever this shell sets."""
+    for node in ast.parse(inspect.getsource(module)).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
+            return ast.literal_eval(node.value.args[1])
+    raise AssertionError(f"{module.__name__}.{name} is not read from the environment")
+
+
+def s3_port(services) -> int:
+    return int(next(a.split("=", 1)[1] for a in services["s3"]["command"] if a.startswith("-s3.port=")))
+
+
+def test_iceberg_rest_environment_is_the_local_stacks(services, tmp_path):
+    """The catalog's CATALOG_* and AKO_REST_* settings are what scripts/devstack/iceberg_rest.py gives the
+    stack's server, for the compose hosts and the `.env` secrets."""
+    from devstack import iceberg_rest, seaweedfs
+
+    raw = env(services["iceberg-rest"])
+    # the secrets: each from its variable, the ones other services take from the same variables
+    pg_env, key = env(services["postgres"]), env(services["s3-config"])
+    assert raw["AKO_REST_CLIENT_SECRET"] == "${ICEBERG_REST_CLIENT_SECRET:-change-me}"
+    assert raw["AKO_REST_TOKEN"] == "${ICEBERG_REST_TOKEN:-change-me}"
+    assert (raw["CATALOG_JDBC_USER"], raw["CATALOG_JDBC_PASSWORD"]) == (
+        pg_env["POSTGRES_USER"],
+        pg_env["POSTGRES_PASSWORD"],
+    )
+    assert (raw["CATALOG_S3_ACCESS__KEY__ID"], raw["CATALOG_S3_SECRET__ACCESS__KEY"]) == (
+        key["S3_ACCESS_KEY"],
+        key["S3_SECRET_KEY"],
+    )
+
+    compose_env = {name: interpolate(value) for name, value in raw.items()}
+    identities = tmp_path / "identities.json"
+    credentials = {
+        "accessKey": compose_env["CATALOG_S3_ACCESS__KEY__ID"],
+        "secretKey": compose_env["CATALOG_S3_SECRET__ACCESS__KEY"],
+    }
+    identities.write_text(json.dumps({"identities": [{"credentials": [credentials]}]}))
+    s3 = {
+        "host": "s3",
+        "port": s3_port(services),
+        "bucket": seaweedfs.BUCKET,
+        "region": seaweedfs.REGION,
+        "credentials_file": str(identities),
+    }
+    (pg_port,) = {p.rsplit(":", 1)[1] for p in services["postgres"]["ports"]}
+    (tmp_path / "pg-password").write_text(compose_env["CATALOG_JDBC_PASSWORD"])
+    pg = {
+        "host": "postgres",
+        "port": int(pg_port),
+        "user": compose_env["CATALOG_JDBC_USER"],
+        "password_file": str(tmp_path / "pg-password"),
+    }
+    (tmp_path / iceberg_rest.SECRET_FILE).write_text(compose_env["AKO_REST_CLIENT_SECRET"])  # configure keeps these
+    (tmp_path / iceberg_rest.TOKEN_FILE).write_text(compose_env["AKO_REST_TOKEN"])
+    port = int(compose_env["AKO_REST_PORT"])
+    cfg = iceberg_rest.configure(tmp_path, tmp_path / "app", port, s3)
+    stack = iceberg_rest.environment(cfg, pg, s3)
+    del stack["PATH"]  # the image's own
+    assert compose_env == stack
+
+    assert [p.rsplit(":", 1)[1] for p in services["iceberg-rest"]["ports"]] == [str(port)]
+    assert services["iceberg-rest"]["depends_on"] == {
+        "postgres": {"condition": "service_healthy"},
+        "s3-init": {"condition": "service_completed_successfully"},
+    }
+    # healthy when it answers the stack's probe (GET /v1/config with the token, given on stdin)
+    health = " ".join(services["iceberg-rest"]["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{port}/v1/config" in health
+    assert "Bearer %s" in health and '"$$AKO_REST_TOKEN" | curl' in health and " -H @- " in health
+
+
+def test_the_initdb_creates_the_catalogs_database():
+    """The backend's database, which a new postgres-data volume gets only from initdb."""
+    from devstack import iceberg_rest
+
+    initdb = REPO / "docker" / "postgres" / "initdb"
+    statements = " ".join(p.read_text(encoding="utf-8") for p in sorted(initdb.glob("*.sql")))
+    assert re.search(rf"^CREATE DATABASE {iceberg_rest.DATABASE};$", statements, re.MULTILINE)
+
+
+def test_iceberg_rest_image_is_the_stacks(services, monkeypatch, tmp_path):
+    """docker/iceberg-rest/Dockerfile resolves the stack's pom at the stack's Iceberg version with the
+    Maven invocation of jars.py, compiles the stack's launcher as jars.py does, and runs it with the JVM
+    options and main class of iceberg_rest._argv (on every interface of the container)."""
+    from devstack import iceberg_rest, jars, procs, state
+
+    build = services["iceberg-rest"]["build"]
+    assert build["context"] == "."
+    assert REPO / build["dockerfile"] == ICEBERG_REST_DOCKERFILE
+    assert_copied_sources_reach_the_build(ICEBERG_REST_DOCKERFILE)
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    assert f"Apache Iceberg {jars.ICEBERG_REST_VERSION}'s REST catalog server" in " ".join(text.split())
+    instructions = dockerfile_instructions(ICEBERG_REST_DOCKERFILE)
+    images = [args.split()[0] for instruction, args in instructions if instruction == "FROM"]
+    assert len(images) == 2 and re.fullmatch(r"maven:3\.\d+\.\d+-eclipse-temurin-17(-\w+)?", images[0]), images
+    assert re.fullmatch(r"eclipse-temurin:17\.[\d._]+-jre(-\w+)?", images[1]), images  # a pinned release
+    args = dict(a.split("=", 1) for i, a in instructions if i == "ARG")
+    assert args["ICEBERG_VERSION"] == jars.ICEBERG_REST_VERSION
+    copies = {a.split()[0]: a.split()[1] for i, a in instructions if i == "COPY" and "--from=" not in a}
+    pom = copies.pop(str(jars.ICEBERG_REST_POM.relative_to(REPO)))
+    launcher = copies.pop(str(jars.ICEBERG_REST_LAUNCHER.relative_to(REPO)))
+    assert not copies
+    runs = [
+        shlex.split(a.replace("${ICEBERG_VERSION}", args["ICEBERG_VERSION"])) for i, a in instructions if i == "RUN"
+    ]
+    ((mvn,), (javac,)) = ([r for r in runs if "mvn" in r], [r for r in runs if "javac" in r])
+    mvn = mvn[mvn.index("mvn") :]
+    (entrypoint,) = [json.loads(a) for i, a in instructions if i == "ENTRYPOINT"]
+
+    # what jars.fetch_iceberg_rest runs, captured instead of run
+    ran: list[list[str]] = []
+
+    def run(argv, *_args, **_kwargs):
+        ran.append([str(a) for a in argv])
+        out = [a.split("=", 1)[1] for a in argv if str(a).startswith("-DoutputDirectory=")]
+        for directory in out:
+            Path(directory, "iceberg-core.jar").write_text("")
+
+    monkeypatch.setattr(state, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(procs, "require_tool", lambda name, hint="": name)
+    monkeypatch.setattr(procs, "run", run)
+    dest = jars.fetch_iceberg_rest(jars.ICEBERG_REST_VERSION, quiet=True)
+    stack_mvn, stack_javac = ran
+    stack_out = next(a.split("=", 1)[1] for a in stack_mvn if a.startswith("-DoutputDirectory="))
+
+    libs = next(a.split("=", 1)[1] for a in mvn if a.startswith("-DoutputDirectory="))
+    classes = javac[javac.index("-d") + 1]
+    cp = entrypoint[entrypoint.index("-cp") + 1]
+    assert cp == f"{classes}:{libs}/*"
+    # the built classes and jars reach the runtime stage at the same paths
+    ((source, target),) = [a.split()[1:] for i, a in instructions if i == "COPY" and a.startswith("--from=")]
+    assert source == target and Path(libs).parent == Path(classes).parent == Path(source)
+
+    def placeholders(argv: list[str], paths: dict[str, str]) -> list[str]:
+        for path, name in sorted(paths.items(), key=lambda item: -len(item[0])):
+            argv = [a.replace(path, name) for a in argv]
+        return argv
+
+    assert placeholders(mvn, {pom: "<pom>", libs: "<libs>"}) == placeholders(
+        stack_mvn, {str(jars.ICEBERG_REST_POM): "<pom>", stack_out: "<libs>"}
+    )
+    assert placeholders(javac, {launcher: "<launcher>", classes: "<classes>", libs: "<libs>"}) == placeholders(
+        stack_javac,
+        {
+            str(jars.ICEBERG_REST_LAUNCHER): "<launcher>",
+            str(dest / "classes"): "<classes>",
+            str(dest / "libs"): "<libs>",
+        },
+    )
+
+    monkeypatch.setattr(iceberg_rest, "HEAP", env_default(iceberg_rest, "HEAP"))
+    stack_java = iceberg_rest._argv({"host": "0.0.0.0", "app_dir": "/app", "base_dir": "/base"})
+    marker = [a for a in stack_java if a.startswith("-Dako.stack.dir=")]
+    assert len(marker) == 1  # which only tells the stack's process from a recycled pid
+    stack_java.remove(marker[0])
+    assert placeholders(entrypoint, {cp: "<cp>"}) == placeholders(stack_java, {"/app/classes:/app/libs/*": "<cp>"})
+    assert entrypoint[-1] == iceberg_rest.MAIN and f"-Xmx{env_default(iceberg_rest, 'HEAP')}" in entrypoint
+
+
+def test_iceberg_rest_connection_is_the_stacks(services):
+    """Airflow's `iceberg_rest_default` is the connection StackInfo gives for the stack's catalog, with the
+    compose hosts and the client the server admits."""
+    from devstack import iceberg_rest, seaweedfs
+    from devstack.info import ICEBERG_REST_CONN_ID
+
+    raw = env(services["iceberg-rest"])
+    assert services["iceberg-rest"]["hostname"] == "iceberg-rest"
+    assert raw["AKO_REST_CLIENT_ID"] == iceberg_rest.CLIENT_ID
+    airflow = env(services["airflow"])
+    variable = f"AIRFLOW_CONN_{ICEBERG_REST_CONN_ID.upper()}"
+    assert '"password": "${ICEBERG_REST_CLIENT_SECRET:-change-me}"' in airflow[variable]  # only from the variable
+    info = StackInfo(
+        **STACK_FIELDS,
+        s3_endpoint=f"http://s3:{s3_port(services)}",
+        s3_region=seaweedfs.REGION,
+        iceberg_rest_uri=f"http://iceberg-rest:{raw['AKO_REST_PORT']}",
+        iceberg_rest_client_id=raw["AKO_REST_CLIENT_ID"],
+        iceberg_rest_client_secret=interpolate(raw["AKO_REST_CLIENT_SECRET"]),
+    )
+    assert json.loads(interpolate(airflow[variable])) == info.iceberg_rest_connection()
+    assert services["airflow"]["depends_on"]["iceberg-rest"] == {"condition": "service_healthy"}
