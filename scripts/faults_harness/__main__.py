@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         default="directory",
         help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial), "
         "iceberg-multi or delta-multi (4 tables per trial, records routed by a header); iceberg-rest and "
-        "iceberg-rest-multi: the same in the stack's Iceberg REST catalog (with --storage s3)",
+        "iceberg-rest-multi: the same in the stack's Iceberg REST catalog (with --storage s3); iceberg-merge and "
+        "delta-merge: a mirror table of keyed upserts and tombstones (merge_key id, changes upsert)",
     )
     parser.add_argument(
         "--avro",

@@ -17,8 +17,21 @@ MODES = ("retry", "next_run")
 # three-task: plan >> read >> commit as kafka_ingest_task_group runs them; one-task: KafkaBatchOperator
 FORMS = ("three-task", "one-task")
 STORAGES = ("local", "s3")
-SINKS = ("directory", "iceberg", "delta", "iceberg-multi", "delta-multi", "iceberg-rest", "iceberg-rest-multi")
+SINKS = (
+    "directory",
+    "iceberg",
+    "delta",
+    "iceberg-multi",
+    "delta-multi",
+    "iceberg-rest",
+    "iceberg-rest-multi",
+    "iceberg-merge",
+    "delta-merge",
+)
 REST_SINKS = ("iceberg-rest", "iceberg-rest-multi")  # through the stack's REST catalog server, tables on its S3
+# mirror tables: keyed upserts and tombstones (faults_harness.records.produce_changes) merged by the key "id"
+MERGE_SINKS = ("iceberg-merge", "delta-merge")
+MIRROR_SCHEMA = "id STRING, n INT"
 ROUTED_TABLES = 4  # the multi-table sinks: records go to one of 4 tables by their header "table"
 MISSED = "MISSED: "  # how a monitor says the moment for its fault never came
 
@@ -77,20 +90,26 @@ class Context:
     def sink_option(self, pipeline: str) -> dict[str, Any] | None:
         """The plan step's ``sink``: a table of the trial's own for the table formats."""
         table = pipeline.replace("-", "_")
-        # the REST catalog outlives the ledger schema that names the SQL catalog: a namespace per run
-        namespace, catalog = (
-            (self.schema, {"catalog_conn_id": ICEBERG_REST_CONN_ID}) if self.sink in REST_SINKS else ("faults", {})
-        )
-        sink_format = self.sink.removesuffix("-multi").removesuffix("-rest")
+        sink_format = self.sink.removesuffix("-multi").removesuffix("-rest").removesuffix("-merge")
+        namespace, options = "faults", {}
+        if self.sink in REST_SINKS:  # the REST catalog outlives the ledger schema that names the SQL catalog
+            namespace, options = self.schema, {"catalog_conn_id": ICEBERG_REST_CONN_ID}
+        if self.sink in MERGE_SINKS:
+            options = {"merge_key": "id", "changes": "upsert"}
         if self.sink.endswith("-multi"):
             prefix = f"{namespace}.{table}_" if sink_format == "iceberg" else f"{table}_"
             allow = [f"{prefix}t{i}" for i in range(ROUTED_TABLES)]
-            return {"format": sink_format, "route": {"pattern": prefix + "{header:table}", "allow": allow}, **catalog}
+            return {"format": sink_format, "route": {"pattern": prefix + "{header:table}", "allow": allow}, **options}
         if sink_format == "iceberg":
-            return {"format": "iceberg", "table": f"{namespace}.{table}", **catalog}
+            return {"format": "iceberg", "table": f"{namespace}.{table}", **options}
         if sink_format == "delta":
-            return {"format": "delta", "table": table}
+            return {"format": "delta", "table": table, **options}
         return None
+
+    @property
+    def json_schema(self) -> str | None:
+        """The plan step's ``json_schema``: a mirror's rows are the decoded values."""
+        return MIRROR_SCHEMA if self.sink in MERGE_SINKS else None
 
     def pg(self) -> Any:  # a psycopg2 connection
         return psycopg2.connect(self.info.pg_dsn())

@@ -84,8 +84,17 @@ def read_table(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> pa.Ta
 def table_commits(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> list[dict[str, str]]:
     """(operation, batch, attempt) of the pipeline's commits in the table's history, oldest first."""
     if spec.sink.format.value == "iceberg":
-        summaries = [s.summary for s in iceberg_table(catalog_uri, catalog_name, spec).snapshots() if s.summary]
-        properties = [summary.additional_properties for summary in summaries]  # as the delta branch: str to str
-        return [{k: p[k] for k in COMMIT_KEYS} for p in properties if COMMIT_KEYS[1] in p]
+        commits: list[dict[str, str]] = []
+        follows_append = True
+        for snapshot in iceberg_table(catalog_uri, catalog_name, spec).snapshots():
+            if snapshot.summary is None:
+                continue
+            properties = snapshot.summary.additional_properties  # as the delta branch: str to str
+            commit = {k: properties[k] for k in COMMIT_KEYS} if COMMIT_KEYS[1] in properties else None
+            # one catalog commit of a mirror's merge is its deletes' snapshot, then its rows' append
+            if commit is not None and not (commits and commits[-1] == commit and not follows_append):
+                commits.append(commit)
+            follows_append = snapshot.summary.operation.value == "append"
+        return commits
     history = delta_table(spec).history()
     return [{k: c[k] for k in COMMIT_KEYS} for c in reversed(history) if COMMIT_KEYS[1] in c]

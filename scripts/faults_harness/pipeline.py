@@ -16,9 +16,9 @@ from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.runtime import AIRFLOW_SINKS, object_storage
 from airflow_kafka_offsets.sinks import REPORT_NAME, Sink
 from faults_harness.avro_values import AvroValues
-from faults_harness.context import PARTITIONS, Context
+from faults_harness.context import MERGE_SINKS, PARTITIONS, Context
 from faults_harness.procs import Worker, worker_argv, worker_env
-from faults_harness.records import produce_wave
+from faults_harness.records import mirror_state, produce_changes, produce_wave
 from faults_harness.results import StepLog
 from faults_harness.worker import SPARK_CONF_ENV
 
@@ -52,7 +52,11 @@ class Pipeline:
     # records ---------------------------------------------------------------------
 
     def produce(self, count: int, tag: str) -> list[dict[str, Any]]:
-        acked = produce_wave(self.ctx.info.bootstrap_servers, self.topic, count, tag, self.avro)
+        servers = self.ctx.info.bootstrap_servers
+        if self.ctx.sink in MERGE_SINKS:
+            acked = produce_changes(servers, self.topic, count, tag, sorted(mirror_state(self.produced)), self.rng)
+        else:
+            acked = produce_wave(servers, self.topic, count, tag, self.avro)
         with self._lock:
             self.produced += acked
         return acked
@@ -86,6 +90,7 @@ class Pipeline:
             sink=self.ctx.sink_option(self.name),
             value_format=self.avro.value_format if self.avro else None,
             keep_raw_value=self.ctx.keep_raw_value,
+            json_schema=self.ctx.json_schema,
         )
         env = worker_env(
             self.ctx.info.airflow_env(),

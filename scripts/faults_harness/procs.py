@@ -228,6 +228,7 @@ def worker_argv(
     sink: dict[str, str] | None = None,
     value_format: dict[str, str] | None = None,
     keep_raw_value: bool = True,
+    json_schema: str | None = None,
 ) -> list[str]:
     argv = [
         sys.executable,
@@ -257,6 +258,8 @@ def worker_argv(
         argv += ["--value-format", json.dumps(value_format)]
     if not keep_raw_value:
         argv += ["--keep-raw-value", "false"]
+    if json_schema is not None:
+        argv += ["--json-schema", json_schema]
     return argv
 
 

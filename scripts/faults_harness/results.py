@@ -56,6 +56,10 @@ class TrialResult:
         return self.verdict.torn if self.verdict else None
 
     @property
+    def differing(self) -> int | None:
+        return self.verdict.differing if self.verdict else None
+
+    @property
     def ok(self) -> bool:
         return self.error is None and self.verdict is not None and self.verdict.ok
 
@@ -75,10 +79,12 @@ def summarize(results: list[TrialResult], kinds: list[str]) -> tuple[list[str], 
         failed = sum(1 for r in mine if not r.ok)
         fired = sum(1 for r in mine if r.fired)
         torn = [r.torn for r in mine if r.torn is not None]
-        ok = ok and not lost and not dup and not failed and not sum(torn)
+        differing = [r.differing for r in mine if r.differing is not None]
+        ok = ok and not lost and not dup and not failed and not sum(torn) and not sum(differing)
         lines.append(
             f"{kind}: trials {len(mine)}, lost {lost}, duplicated {dup}"
             + (f", torn batches {sum(torn)}" if torn else "")
+            + (f", mirror rows differing {sum(differing)}" if differing else "")
             + f" (failed {failed}, faults fired {fired}/{len(mine)})"
         )
     return lines, ok

@@ -39,8 +39,10 @@ from airflow_kafka_offsets.sinks.manifest import manifest_uri
 from faults_harness import avro_values
 from faults_harness.lake_readers import COMMIT_KEYS, manifest_listing, read_table, table_commits
 from faults_harness.multi_tables import multi_table_rows
+from faults_harness.records import mirror_state
 
 COLUMNS = ["key", "topic", "partition", "offset"]
+MIRROR_COLUMNS = ["id", "n", "_kafka_partition", "_kafka_offset"]  # a mirror table's (merge sinks)
 DECODED = ["decoded", "decode_error", "value"]  # what a decoding pipeline's rows are checked for
 ACTOR = Actor(dag_id="faults_harness", run_id="verify")
 OPERATION, BATCH, ATTEMPT = COMMIT_KEYS
@@ -61,16 +63,18 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     torn: int | None = None  # sinks of many tables: batches a reader sees in one table and not another
+    differing: int | None = None  # mirror tables: rows whose value or provenance is not their key's last change
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.unexpected or self.problems or self.torn)
+        return not (self.lost or self.duplicated or self.unexpected or self.problems or self.torn or self.differing)
 
     def summary(self) -> str:
         return (
             f"{self.batches} committed batches, {self.read} records read for {self.produced} produced: "
             f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}"
             + ("" if self.torn is None else f", torn {self.torn}")
+            + ("" if self.differing is None else f", rows differing {self.differing}")
         )
 
 
@@ -189,6 +193,11 @@ def verify(  # noqa: C901 - one check after another, each adding to the verdict
         )
         cursors = tx.cursors(pipeline)
 
+    if spec.sink.merge is not None:  # a mirror: one row per live key, not one per record
+        rows = _table_rows(ledger, spec, committed, planned, verdict, MIRROR_COLUMNS)
+        verdict.read = len(rows)
+        check_mirror(rows, produced, verdict, expect_drained)
+        return _check_ledger(ledger, spec, planned, running, cursors, produced, verdict, expect_drained)
     avro = any("error" in p for p in produced)
     columns = COLUMNS + (DECODED if avro else [])
     if spec.sink.format is SinkFormat.DIRECTORY:
@@ -254,6 +263,42 @@ def verify(  # noqa: C901 - one check after another, each adding to the verdict
         if n:
             verdict.notes.append(f"{n} ids {name}, e.g. {example}")
 
+    return _check_ledger(ledger, spec, planned, running, cursors, produced, verdict, expect_drained)
+
+
+def check_mirror(rows: list[dict[str, Any]], produced: list[dict[str, Any]], verdict: Verdict, drained: bool) -> None:
+    """A mirror's rows against the state the produced changes leave: each live key once, with its last
+    value and where that came from; no deleted or unknown key."""
+    expected = mirror_state(produced)
+    copies = Counter(str(r["id"]) for r in rows)
+    verdict.duplicated = sum(1 for n in copies.values() if n > 1)
+    verdict.lost = sum(1 for rid in expected if rid not in copies) if drained else 0
+    verdict.unexpected = sum(1 for rid in copies if rid not in expected)
+    differ = [
+        r["id"]
+        for r in rows
+        if r["id"] in expected
+        and (r["n"], r["_kafka_partition"], r["_kafka_offset"])
+        != (expected[r["id"]]["n"], expected[r["id"]]["partition"], expected[r["id"]]["offset"])
+    ]
+    verdict.differing = len(differ) if drained else 0
+    if differ and drained:
+        verdict.notes.append(f"{len(differ)} mirror rows differ from the last change of their key, e.g. {differ[:3]}")
+    verdict.notes.append(f"mirror: {len(rows)} rows for {len(expected)} live keys of {len(produced)} changes")
+
+
+def _check_ledger(
+    ledger: Ledger,
+    spec: PipelineSpec,
+    planned: int | None,
+    running: list[tuple[Any, ...]],
+    cursors: dict[TopicPartition, int],
+    produced: list[dict[str, Any]],
+    verdict: Verdict,
+    expect_drained: bool,
+) -> Verdict:
+    """The ledger's own checks: contiguous, nothing left planned, staging swept, cursors at the ends."""
+    pipeline = spec.name
     verdict.problems += [f"ledger not contiguous: {p}" for p in ledger.contiguity_problems(pipeline)]
     if planned is not None and expect_drained:
         verdict.problems.append(f"batch {planned} is still planned after recovery")

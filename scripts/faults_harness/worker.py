@@ -99,6 +99,7 @@ def operator(
         "sink": json.loads(args.sink) if args.sink else None,
         "max_records_per_batch": args.max_records,
         "value_format": json.loads(args.value_format) if args.value_format else None,
+        "json_schema": args.json_schema,
         "keep_raw_value": args.keep_raw_value,
     }
     spark_conf = json.loads(os.environ.get(SPARK_CONF_ENV) or "{}")
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--try-number", type=int, default=1)
     parser.add_argument("--sink", default=None, help="the plan step's sink option as JSON (default: directories)")
     parser.add_argument("--value-format", default=None, help="the plan step's value_format as JSON (Avro values)")
+    parser.add_argument("--json-schema", default=None, help="the plan step's json_schema (mirror tables)")
     parser.add_argument("--keep-raw-value", default=None, help="the plan step's keep_raw_value (true or false)")
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -17,7 +17,9 @@ reader's shape, every corrupted record as a decode error at its offset (``script
 runs the other sinks, the directory's ``_errors/`` checked too). A batch into many Iceberg tables
 gets the commit's crash points, its tables read at every batch's snapshots; in the stack's Iceberg REST
 catalog (``--sink iceberg-rest-multi``) the catalog is SIGKILLed and restarted with the batch's multi-table
-transaction in flight (``catalog_restart``). The one-task form
+transaction in flight (``catalog_restart``). A mirror table (``--sink iceberg-merge``: keyed upserts and
+tombstones) gets crashes after Spark and around its commit, and must equal the last change of every key.
+The one-task form
 (``--form one-task``: ``KafkaBatchOperator`` plans, reads and commits in one worker) gets a crash
 in its plan, its read and its commit on successive tries in each execution mode; every retry must
 replay the planned batch.
@@ -106,6 +108,22 @@ def test_a_rest_catalog_restarted_with_a_transaction_in_flight_leaves_no_torn_ba
     summary, result = run_one("catalog_restart", tmp_path / "faults", **options)
     assert summary == ["catalog_restart: trials 1, lost 0, duplicated 0, torn batches 0 (failed 0, faults fired 1/1)"]
     assert "POST /v1/transactions/commit" in result.fault and "the try failed: CatalogUnavailableError" in result.fault
+
+
+@pytest.mark.parametrize("sink", ["iceberg-merge", pytest.param("delta-merge", marks=pytest.mark.long)])
+def test_a_mirror_table_equals_the_last_change_of_every_key_through_crashes_around_its_commit(
+    stack, spark_connect, tmp_path, sink
+):
+    """Keyed upserts and tombstones merged into a mirror table: the read killed after Spark, the commit killed
+    after the merge was published and inside the ledger's transaction; the mirror holds each live key once,
+    with its last value and where it came from, and no deleted key."""
+    connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
+    chain = "after_spark+after_publish+in_commit_transaction"
+    summary, _ = run_one(chain, tmp_path / "faults", sink=sink, spark_connect=connect, records=(30, 60))
+    assert summary == [
+        f"{kind}: trials 1, lost 0, duplicated 0, mirror rows differing 0 (failed 0, faults fired 1/1)"
+        for kind in chain.split("+")
+    ]
 
 
 ONE_TASK_CHAINS = {
