@@ -70,6 +70,7 @@ from airflow_kafka_offsets.errors import (
     SchemaEvolutionError,
 )
 from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.object_storage.access import is_object_store
 from airflow_kafka_offsets.sinks import iceberg_merge
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.sinks.change_set import read_changes
@@ -335,6 +336,14 @@ class IcebergSink:
     def table(self) -> Table:
         return self.catalog().load_table(self.identifier)
 
+    def create_table(self, schema: Any) -> Table:
+        """Create the table unless it exists. A REST catalog places it under its warehouse, unless the
+        pipeline's root is on local disk: then under the root (``<root>/<namespace>/<name>``), as the
+        ledger's catalog does, which a catalog server on the workers' machines can write."""
+        local = self._rest is not None and not is_object_store(self.warehouse)
+        location = files.join(self.warehouse, *self.identifier) if local else None
+        return self.catalog().create_table_if_not_exists(self.identifier, schema=schema, location=location)
+
     @property
     def location(self) -> str:
         if self._location is None:
@@ -356,7 +365,7 @@ class IcebergSink:
         wanted = table_schema(decode, self.merge)
         self.ensure_namespace()
         if not catalog.table_exists(self.identifier):
-            table = catalog.create_table_if_not_exists(self.identifier, schema=wanted)
+            table = self.create_table(wanted)
             if self.partition_by == "day" and table.spec().is_unpartitioned():
                 with table.update_spec() as spec:  # hidden partitioning: no extra column
                     spec.add_field("timestamp", DayTransform(), "timestamp_day")

@@ -189,7 +189,7 @@ class MultiTableSink:
                 if self.atomic:
                     done[name] = sink.commit_locked(tx, own, files_in)
                 else:
-                    sink.catalog().create_table_if_not_exists(sink.identifier, schema=output_schema(own.decode))
+                    sink.create_table(output_schema(own.decode))
                     done[name] = sink.commit_idempotently(own, files_in)
             else:
                 done[name] = {"version": sink.commit_once(own, data), "records": records}
@@ -210,7 +210,7 @@ class MultiTableSink:
             staged = []
             for name in sorted(touched):
                 sink = self.table_sink(name)
-                sink.catalog().create_table_if_not_exists(sink.identifier, schema=output_schema(own[name].decode))
+                sink.create_table(output_schema(own[name].decode))
                 table = sink.table()
                 if sink.holding_snapshot(table, own[name]) is None:
                     data = files.join(publication.staging_uri or "", f"{TABLE_COLUMN}={name}")

@@ -12,7 +12,8 @@ and every other request needs the bearer token that grant returns.
 
 The backend is Iceberg's JDBC catalog in its own database (``iceberg_rest``) of the stack's
 PostgreSQL; table files go to the stack's S3 server through S3FileIO, under
-``s3://<bucket>/iceberg-rest``. With ``include-credentials`` the server vends the S3 key to clients
+``s3://<bucket>/iceberg-rest``, or to local disk (HadoopFileIO) for a table created with a ``file:``
+location, ResolvingFileIO picking by the location. With ``include-credentials`` the server vends the S3 key to clients
 in each table's config, as catalogs with credential vending do. The catalog's settings reach the
 server as ``CATALOG_*`` environment variables (read as ``RESTCatalogServer`` reads them), the
 client secret and the token as ``AKO_REST_*`` ones: nothing secret is on its command line.
@@ -88,7 +89,8 @@ def environment(cfg: dict[str, Any], pg: dict[str, Any], s3: dict[str, Any]) -> 
         "CATALOG_JDBC_PASSWORD": Path(pg["password_file"]).read_text().strip(),
         "CATALOG_JDBC_SCHEMA__VERSION": "V1",
         "CATALOG_WAREHOUSE": cfg["warehouse"],
-        "CATALOG_IO__IMPL": "org.apache.iceberg.aws.s3.S3FileIO",
+        # S3FileIO for s3: locations, HadoopFileIO for file: ones (a table on local disk, its location given)
+        "CATALOG_IO__IMPL": "org.apache.iceberg.io.ResolvingFileIO",
         "CATALOG_S3_ENDPOINT": creds.endpoint,
         "CATALOG_S3_PATH__STYLE__ACCESS": "true",
         "CATALOG_S3_ACCESS__KEY__ID": creds.access_key,
@@ -123,8 +125,7 @@ def _argv(cfg: dict[str, Any]) -> list[str]:
 def start(cfg: dict[str, Any], pg: dict[str, Any], s3: dict[str, Any], timeout: float = 90) -> int:
     """Start the server detached and wait until it answers the stack's token; return its pid."""
     procs.ensure_port_free(cfg["port"], "Iceberg REST catalog", wait_s=10)
-    if not (Path(cfg["app_dir"]) / jars.MARKER).is_file():  # a cache cleared since `up`
-        jars.fetch_iceberg_rest(cfg["version"])
+    cfg["app_dir"] = str(jars.fetch_iceberg_rest(cfg["version"], quiet=True))  # cleared or rebuilt since `up`
     postgres.ensure_database(pg, cfg["database"])
     pid = procs.spawn_detached(_argv(cfg), Path(cfg["stdout"]), cwd=Path(cfg["base_dir"]), env=environment(cfg, pg, s3))
     try:

@@ -9,6 +9,7 @@ to the cache dir (``$AKO_CACHE_DIR``), never the work tree. A
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -157,7 +158,10 @@ def fetch_apicurio(version: str = APICURIO_VERSION, quiet: bool = False) -> Path
 
 
 def iceberg_rest_dir(version: str = ICEBERG_REST_VERSION) -> Path:
-    return state.cache_dir() / f"iceberg-rest-{version}"
+    """The server's cache, named by the version and by what is built (its POM and launcher): a change
+    to either builds it again."""
+    built = hashlib.sha256(ICEBERG_REST_POM.read_bytes() + ICEBERG_REST_LAUNCHER.read_bytes()).hexdigest()[:10]
+    return state.cache_dir() / f"iceberg-rest-{version}-{built}"
 
 
 def fetch_iceberg_rest(version: str = ICEBERG_REST_VERSION, quiet: bool = False) -> Path:

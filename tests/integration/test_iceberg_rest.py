@@ -1,5 +1,6 @@
 """An Iceberg sink whose catalog is a REST catalog: the stack's Apache Iceberg REST catalog server (JDBC
-catalog in PostgreSQL, table files on the stack's S3, OAuth2 client credentials).
+catalog in PostgreSQL, table files on the stack's S3 or, for a pipeline rooted on local disk, under its
+root; OAuth2 client credentials).
 
 The table commit cannot share the ledger's transaction: the sink commits just before the ledger's,
 idempotently. Checked here against the real server, read back with PyIceberg's RestCatalog (another
@@ -41,7 +42,7 @@ from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 
 from .helpers import assert_exactly_once, produce, refused
 from .network import Forwarder
-from .pipeline import commit, commit_dies_at, operation_context, plan, read, submitter
+from .pipeline import commit, commit_dies_at, operation_context, plan, read, run_once, submitter
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -139,6 +140,37 @@ def test_a_rest_catalog_table_gets_every_batch_once_beside_a_foreign_writer_and_
     assert operations == [("commit", "1", uid), ("commit", "2", uid), ("abort", "2", uid), ("replay", "1", uid)]
     assert len(history) == 5  # the foreign append and those four
     assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed"), (2, "aborted")]
+
+
+def test_a_rest_catalog_table_under_a_local_root_gets_every_batch_once_through_a_crash(
+    stack, ledger, make_topic, tmp_path
+):
+    """A pipeline whose root is on local disk: the REST catalog creates its table under the root (the
+    catalog server writes the table's metadata there through HadoopFileIO, Spark its data files, the
+    worker commits them); a worker dies between the table commit and the ledger's; read back through the
+    catalog, every id is there once."""
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    topic = make_topic(partitions=2)
+    sink = {"format": "iceberg", "table": f"{namespace}.events", "catalog_conn_id": CONN_ID}
+    root = tmp_path / "lake"
+    spec = build_spec("rest_local", [topic], str(root), sink=sink)
+    produced = produce(stack.bootstrap_servers, topic, 40, 2)
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome)
+    commit_dies_at(ledger, spec, outcome.plan.batch_id, "after_publish")
+    assert commit(ledger, spec, outcome.plan.batch_id).committed_now
+    produced += produce(stack.bootstrap_servers, topic, 20, 2)
+    assert run_once(ledger, spec, stack) is not None
+
+    table = reader(stack).load_table((namespace, "events"))
+    location = root / namespace / "events"
+    assert table.location() == f"file://{location}"
+    assert sorted(p.name for p in location.iterdir()) == ["data", "metadata"]
+    assert {s.summary["kafka-offsets.batch"] for s in table.snapshots() if s.summary} == {"1", "2"}
+    rows = rows_of(table.scan().to_arrow())
+    assert len(rows) == 60
+    assert_exactly_once(rows, produced)
+    assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed"), (2, "committed")]
 
 
 @pytest.mark.parametrize("wrong", ["secret", "token"])

@@ -51,6 +51,7 @@ from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_
 # runs every line (AKO_SPARK_LINES=3.5,4.0,4.1,4.2) and writes the README's compatibility table.
 LINES = os.environ.get("AKO_SPARK_LINES", "3.5,4.0").split(",")
 JSON_SCHEMA = "id STRING, n INT"
+FOREIGN_KEY = b"spark-writer"  # the key of the row Spark's own table writer appends
 # The connector release each line's home gets by default (tests/integration/test_spark_published.py).
 CENTRAL_CONNECTOR = {"3.5": "3.5.7", "4.0": "4.0.0", "4.1": "4.1.1", "4.2": "4.2.0"}
 
@@ -174,22 +175,41 @@ def test_a_connector_built_for_another_spark_is_refused_before_anything_is_plann
 
 
 SPARK_TABLE_READER = """
-import json, sys
+import json, os, sys, time
 from pyspark.sql import SparkSession
+from pyspark.sql.functions import lit
 with open(sys.argv[1]) as handle:
     job = json.load(handle)
 spark = SparkSession.builder.master("local[1]").appName("table-reader").getOrCreate()
-reader = spark.table(job["table"]) if job["table"] else spark.read.format("delta").load(job["location"])
-for row in reader.select("key", "partition", "offset").collect():
+def table():
+    return spark.table(job["table"]) if job["table"] else spark.read.format("delta").load(job["location"])
+if job["foreign_key"]:  # a foreign writer: Spark appends a row of its own with its own table writer
+    row = table().limit(1).withColumn("key", lit(job["foreign_key"].encode())).withColumn("topic", lit("elsewhere"))
+    if job["table"]:
+        row.writeTo(job["table"]).append()
+    else:
+        row.write.format("delta").mode("append").save(job["location"])
+    print("appended", flush=True)
+    deadline = time.time() + 600  # a test that failed meanwhile never says so
+    while not os.path.exists(job["go"]):  # read once the test says the batch is committed (the
+        if time.time() > deadline:  # application's stdin is spark-submit's JVM's, not the test's)
+            sys.exit("never told to read")
+        time.sleep(0.2)
+if job["table"]:
+    spark.catalog.refreshTable(job["table"])  # the catalog cached the table as Spark's append left it
+for row in table().select("key", "partition", "offset").collect():
     print(json.dumps({"key": row.key.hex(), "partition": row.partition, "offset": row.offset}))
 spark.stop()
 """
 
 
-def spark_table_rows(stack, ledger: Ledger, spec, home: Path, tmp_path: Path) -> list[dict]:
-    """The table as the line's Spark reads it with its own table runtime (iceberg-spark-runtime through
-    the JDBC catalog in the ledger's database, or through the stack's REST catalog with S3FileIO;
-    delta-spark), in a spark-submit of its own."""
+def spark_table_session(
+    stack, ledger: Ledger, spec, home: Path, tmp_path: Path, foreign_key: bytes
+) -> subprocess.Popen:
+    """A spark-submit of the line's Spark with its own table runtime (iceberg-spark-runtime through the
+    JDBC catalog in the ledger's database, or through the stack's REST catalog with S3FileIO;
+    delta-spark) that appends a row keyed ``foreign_key`` to the table, prints ``appended``, and reads
+    the whole table once told to (``spark_table_rows``)."""
     spark = spark_home_spark(home)
     assert spark is not None
     package = table_reader_package(spec.sink.format.value, spark.version)
@@ -237,18 +257,32 @@ def spark_table_rows(stack, ledger: Ledger, spec, home: Path, tmp_path: Path) ->
     properties.touch(mode=0o600)
     properties.write_text("".join(f"{key} {value}\n" for key, value in job.pop("conf").items()))
     job_file = tmp_path / "reader-job.json"
-    job_file.write_text(json.dumps(job))
+    job_file.write_text(json.dumps(job | {"foreign_key": foreign_key.decode(), "go": str(tmp_path / "go")}))
     script = tmp_path / "reader.py"
     script.write_text(SPARK_TABLE_READER)
-    result = subprocess.run(
-        [str(home / "bin" / "spark-submit"), "--properties-file", str(properties), str(script), str(job_file)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=spark_lines.submit_env(home),
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    with open(tmp_path / "reader.err", "w") as err:  # the child keeps its own descriptor
+        session = subprocess.Popen(
+            [str(home / "bin" / "spark-submit"), "--properties-file", str(properties), str(script), str(job_file)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=spark_lines.submit_env(home),
+        )
+    assert session.stdout is not None
+    said = [session.stdout.readline()]  # spark-submit's own lines (ivy's) come first
+    while said[-1] not in ("appended\n", ""):
+        said.append(session.stdout.readline())
+    assert said[-1] == "appended\n", f"{said!r}: {(tmp_path / 'reader.err').read_text()[-4000:]}"
+    return session
+
+
+def spark_table_rows(session: subprocess.Popen, tmp_path: Path) -> list[dict]:
+    """What the session reads of the whole table, once told to."""
+    (tmp_path / "go").touch()
+    out, _ = session.communicate(timeout=600)
+    assert session.returncode == 0, (tmp_path / "reader.err").read_text()[-4000:]
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return [{**r, "key": bytes.fromhex(r["key"])} for r in rows]
 
 
@@ -262,8 +296,9 @@ def test_sparks_own_table_readers_see_every_id_once_after_crashed_commits(
 ):
     """Spark's table runtimes (iceberg-spark-runtime through the JDBC catalog or the REST catalog,
     delta-spark) read what the sinks committed, after a worker died between publishing and the
-    ledger's commit and after one died inside the commit transaction (the batches on the warm Spark
-    Connect server: the readers are the subject)."""
+    ledger's commit and after one died inside the commit transaction; the same Spark appended a row
+    of its own while the last batch was in flight, which that batch's commit goes on top of (the
+    batches on the warm Spark Connect server: Spark's writers and readers are the subject)."""
     home = spark_lines.spark_home(spark_lines.resolve(line))
     topic = make_topic(partitions=2)
     name = f"spark_reads_{sink_format.replace('-', '_')}_{line.replace('.', '_')}"
@@ -277,16 +312,21 @@ def test_sparks_own_table_readers_see_every_id_once_after_crashed_commits(
     spec = build_spec(name, [topic], output_root, sink=sink)
     produced = produce(stack.bootstrap_servers, topic, 150, 2)
     assert run_once(ledger, spec, stack) is not None
+    session = None
     for point in ("after_publish", "in_commit_transaction"):
         produced += produce(stack.bootstrap_servers, topic, 100, 2)
         outcome = plan(ledger, spec, stack)
         read(ledger, spec, stack, outcome)
+        if point == "in_commit_transaction":  # Spark commits a row of its own to the table first
+            session = spark_table_session(stack, ledger, spec, home, tmp_path, FOREIGN_KEY)
         commit_dies_at(ledger, spec, outcome.plan.batch_id, point)
         commit(ledger, spec, outcome.plan.batch_id)  # the retry commits the same batch once
 
-    rows = spark_table_rows(stack, ledger, spec, home, tmp_path)
-    assert len(rows) == 350
-    assert_exactly_once(rows, produced)
+    assert session is not None
+    rows = spark_table_rows(session, tmp_path)
+    assert len(rows) == 351
+    assert [r["key"] for r in rows].count(FOREIGN_KEY) == 1
+    assert_exactly_once([r for r in rows if r["key"] != FOREIGN_KEY], produced)
 
 
 @pytest.mark.integration

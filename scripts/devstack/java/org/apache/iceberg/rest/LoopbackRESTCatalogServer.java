@@ -31,6 +31,7 @@ import java.security.MessageDigest;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.iceberg.CatalogUtil;
 import org.apache.iceberg.catalog.Catalog;
 import org.eclipse.jetty.server.Server;
@@ -108,7 +109,8 @@ public final class LoopbackRESTCatalogServer {
   public static void main(String[] args) throws Exception {
     Map<String, String> properties = new HashMap<>(RCKUtils.environmentCatalogConfig());
     String name = properties.getOrDefault(RESTCatalogServer.CATALOG_NAME, "rest_backend");
-    Catalog backend = CatalogUtil.buildIcebergCatalog(name, properties, null);
+    // a Hadoop configuration for HadoopFileIO, which ResolvingFileIO picks for tables on local disk
+    Catalog backend = CatalogUtil.buildIcebergCatalog(name, properties, new Configuration());
     RESTCatalogServer.CatalogContext context = new RESTCatalogServer.CatalogContext(backend, properties);
 
     ServletContextHandler handler = new ServletContextHandler(ServletContextHandler.NO_SESSIONS);
