@@ -138,8 +138,8 @@ def open_sink(
         return opener(SinkOpening(spec, catalog_uri, catalog_name, s3, external_catalog))
     except ImportError as exc:
         extra = SINK_FORMATS[fmt].extra
-        if extra is None:
-            raise
+        if extra is None or (exc.name or "").partition(".")[0] == __name__.partition(".")[0]:
+            raise  # not a library the extra installs: this package's own module failed to import
         raise ConfigurationError(
             f"pipeline {spec.name!r} writes {fmt.value} tables, which needs {exc.name}: "
             f"pip install 'airflow-kafka-offsets[{extra}]'"

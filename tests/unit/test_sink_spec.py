@@ -7,7 +7,7 @@ import pytest
 from airflow_kafka_offsets.core.model import BatchPlan, PartitionRange, PipelineSpec, SinkFormat, SinkSpec
 from airflow_kafka_offsets.core.spec import build_sink, build_spec, updated_spec
 from airflow_kafka_offsets.core.spec_diff import change_refusals, diff_specs
-from airflow_kafka_offsets.errors import InvalidPipelineSpecError
+from airflow_kafka_offsets.errors import ConfigurationError, InvalidPipelineSpecError
 from airflow_kafka_offsets.sinks.base import Publication
 
 
@@ -138,3 +138,26 @@ def test_a_sink_of_many_tables_opens_through_the_registry(tmp_path):
         assert sink.format.value == fmt
     with pytest.raises(InvalidPipelineSpecError, match="tables and route need the iceberg or delta sink"):
         build_spec("p", ["a"], str(tmp_path), sink={"format": "directory", "tables": {"a": "t"}})
+
+
+@pytest.mark.parametrize(
+    ("missing", "refusal"),
+    [
+        ("pyiceberg", "writes iceberg tables, which needs pyiceberg: pip install 'airflow-kafka-offsets\\[iceberg\\]'"),
+        ("airflow_kafka_offsets.errors", None),  # the package's own module failing to import is not an extra
+    ],
+)
+def test_a_table_library_that_fails_to_import_names_its_extra_and_nothing_else_does(monkeypatch, missing, refusal):
+    from airflow_kafka_offsets.sinks import OPENERS, open_sink
+
+    def opener(_: object) -> None:
+        raise ImportError(f"cannot import from {missing}", name=missing)
+
+    monkeypatch.setitem(OPENERS, SinkFormat.ICEBERG, opener)
+    spec = build_spec("p", ["t"], "/lake", sink={"format": "iceberg", "table": "ns.t"})
+    if refusal is None:
+        with pytest.raises(ImportError, match=f"cannot import from {missing}"):
+            open_sink(spec, "postgresql://unused", "kafka_offsets")
+    else:
+        with pytest.raises(ConfigurationError, match=refusal):
+            open_sink(spec, "postgresql://unused", "kafka_offsets")
