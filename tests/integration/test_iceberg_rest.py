@@ -142,34 +142,48 @@ def test_a_rest_catalog_table_gets_every_batch_once_beside_a_foreign_writer_and_
     assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed"), (2, "aborted")]
 
 
-def test_a_rest_catalog_table_under_a_local_root_gets_every_batch_once_through_a_crash(
-    stack, ledger, make_topic, tmp_path
+@pytest.mark.parametrize("tables", [1, 2])
+def test_rest_catalog_tables_under_a_local_root_get_every_batch_once_through_a_crash(
+    stack, ledger, make_topic, tmp_path, tables
 ):
-    """A pipeline whose root is on local disk: the REST catalog creates its table under the root (the
-    catalog server writes the table's metadata there through HadoopFileIO, Spark its data files, the
-    worker commits them); a worker dies between the table commit and the ledger's; read back through the
-    catalog, every id is there once."""
+    """A pipeline whose root is on local disk, into one table or two (one per topic, committed in one
+    catalog transaction): the REST catalog creates each table under the root (the catalog server writes
+    its metadata there through HadoopFileIO; Spark's data files are under the root too, the worker commits
+    them); a worker dies between the table commits and the ledger's; read back through the catalog, every
+    id is there once."""
     namespace = f"rest_{uuid.uuid4().hex[:8]}"
-    topic = make_topic(partitions=2)
-    sink = {"format": "iceberg", "table": f"{namespace}.events", "catalog_conn_id": CONN_ID}
+    topics = [make_topic(partitions=2) for _ in range(tables)]
+    names = {topic: f"events{i}" for i, topic in enumerate(topics)}
+    if tables == 1:
+        sink = {"format": "iceberg", "table": f"{namespace}.{names[topics[0]]}", "catalog_conn_id": CONN_ID}
+    else:
+        sink = {
+            "format": "iceberg",
+            "tables": {t: f"{namespace}.{n}" for t, n in names.items()},
+            "catalog_conn_id": CONN_ID,
+        }
     root = tmp_path / "lake"
-    spec = build_spec("rest_local", [topic], str(root), sink=sink)
-    produced = produce(stack.bootstrap_servers, topic, 40, 2)
+    spec = build_spec(f"rest_local_{tables}", topics, str(root), sink=sink)
+    produced = {t: produce(stack.bootstrap_servers, t, 40, 2) for t in topics}
     outcome = plan(ledger, spec, stack)
     read(ledger, spec, stack, outcome)
     commit_dies_at(ledger, spec, outcome.plan.batch_id, "after_publish")
     assert commit(ledger, spec, outcome.plan.batch_id).committed_now
-    produced += produce(stack.bootstrap_servers, topic, 20, 2)
+    for topic in topics:
+        produced[topic] += produce(stack.bootstrap_servers, topic, 20, 2)
     assert run_once(ledger, spec, stack) is not None
 
-    table = reader(stack).load_table((namespace, "events"))
-    location = root / namespace / "events"
-    assert table.location() == f"file://{location}"
-    assert sorted(p.name for p in location.iterdir()) == ["data", "metadata"]
-    assert {s.summary["kafka-offsets.batch"] for s in table.snapshots() if s.summary} == {"1", "2"}
-    rows = rows_of(table.scan().to_arrow())
-    assert len(rows) == 60
-    assert_exactly_once(rows, produced)
+    for topic, name in names.items():
+        table = reader(stack).load_table((namespace, name))
+        location = root / namespace / name
+        assert table.location() == f"file://{location}"
+        assert (location / "metadata").is_dir()  # the catalog server's, through HadoopFileIO
+        data = [task.file.file_path for task in table.scan().plan_files()]
+        assert data and all(path.startswith(f"file://{root}/") for path in data)  # Spark's, under the root
+        assert {s.summary["kafka-offsets.batch"] for s in table.snapshots() if s.summary} == {"1", "2"}
+        rows = rows_of(table.scan().to_arrow())
+        assert len(rows) == 60
+        assert_exactly_once(rows, produced[topic])
     assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed"), (2, "committed")]
 
 
