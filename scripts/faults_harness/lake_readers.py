@@ -57,7 +57,12 @@ def iceberg_catalog(catalog_uri: str, catalog_name: str, spec: PipelineSpec) -> 
         return SqlCatalog(catalog_name, uri=catalog_uri, **_storage(spec).pyiceberg_properties())
     if spec.sink.catalog_conn_id != ICEBERG_REST_CONN_ID:
         raise ValueError(f"no reader for the catalog connection {spec.sink.catalog_conn_id!r}")
-    info = devstack.current()
+    return rest_reader(devstack.current())
+
+
+def rest_reader(info: devstack.StackInfo) -> RestCatalog:
+    """The stack's REST catalog as a client that knows nothing of the ledger opens it: the bearer token,
+    the S3 credentials the catalog vends."""
     if not (info.iceberg_rest_uri and info.iceberg_rest_token and info.s3_endpoint):
         raise ValueError("the stack has no REST catalog server: run `scripts/stack up`")
     s3 = {"s3.endpoint": info.s3_endpoint, "s3.region": info.s3_region or "us-east-1"}

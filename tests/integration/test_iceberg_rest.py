@@ -39,6 +39,7 @@ from airflow_kafka_offsets.service.operations.status import pipeline_status, ren
 from airflow_kafka_offsets.sinks import iceberg_rest_transaction as rest_transaction
 from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
+from faults_harness import lake_readers
 
 from .helpers import assert_exactly_once, produce, refused
 from .network import Forwarder
@@ -52,12 +53,7 @@ FOREIGN = b"other-writer"
 
 def reader(stack) -> RestCatalog:
     """A client that knows nothing of the ledger: the bearer token, S3 credentials vended by the catalog."""
-    return RestCatalog(
-        "reader",
-        uri=stack.iceberg_rest_uri,
-        token=stack.iceberg_rest_token,
-        **{"s3.endpoint": stack.s3_endpoint, "s3.region": stack.s3_region},
-    )
+    return lake_readers.rest_reader(stack)
 
 
 def rows_of(table: pa.Table) -> list[dict]:
