@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.exceptions import AirflowFailException
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.core.operation_fields import parse_request
 from airflow_kafka_offsets.core.operation_input import is_blank, parse_bool

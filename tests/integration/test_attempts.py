@@ -165,6 +165,7 @@ def test_two_replays_of_one_batch_at_once_both_publish_the_same_records(stack, l
         )
 
 
+@pytest.mark.long  # the model's dead workers and expired leases, and the contract's attempts on both ledgers
 def test_attempts_of_killed_workers_are_dead_and_swept(stack, ledger, pipe):
     """Issue 9.4: a worker killed during Spark leaves a 'running' attempt; once its lease expires it
     is dead for status, a new read starts its own attempt, and sweep (dry run first) removes its

@@ -11,7 +11,7 @@ concurrent and stale runs are in test_concurrency.py. The table sinks on S3 get 
 (the S3 server SIGKILLed and restarted during the Spark job, then between the table commit and
 the ledger's), read back by PyIceberg and delta-rs, on the warm Spark Connect server. With Avro values
 (``--avro``: three writer versions through the stack's schema registry, a corrupted record per
-partition) an Iceberg table's committer is killed between the table commit and the ledger's, then
+partition; a long test) an Iceberg table's committer is killed between the table commit and the ledger's, then
 inside the ledger's, then its COMMIT's answer is lost: every id lands once with its fields typed in the
 reader's shape, every corrupted record as a decode error at its offset (``scripts/faults --avro --sink directory|delta``
 runs the other sinks, the directory's ``_errors/`` checked too). A batch into many Iceberg tables
@@ -20,7 +20,7 @@ catalog (``--sink iceberg-rest-multi``) the catalog is SIGKILLed and restarted w
 transaction in flight (``catalog_restart``). A mirror table (``--sink iceberg-merge``: keyed upserts and
 tombstones) gets crashes after Spark and around its commit, and must equal the last change of every key.
 The one-task form
-(``--form one-task``: ``KafkaBatchOperator`` plans, reads and commits in one worker) gets a crash
+(``--form one-task``: ``KafkaBatchOperator`` plans, reads and commits in one worker; a long test) gets a crash
 in its plan, its read and its commit on successive tries in each execution mode; every retry must
 replay the planned batch.
 """
@@ -65,7 +65,10 @@ def test_s3_server_restarted_during_spark_and_inside_the_commit_of_a_table_sink(
     assert summary == ["s3_restart: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
 
 
-@pytest.mark.parametrize("keep_raw_value", [True, pytest.param(False, marks=pytest.mark.long)])
+# Long: Avro's decoding is test_avro.py's (three writer versions, corrupted records, every sink), the crashes
+# between an Iceberg table's commit and the ledger's are the multi-table, mirror and lost-answer cases' below
+@pytest.mark.long
+@pytest.mark.parametrize("keep_raw_value", [True, False])
 def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(
     stack, spark_connect, tmp_path, keep_raw_value
 ):
@@ -133,10 +136,10 @@ ONE_TASK_CHAINS = {
 }
 
 
-# spark-submit's chain (its process group killed in Spark's read too) runs with the long tests
-@pytest.mark.parametrize(
-    "mode", [pytest.param(m, marks=pytest.mark.long) if m == "spark-submit" else m for m in sorted(ONE_TASK_CHAINS)]
-)
+# Long: the retries' replay of the planned batch is the in-memory model's (tests/unit/test_ledger_model.py);
+# the one-task form's own kill inside the commit is test_one_task.py's, on Spark Connect
+@pytest.mark.long
+@pytest.mark.parametrize("mode", sorted(ONE_TASK_CHAINS))
 def test_one_task_form_replays_its_batch_through_crashes_in_its_plan_read_and_commit(stack, request, tmp_path, mode):
     """Each crash kills the whole batch task; each retry runs it again from the plan, which must
     replay the planned batch (the harness refuses a try that started with a batch planned and ran

@@ -222,7 +222,8 @@ def listener(stack, protocol: str) -> Listener:
     )
 
 
-@pytest.fixture(params=["SASL_PLAINTEXT", "SASL_SSL"])
+# SASL_PLAINTEXT (PLAIN) runs with the long tests: its secret takes the same way as SASL_SSL's (SCRAM over TLS)
+@pytest.fixture(params=[pytest.param("SASL_PLAINTEXT", marks=pytest.mark.long), "SASL_SSL"])
 def secured_kafka_default(request, stack, airflow_db, monkeypatch) -> Iterator[Listener]:
     """``kafka_default`` -> a secured listener, stored in the Airflow metadata DB (not in the environment)."""
     from airflow.models import Connection
