@@ -22,7 +22,7 @@ class SinkOptions:
     partition_by: str | None = option(None, "`day`: partition a table by the UTC day of the record timestamp")
     catalog_conn_id: str | None = option(
         None,
-        "Iceberg: a SQL catalog in another PostgreSQL database "
+        "Iceberg: another catalog, a REST catalog or a SQL catalog in another PostgreSQL database "
         "([Sinks](sinks.md#tables-apache-iceberg-and-delta-lake))",
     )
     tables: Mapping[str, str] | None = option(

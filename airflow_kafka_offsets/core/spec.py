@@ -116,11 +116,11 @@ def _merge(pipeline: str, options: Mapping[str, Any], sink_format: SinkFormat) -
         )
     if len(set(key)) != len(key):
         raise InvalidPipelineSpecError(f"pipeline {pipeline!r}: merge_key names a column twice: {list(key)}")
-    given = [name for name in ("partition_by", "catalog_conn_id", "tables", "route") if options.get(name)]
+    given = [name for name in ("partition_by", "tables", "route") if options.get(name)]
     if given:
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: a mirror table (merge_key) takes no {', '.join(given)}: it is one table, "
-            "unpartitioned (for Iceberg in the ledger's catalog: its merge commits in the ledger's transaction)"
+            "unpartitioned"
         )
     changes = enum_value(
         ChangeFormat, options.get("changes") or ChangeFormat.DEBEZIUM, f"pipeline {pipeline!r}: changes"

@@ -21,9 +21,11 @@ a crash left in the table back out in a new snapshot. Both catalog kinds take th
 Layout: ``<table location>/data/batch=<N>/<attempt>/part-*.parquet``; readers follow the table.
 
 Merge mode (a ``MergeSpec``: the table mirrors a source table): the attempt's change set
-(``<attempt>/_changes/``, the last change per key, computed by Spark) is applied in the same locked
-commit by :mod:`airflow_kafka_offsets.sinks.iceberg_merge`: a copy-on-write overwrite that rewrites only
-the data files whose key statistics may hold a changed key.
+(``<attempt>/_changes/``, the last change per key, computed by Spark) is applied in the same commit (the
+locked one in the ledger's catalog, the idempotent one in another) by
+:mod:`airflow_kafka_offsets.sinks.iceberg_merge`: a copy-on-write overwrite that rewrites only the data files
+whose key statistics may hold a changed key. In another catalog an abort of a merge a crash left there puts
+back the state before it, only while it is the table's latest commit.
 """
 
 from __future__ import annotations
@@ -82,6 +84,9 @@ BATCH = "kafka-offsets.batch"
 ATTEMPT = "kafka-offsets.attempt"
 OPERATION = "kafka-offsets.operation"
 COMMIT_TRIES = 5
+# What a refused replay or abort of a mirror's batch says to do instead.
+REPLAY_ONLY_LATEST = "Only the latest commit of a mirror replays"
+ABORT_KEEPS_MERGE = "The batch stays planned: commit it instead (the table holds its merge; the commit records it once)"
 
 
 class LedgerCatalog(SqlCatalog):
@@ -516,8 +521,9 @@ class IcebergSink:
         transaction = table.transaction()
         if self.merge is not None:
             if publication.replay:
-                before = self._state_before(table, publication)
-                iceberg_merge.restore(transaction, table, before, properties, self._replayed(publication))
+                what = self._replayed(publication)
+                before = self._state_before(table, publication.pipeline_uid, publication.plan.batch_id, what)
+                iceberg_merge.restore(transaction, table, before, properties, what)
             iceberg_merge.merge(transaction, read_changes(self.storage, data), self.merge.key, properties)
         elif publication.replay:
             old = self._batch_files(table, publication.plan.batch_id)
@@ -535,29 +541,25 @@ class IcebergSink:
     def _replayed(publication: Publication) -> str:
         return f"replay of batch {publication.plan.batch_id} of {publication.plan.pipeline!r} into a mirror table"
 
-    def _state_before(self, table: Table, publication: Publication) -> int | None:
+    def _state_before(
+        self, table: Table, pipeline_uid: str, batch_id: int, what: str, instead: str = REPLAY_ONLY_LATEST
+    ) -> int | None:
         """The snapshot a mirror was at before the batch's first merge (None: before any snapshot), refused
         unless the table's current snapshot is the batch's last: a later commit (a later batch, another
-        writer) would be lost by merging the batch again on the state before it."""
-        history = table.snapshots()
-        mine = [
-            i
-            for i, s in enumerate(history)
-            if s.summary is not None
-            and s.summary[PIPELINE_UID] == publication.pipeline_uid
-            and s.summary[BATCH] == str(publication.plan.batch_id)
-        ]
+        writer) would be lost by putting back the state before it."""
+        mine = self._snapshot_attempts(table, pipeline_uid, batch_id)
         current = table.current_snapshot()
         if not mine:  # its merge changed no row: the state before it is the current one
             return current.snapshot_id if current is not None else None
-        last = history[mine[-1]]
-        if current is None or current.snapshot_id != last.snapshot_id:
+        last = mine[-1][1]
+        if current is None or current.snapshot_id != last:
             raise MergeOperationRefusedError(
-                f"{self._replayed(publication)}: the table has commits after the batch's (current snapshot "
-                f"{current.snapshot_id if current else None}, the batch's last {last.snapshot_id}); merging it "
-                "again on the state before it would lose them. Only the latest commit of a mirror replays"
+                f"{what}: the table has commits after the batch's (current snapshot "
+                f"{current.snapshot_id if current else None}, the batch's last {last}); putting back the state "
+                f"before it would lose them. {instead}"
             )
-        return history[mine[0]].parent_snapshot_id
+        first = table.snapshot_by_id(mine[0][1])
+        return first.parent_snapshot_id if first is not None else None
 
     def withdraw(self, tx: LedgerStatements, pipeline_uid: str, plan: BatchPlan) -> str | None:
         """Remove a batch that a crash left in another catalog's table (the ledger's catalog never has one)."""
@@ -574,10 +576,12 @@ class IcebergSink:
         """The table's transaction removing the batch's files (not committed yet) and the staging location
         they came from; None when the table does not hold the batch."""
         table = self.table()
+        properties = {PIPELINE_UID: pipeline_uid, BATCH: str(plan.batch_id), ATTEMPT: "", OPERATION: "abort"}
+        if self.merge is not None:
+            return self._merge_withdrawal(table, pipeline_uid, plan, properties)
         old = self._batch_files(table, plan.batch_id)
         if not old:
             return None
-        properties = {PIPELINE_UID: pipeline_uid, BATCH: str(plan.batch_id), ATTEMPT: "", OPERATION: "abort"}
         transaction = table.transaction()
         with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
             for data_file in old:
@@ -586,6 +590,20 @@ class IcebergSink:
         return transaction, self.staging_uri(
             plan.pipeline, plan.batch_id, old[0].file_path[len(prefix) :].split("/")[0]
         )
+
+    def _merge_withdrawal(
+        self, table: Table, pipeline_uid: str, plan: BatchPlan, properties: dict[str, str]
+    ) -> tuple[Transaction, str] | None:
+        """A mirror's merge that a crash left in the table, taken back by putting back the state before it, only
+        when the merge is the table's latest commit (a later one is built on its state)."""
+        attempts = self._snapshot_attempts(table, pipeline_uid, plan.batch_id)
+        if not attempts:
+            return None
+        what = f"abort of batch {plan.batch_id} of {plan.pipeline!r}, merged into a mirror table by a crashed commit"
+        before = self._state_before(table, pipeline_uid, plan.batch_id, what, ABORT_KEEPS_MERGE)
+        transaction = table.transaction()
+        iceberg_merge.restore(transaction, table, before, properties, what)
+        return transaction, self.staging_uri(plan.pipeline, plan.batch_id, attempts[-1][0])
 
     def in_use(self, staging_uri: str) -> bool:
         attempt_id = staging_uri.rstrip("/").rsplit("/", 1)[-1]

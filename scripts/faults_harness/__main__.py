@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         help="the pipelines' sink: directory (Parquet directories, default), iceberg or delta (a table per trial), "
         "iceberg-multi or delta-multi (4 tables per trial, records routed by a header); iceberg-rest and "
         "iceberg-rest-multi: the same in the stack's Iceberg REST catalog (with --storage s3); iceberg-merge and "
-        "delta-merge: a mirror table of keyed upserts and tombstones (merge_key id, changes upsert)",
+        "delta-merge: a mirror table of keyed upserts and tombstones (merge_key id, changes upsert); "
+        "iceberg-rest-merge: that mirror in the REST catalog (with --storage s3)",
     )
     parser.add_argument(
         "--avro",

@@ -27,10 +27,12 @@ SINKS = (
     "iceberg-rest-multi",
     "iceberg-merge",
     "delta-merge",
+    "iceberg-rest-merge",
 )
-REST_SINKS = ("iceberg-rest", "iceberg-rest-multi")  # through the stack's REST catalog server, tables on its S3
+# through the stack's REST catalog server, tables on its S3
+REST_SINKS = ("iceberg-rest", "iceberg-rest-multi", "iceberg-rest-merge")
 # mirror tables: keyed upserts and tombstones (faults_harness.records.produce_changes) merged by the key "id"
-MERGE_SINKS = ("iceberg-merge", "delta-merge")
+MERGE_SINKS = ("iceberg-merge", "delta-merge", "iceberg-rest-merge")
 MIRROR_SCHEMA = "id STRING, n INT"
 ROUTED_TABLES = 4  # the multi-table sinks: records go to one of 4 tables by their header "table"
 MISSED = "MISSED: "  # how a monitor says the moment for its fault never came
@@ -90,12 +92,12 @@ class Context:
     def sink_option(self, pipeline: str) -> dict[str, Any] | None:
         """The plan step's ``sink``: a table of the trial's own for the table formats."""
         table = pipeline.replace("-", "_")
-        sink_format = self.sink.removesuffix("-multi").removesuffix("-rest").removesuffix("-merge")
+        sink_format = self.sink.split("-", 1)[0]
         namespace, options = "faults", {}
         if self.sink in REST_SINKS:  # the REST catalog outlives the ledger schema that names the SQL catalog
             namespace, options = self.schema, {"catalog_conn_id": ICEBERG_REST_CONN_ID}
         if self.sink in MERGE_SINKS:
-            options = {"merge_key": "id", "changes": "upsert"}
+            options |= {"merge_key": "id", "changes": "upsert"}
         if self.sink.endswith("-multi"):
             prefix = f"{namespace}.{table}_" if sink_format == "iceberg" else f"{table}_"
             allow = [f"{prefix}t{i}" for i in range(ROUTED_TABLES)]

@@ -22,12 +22,14 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.expressions import EqualTo
 from pyiceberg.types import LongType
 
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import (
     CatalogAuthenticationError,
     CatalogUnavailableError,
+    MergeOperationRefusedError,
     OutputTableChangedError,
     SchemaEvolutionError,
 )
@@ -41,6 +43,7 @@ from airflow_kafka_offsets.sinks.iceberg import IcebergSink
 from airflow_kafka_offsets.sinks.schema import RECORD_SCHEMA
 from faults_harness import lake_readers
 
+from .cdc_source import Source, first_changes, mirror, mirror_spec, moving_changes
 from .helpers import assert_exactly_once, produce, refused
 from .network import Forwarder
 from .pipeline import commit, commit_dies_at, operation_context, plan, read, run_once, submitter
@@ -459,3 +462,79 @@ def test_a_catalog_that_stops_answering_costs_its_timeout_and_a_lost_commit_answ
         assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed")]
     finally:
         forwarder.close()
+
+
+def test_a_mirror_in_a_rest_catalog_merges_each_batch_once_through_a_crash_an_abort_a_replay_and_another_writer(
+    stack, ledger, make_topic
+):
+    """A mirror table (merge mode) in the REST catalog: each merge is a catalog commit of its own just before
+    the ledger's, found in the table's history by a retry, taken back by an abort only while it is the table's
+    latest commit, and applied on the table's state at commit time (another writer's commit is built upon)."""
+    namespace = f"rest_{uuid.uuid4().hex[:8]}"
+    topic = make_topic(partitions=2)
+    root = f"s3://{stack.s3_bucket}/{namespace}"
+    spec = mirror_spec("rest_mirror", topic, root, table=f"{namespace}.mirror", catalog_conn_id=CONN_ID)
+    source = Source(stack.bootstrap_servers, topic)
+    first_changes(source)
+    assert run_once(ledger, spec, stack).records == 14
+    assert mirror(stack, ledger, spec) == source.expected
+    after_first = mirror(stack, ledger, spec)
+
+    # batch 2: its merge lands in the table, then the worker dies before the ledger's commit: readers of the
+    # table see it (the catalog's commit cannot wait for the ledger's); an abort puts back the state before it
+    moving_changes(source, range(100, 106))
+    second = plan(ledger, spec, stack)
+    read(ledger, spec, stack, second)
+    commit_dies_at(ledger, spec, second.plan.batch_id, "after_publish")
+    assert ledger.batch(spec.name, 2).state.value == "planned"
+    assert mirror(stack, ledger, spec) == source.expected
+    ctx = operation_context(ledger, stack, submitter(stack, output_root=spec.output_root))
+    abort_planned_batch(ctx, spec.name, "test")
+    assert mirror(stack, ledger, spec) == after_first
+    done = run_once(ledger, spec, stack)  # batch 3: the same range, merged once
+    assert (done.plan.batch_id, done.records) == (3, second.plan.records_planned)
+    assert mirror(stack, ledger, spec) == source.expected
+
+    # batch 4: another writer commits after Spark read the batch; the merge is applied on top of it
+    source.update(103, qty=0)
+    source.flush()
+    fourth = plan(ledger, spec, stack)
+    read(ledger, spec, stack, fourth)
+    table = reader(stack).load_table((namespace, "mirror"))
+    extra = table.scan(limit=1).to_arrow().set_column(0, "id", pa.array([999], pa.int32()))
+    table.append(extra)
+    assert commit(ledger, spec, fourth.plan.batch_id).committed_now
+    assert mirror(stack, ledger, spec) == {**source.expected, 999: extra.to_pylist()[0]}
+    replay_batch(ctx, spec.name, 4)  # the latest commit: merged again on the state before it, the other row kept
+    assert mirror(stack, ledger, spec) == {**source.expected, 999: extra.to_pylist()[0]}
+
+    # batch 5 lands in the table, its worker dies, then another commit follows it: the abort would lose that
+    # commit, so it is refused and changes nothing; the commit then records the merge the table holds, once
+    source.delete(1)
+    source.flush()
+    fifth = plan(ledger, spec, stack)
+    read(ledger, spec, stack, fifth)
+    commit_dies_at(ledger, spec, fifth.plan.batch_id, "after_publish")
+    table = reader(stack).load_table((namespace, "mirror"))
+    table.delete(EqualTo("id", 999))
+    with refused(MergeOperationRefusedError, "The batch stays planned: commit it instead"):
+        abort_planned_batch(ctx, spec.name, "test")
+    assert ledger.batch(spec.name, 5).state.value == "planned"
+    done = commit(ledger, spec, fifth.plan.batch_id)
+    assert done.committed_now and done.records == fifth.plan.records_planned
+    assert mirror(stack, ledger, spec) == source.expected
+    operations = [
+        (s.summary["kafka-offsets.operation"], s.summary["kafka-offsets.batch"])
+        for s in reader(stack).load_table((namespace, "mirror")).snapshots()
+        if s.summary is not None and s.summary["kafka-offsets.batch"] is not None
+    ]
+    # each merge is a delete and an append snapshot of one catalog commit; the abort put back batch 1's files
+    assert [op for op, _ in operations].count("abort") == 1
+    assert sorted({batch for op, batch in operations if op == "commit"}) == ["1", "2", "3", "4", "5"]
+    assert ledger_rows(stack, ledger.schema, spec.name) == [
+        (1, "committed"),
+        (2, "aborted"),
+        (3, "committed"),
+        (4, "committed"),
+        (5, "committed"),
+    ]

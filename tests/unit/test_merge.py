@@ -197,6 +197,12 @@ def test_merge_key_and_changes_make_a_merge_spec_stored_and_read_back():
     assert updated_spec(spec, {"max_records_per_batch": 10}).sink == spec.sink
 
 
+def test_an_iceberg_mirror_may_live_in_a_rest_catalog():
+    sink = merge_spec({"merge_key": "id", "catalog_conn_id": "iceberg_rest"}).sink
+    assert (sink.catalog_conn_id, sink.merge) == ("iceberg_rest", MergeSpec(("id",), DBZ))
+    assert sink.to_json()["catalog_conn_id"] == "iceberg_rest"
+
+
 def test_an_appending_sink_stores_no_merge_fields():
     assert "merge_key" not in build_spec("p", ["t"], "/x", sink={"format": "iceberg", "table": "a.b"}).to_json()["sink"]
 
@@ -210,7 +216,6 @@ def test_an_appending_sink_stores_no_merge_fields():
         ({"changes": "upsert"}, {}, "changes needs a merge_key"),
         ({"merge_key": "id", "changes": "cdc"}, {}, "changes must be one of debezium, upsert"),
         ({"merge_key": "id", "partition_by": "day"}, {}, "takes no partition_by"),
-        ({"merge_key": "id", "catalog_conn_id": "other"}, {}, "takes no catalog_conn_id"),
         ({"merge_key": "id"}, {"json_schema": None}, "needs a json_schema"),
         ({"merge_key": "id"}, {"json_schema": "id INT, _op STRING"}, "_op are the mirror's own columns"),
         ({"merge": "id"}, {}, "unknown sink option(s) merge"),
