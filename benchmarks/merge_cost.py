@@ -1,26 +1,27 @@
 """What a mirror table's merge costs against the table's size (a figure, not a test).
 
     PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.merge_cost [--rows 10000000] [--changes 100000]
-        [--file-rows 250000] [--spreads clustered,uniform] [--spark-line 4.0 | --no-spark]
+        [--file-rows 250000] [--formats iceberg,delta] [--spreads clustered,uniform] [--spark-line 4.0 | --no-spark]
 
-An Iceberg mirror table of ``--rows`` rows (``id``, ``name``, ``qty`` and the mirror's provenance
-columns), sorted by ``id`` in files of ``--file-rows`` rows, in a SQL catalog in the stack's PostgreSQL
-(the ledger's kind of catalog) on local disk, and a change set of ``--changes`` changes, the last change
-per key as Spark computes it for a batch (70% updates, 15% deletes, 15% new keys), either ``clustered``
-on the newest 2% of the keys (a source table whose recent rows are the ones that change) or spread
-``uniform`` over every key. Each contender applies the same change set to the table's same state (the
-table is set back to it between them):
+A mirror table of ``--rows`` rows (``id``, ``name``, ``qty`` and the mirror's provenance columns), sorted by
+``id`` in files of ``--file-rows`` rows, on local disk: an Iceberg table in a SQL catalog in the stack's
+PostgreSQL (the ledger's kind of catalog) and a Delta table. A change set of ``--changes`` changes, the
+last change per key as Spark computes it for a batch (70% updates, 15% deletes, 15% new keys), either
+``clustered`` on the newest 2% of the keys (a source table whose recent rows are the ones that change) or
+spread ``uniform`` over every key. Each contender applies the same change set to the table's same state
+(the table is set back to it between them):
 
-- ``package``: the commit step's merge (``sinks.iceberg_merge.merge``, a copy-on-write overwrite of the
-  files whose key statistics may hold a changed key), in this process as the Airflow worker runs it;
+- ``package``: the commit step's merge (Iceberg: ``sinks.iceberg_merge.merge``, a copy-on-write overwrite
+  of the files whose key statistics may hold a changed key; Delta: ``sinks.delta_merge.merge``, delta-rs's
+  MERGE), in this process as the Airflow worker runs it;
 - ``full_rewrite``: the whole table read, the changes applied, the table overwritten;
-- ``spark_merge_into``: Spark's ``MERGE INTO`` (iceberg-spark-runtime, copy-on-write) by the line's
-  spark-submit (``local[2]``, a cold JVM), through Iceberg's JdbcCatalog on the same catalog. Its figure
-  includes the JVM's start; ``spark_merge_into_statement_s`` is the statement alone.
+- ``spark_merge_into``: Spark's ``MERGE INTO`` (iceberg-spark-runtime through Iceberg's JdbcCatalog on the
+  same catalog, copy-on-write; delta-spark) by the line's spark-submit (``local[2]``, a cold JVM). Its
+  ``seconds`` include the JVM's start; ``statement_s`` is the statement alone.
 
-Each prints wall seconds, the data files and bytes it removed and added (the snapshot summaries) and
-the table's rows afterwards, which must be the same for all. Spark's computation of the change set
-from the batch's records is the same for every contender and not counted.
+Each prints wall seconds, the data files and bytes it removed and added (the table's files before and
+after) and the table's rows and sum of ``qty`` afterwards, which must be the same for all. Spark's
+computation of the change set from the batch's records is the same for every contender and not counted.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.table import Table
 
 import devstack
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.sinks import iceberg_merge
+from airflow_kafka_offsets.sinks import delta_merge, iceberg_merge
 from airflow_kafka_offsets.sinks.schema import mirror_schema
 from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_package
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
@@ -53,6 +54,7 @@ from devstack import spark_lines
 
 KEY = ("id",)
 SPREADS = ("clustered", "uniform")
+FORMATS = ("iceberg", "delta")
 HOT_SHARE = 0.02  # clustered: the changes' keys are among the newest 2% of the table's
 SPARK_SCRIPT = """
 import json, sys, time
@@ -100,14 +102,6 @@ def rows(schema: pa.Schema, ids: pa.Array, offset: int, op: str) -> pa.Table:
     return pa.table({f.name: columns[f.name] for f in schema}, schema=schema)
 
 
-def build_table(catalog: SqlCatalog, identifier: str, schema: pa.Schema, total: int, file_rows: int) -> Table:
-    """The table, one data file per ``file_rows`` rows, sorted by id (each file a narrow key range)."""
-    table = catalog.create_table(identifier, schema=schema, properties={"write.parquet.compression-codec": "zstd"})
-    for start in range(0, total, file_rows):
-        table.append(rows(schema, pa.array(range(start, min(total, start + file_rows))), start, "r"))
-    return table
-
-
 def change_set(schema: pa.Schema, total: int, changes: int, spread: str, seed: int) -> pa.Table:
     """The last change per key of a batch: updates and deletes of existing keys, puts of new ones."""
     rng = random.Random(seed)
@@ -135,74 +129,133 @@ def expected_after(total: int, changes: pa.Table) -> dict[str, int]:
     }
 
 
-def summary_figures(table: Table, base: int) -> dict[str, Any]:
-    """Files and bytes that the snapshots from ``base`` to the current one removed and added."""
-    keys = {
-        "files_removed": "deleted-data-files",
-        "files_added": "added-data-files",
-        "bytes_removed": "removed-files-size",
-        "bytes_added": "added-files-size",
-    }
-    figures = dict.fromkeys(keys, 0)
-    snapshot = table.current_snapshot()
-    while snapshot is not None and snapshot.snapshot_id != base:
-        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
-        for name, key in keys.items():
-            figures[name] += int(summary.get(key, 0) or 0)
-        parent = snapshot.parent_snapshot_id
-        snapshot = table.snapshot_by_id(parent) if parent is not None else None
-    return figures
+class IcebergMirror:
+    """The mirror as an Iceberg table in a SQL catalog (``bench``), set back to its base snapshot at will."""
+
+    def __init__(self, catalog: SqlCatalog, identifier: str, schema: pa.Schema) -> None:
+        self.table = catalog.create_table(
+            identifier, schema=schema, properties={"write.parquet.compression-codec": "zstd"}
+        )
+        self.base: int | None = None
+
+    def append(self, part: pa.Table) -> None:
+        self.table.append(part)
+
+    def mark_base(self) -> None:
+        snapshot = self.table.current_snapshot()
+        self.base = snapshot.snapshot_id if snapshot is not None else None
+
+    def reset(self) -> None:
+        self.table.manage_snapshots().set_current_snapshot(snapshot_id=self.base).commit()
+        self.table = self.table.refresh()
+
+    def files(self) -> dict[str, int]:
+        self.table = self.table.refresh()
+        return {t.file.file_path: t.file.file_size_in_bytes for t in self.table.scan().plan_files()}
+
+    def qty(self) -> pa.ChunkedArray:
+        self.table = self.table.refresh()  # another writer (Spark) may have committed
+        return self.table.scan(selected_fields=("qty",)).to_arrow().column("qty")
+
+    def package_merge(self, changes: pa.Table) -> None:
+        transaction = self.table.transaction()
+        iceberg_merge.merge(transaction, changes, KEY, {"kafka-offsets.operation": "commit"})
+        transaction.commit_transaction()
+
+    def full_rewrite(self, changes: pa.Table) -> None:
+        self.table.overwrite(applied(self.table.scan().to_arrow(), changes))
+
+    def spark(self, info: devstack.StackInfo, spark_version: str, warehouse: str) -> tuple[dict[str, str], str]:
+        """The Spark conf that reaches this table with Spark's own Iceberg runtime, and its name there."""
+        conf = {
+            "spark.jars.packages": f"{table_reader_package('iceberg', spark_version)},org.postgresql:postgresql:42.7.4",
+            "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            "spark.sql.catalog.bench": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.bench.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+            "spark.sql.catalog.bench.uri": f"jdbc:postgresql://{info.pg_host}:{info.pg_port}/{info.pg_database}",
+            "spark.sql.catalog.bench.jdbc.user": info.pg_user,
+            "spark.sql.catalog.bench.jdbc.password": info.pg_password,
+            "spark.sql.catalog.bench.warehouse": warehouse,
+        }
+        return conf, f"bench.{'.'.join(self.table.name())}"
 
 
-def table_state(table: Table) -> dict[str, int]:
-    """The table's rows and sum of ``qty``, as a reader sees them."""
-    qty = table.refresh().scan(selected_fields=("qty",)).to_arrow().column("qty")
-    return {"rows": len(qty), "qty_sum": pc.sum(qty).as_py() or 0}
+class DeltaMirror:
+    """The mirror as a Delta table, set back to its base version at will (a restore commit)."""
+
+    def __init__(self, location: Path, schema: pa.Schema) -> None:
+        self.location = str(location)
+        self.schema = schema
+        self.base = -1
+
+    def table(self) -> DeltaTable:
+        return DeltaTable(self.location)
+
+    def append(self, part: pa.Table) -> None:
+        write_deltalake(self.location, part, mode="append")
+
+    def mark_base(self) -> None:
+        self.base = self.table().version()
+
+    def reset(self) -> None:
+        table = self.table()
+        if table.version() != self.base:
+            table.restore(self.base)
+
+    def files(self) -> dict[str, int]:
+        actions = self.table().get_add_actions(flatten=True)
+        paths, sizes = actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()
+        return dict(zip(paths, sizes, strict=True))
+
+    def qty(self) -> pa.ChunkedArray:
+        return self.table().to_pyarrow_table(columns=["qty"]).column("qty")
+
+    def package_merge(self, changes: pa.Table) -> None:
+        delta_merge.merge(self.table(), changes, KEY, {"kafka-offsets.operation": "commit"}, None)
+
+    def full_rewrite(self, changes: pa.Table) -> None:
+        write_deltalake(self.location, applied(self.table().to_pyarrow_table(), changes), mode="overwrite")
+
+    def spark(self, info: devstack.StackInfo, spark_version: str, warehouse: str) -> tuple[dict[str, str], str]:
+        conf = {
+            "spark.jars.packages": table_reader_package("delta", spark_version),
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        }
+        return conf, f"delta.`{self.location}`"
 
 
-def package_merge(table: Table, changes: pa.Table) -> None:
-    transaction = table.transaction()
-    iceberg_merge.merge(transaction, changes, KEY, {"kafka-offsets.operation": "commit"})
-    transaction.commit_transaction()
+Mirror = IcebergMirror | DeltaMirror
 
 
-def full_rewrite(table: Table, changes: pa.Table) -> None:
-    current = table.scan().to_arrow()
-    changed = pc.is_in(current.column("id"), value_set=changes.column("id"))
-    kept = current.filter(pc.invert(changed))
+def applied(current: pa.Table, changes: pa.Table) -> pa.Table:
+    """The rows of ``current`` with the change set applied (the full rewrite's new table)."""
+    kept = current.filter(pc.invert(pc.is_in(current.column("id"), value_set=changes.column("id"))))
     puts = changes.filter(pc.invert(changes.column(DELETED))).drop_columns([DELETED])
-    table.overwrite(pa.concat_tables([kept, puts.cast(kept.schema)]))
+    return pa.concat_tables([kept, puts.select(kept.column_names).cast(kept.schema)])
 
 
-def spark_merge_into(info: devstack.StackInfo, line: str, table: Table, warehouse: str, changes: str) -> float:
+def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdir: Path, changes: Path) -> float:
     """Spark's MERGE INTO by spark-submit; the statement's own seconds."""
     home = spark_lines.spark_home(spark_lines.resolve(line), quiet=True)
     spark = spark_home_spark(home)
     assert spark is not None
-    package = table_reader_package("iceberg", spark.version)
-    ivy = str(Path.home() / ".cache" / "airflow-kafka-offsets" / "ivy")
+    table_conf, target = mirror.spark(info, spark.version, str(workdir / "warehouse"))
     conf = {
-        "spark.jars.ivy": ivy,
-        "spark.jars.packages": f"{package},org.postgresql:postgresql:42.7.4",
+        "spark.jars.ivy": str(Path.home() / ".cache" / "airflow-kafka-offsets" / "ivy"),
         "spark.ui.enabled": "false",
         "spark.master": "local[2]",
         "spark.driver.memory": "2g",
         "spark.sql.shuffle.partitions": "8",
-        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        "spark.sql.catalog.bench": "org.apache.iceberg.spark.SparkCatalog",
-        "spark.sql.catalog.bench.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        "spark.sql.catalog.bench.uri": f"jdbc:postgresql://{info.pg_host}:{info.pg_port}/{info.pg_database}",
-        "spark.sql.catalog.bench.jdbc.user": info.pg_user,
-        "spark.sql.catalog.bench.jdbc.password": info.pg_password,
-        "spark.sql.catalog.bench.warehouse": warehouse,
+        **table_conf,
     }
     with tempfile.TemporaryDirectory(prefix="ako-bench-merge-") as tmp:
-        properties = Path(tmp) / "spark.properties"  # holds the catalog's password: a private file, not argv
+        properties = Path(tmp) / "spark.properties"  # may hold the catalog's password: a private file, not argv
         properties.touch(mode=0o600)
         properties.write_text("".join(f"{key} {value}\n" for key, value in conf.items()))
         job = Path(tmp) / "job.json"
-        columns = [field.name for field in table.schema().fields]
-        job.write_text(json.dumps({"table": f"bench.{'.'.join(table.name())}", "changes": changes, "columns": columns}))
+        columns = [name for name in changes_columns(changes) if name != DELETED]
+        job.write_text(json.dumps({"table": target, "changes": str(changes), "columns": columns}))
         script = Path(tmp) / "merge_into.py"
         script.write_text(SPARK_SCRIPT)
         done = subprocess.run(
@@ -219,52 +272,55 @@ def spark_merge_into(info: devstack.StackInfo, line: str, table: Table, warehous
     return float(said[-1]["statement_s"])
 
 
-def run_spread(
-    info: devstack.StackInfo, catalog: SqlCatalog, spread: str, args: argparse.Namespace, workdir: Path
+def changes_columns(path: Path) -> list[str]:
+    return list(pq.read_schema(path).names)
+
+
+def run_case(
+    info: devstack.StackInfo, mirror: Mirror, label: str, args: argparse.Namespace, workdir: Path, spread: str
 ) -> dict[str, Any]:
-    namespace = f"merge_{spread}_{uuid.uuid4().hex[:6]}"
-    catalog.create_namespace(namespace)
     schema = table_schema()
     started = time.perf_counter()
-    table = build_table(catalog, f"{namespace}.mirror", schema, args.rows, args.file_rows)
-    say(
-        f"{spread}: a table of {args.rows:,} rows in {len(list(table.scan().plan_files()))} files built in "
-        f"{time.perf_counter() - started:.1f}s"
-    )
-    base = table.current_snapshot()
-    assert base is not None
+    for first in range(0, args.rows, args.file_rows):
+        mirror.append(rows(schema, pa.array(range(first, min(args.rows, first + args.file_rows))), first, "r"))
+    mirror.mark_base()
+    base_files = mirror.files()
+    built = time.perf_counter() - started
+    say(f"{label}: a table of {args.rows:,} rows in {len(base_files)} files built in {built:.1f}s")
     changes = change_set(schema, args.rows, args.changes, spread, args.seed)
-    changes_file = workdir / f"{namespace}-changes.parquet"
+    changes_file = workdir / f"{label}-changes.parquet"
     pq.write_table(changes, changes_file)
     expected = expected_after(args.rows, changes)
-    contenders: dict[str, dict[str, Any]] = {}
-
-    def spark(table: Table) -> dict[str, Any]:
-        warehouse = str(workdir / "warehouse")
-        return {"statement_s": round(spark_merge_into(info, args.spark_line, table, warehouse, str(changes_file)), 2)}
-
-    runs = {"package": package_merge, "full_rewrite": full_rewrite}
-    for name, apply in runs.items():
-        contenders[name] = timed(table, base.snapshot_id, lambda t, apply=apply: apply(t, changes), expected)
-        say(f"{spread} {name}: {json.dumps(contenders[name])}")
+    runs: dict[str, Any] = {"package": mirror.package_merge, "full_rewrite": mirror.full_rewrite}
     if args.spark_line:
-        contenders["spark_merge_into"] = timed(table, base.snapshot_id, spark, expected)
-        say(f"{spread} spark_merge_into: {json.dumps(contenders['spark_merge_into'])}")
-    return {"rows": args.rows, "changes": args.changes, "files": -(-args.rows // args.file_rows), **contenders}
-
-
-def timed(table: Table, base: int, apply: Any, expected: dict[str, int]) -> dict[str, Any]:
-    """``apply`` on the table set back to snapshot ``base``: its seconds, what it rewrote, the rows after."""
-    table.manage_snapshots().set_current_snapshot(snapshot_id=base).commit()
-    table = table.refresh()
-    started = time.perf_counter()
-    extra = apply(table) or {}
-    seconds = time.perf_counter() - started
-    table = table.refresh()
-    state = table_state(table)
-    if state != expected:
-        raise SystemExit(f"{table.name()}: the table holds {state} after a merge, expected {expected}")
-    return {"seconds": round(seconds, 2), **summary_figures(table, base), **state, **extra}
+        runs["spark_merge_into"] = lambda _: {
+            "statement_s": round(spark_merge_into(info, args.spark_line, mirror, workdir, changes_file), 2)
+        }
+    contenders: dict[str, dict[str, Any]] = {}
+    for name, apply in runs.items():
+        mirror.reset()
+        started = time.perf_counter()
+        extra = apply(changes) or {}
+        seconds = time.perf_counter() - started
+        qty = mirror.qty()
+        state = {"rows": len(qty), "qty_sum": pc.sum(qty).as_py() or 0}
+        if state != expected:
+            raise SystemExit(f"{label} {name}: the table holds {state} after the merge, expected {expected}")
+        after = mirror.files()
+        removed, added = base_files.keys() - after.keys(), after.keys() - base_files.keys()
+        contenders[name] = {
+            "seconds": round(seconds, 2),
+            "files_removed": len(removed),
+            "bytes_removed": sum(base_files[f] for f in removed),
+            "files_added": len(added),
+            "bytes_added": sum(after[f] for f in added),
+            **state,
+            **extra,
+            # this process's high-water mark so far: the first contender's is its own
+            "process_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        }
+        say(f"{label} {name}: {json.dumps(contenders[name])}")
+    return {"rows": args.rows, "changes": args.changes, "files": len(base_files), **contenders}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,25 +328,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--file-rows", type=int, default=250_000)
+    parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--spreads", default=",".join(SPREADS))
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--spark-line", default="4.0", help="the Spark line whose MERGE INTO runs (4.0 or 4.1)")
     parser.add_argument("--no-spark", dest="spark_line", action="store_const", const=None)
     args = parser.parse_args(argv)
-    spreads = [s for s in args.spreads.split(",") if s]
-    unknown = sorted(set(spreads) - set(SPREADS))
-    if unknown:
-        parser.error(f"--spreads: unknown {', '.join(unknown)} (of {', '.join(SPREADS)})")
+    formats, spreads = (
+        chosen(parser, "--formats", args.formats, FORMATS),
+        chosen(parser, "--spreads", args.spreads, SPREADS),
+    )
     info = devstack.up()
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ako-bench-merge-") as tmp:
         workdir = Path(tmp)
-        catalog = SqlCatalog(
-            "bench", uri=info.pg_url(), warehouse=f"file://{workdir / 'warehouse'}", **{"init_catalog_tables": "true"}
-        )
-        results = {spread: run_spread(info, catalog, spread, args, workdir) for spread in spreads}
-    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # this process: the table built too
-    print(json.dumps({"merge_cost": results, "process_peak_rss_mib": peak_rss_mib}, indent=1, sort_keys=True))
+        catalog = SqlCatalog("bench", uri=info.pg_url(), warehouse=f"file://{workdir / 'warehouse'}")
+        for table_format in formats:
+            for spread in spreads:
+                label = f"{table_format}-{spread}"
+                name = f"merge_{spread}_{uuid.uuid4().hex[:6]}"
+                mirror: Mirror
+                if table_format == "iceberg":
+                    catalog.create_namespace(name)
+                    mirror = IcebergMirror(catalog, f"{name}.mirror", table_schema())
+                else:
+                    mirror = DeltaMirror(workdir / name, table_schema())
+                results[label] = run_case(info, mirror, label, args, workdir, spread)
+    print(json.dumps({"merge_cost": results}, indent=1, sort_keys=True))
     return 0
+
+
+def chosen(parser: argparse.ArgumentParser, option: str, given: str, known: tuple[str, ...]) -> list[str]:
+    names = [name for name in given.split(",") if name]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        parser.error(f"{option}: unknown {', '.join(unknown)} (of {', '.join(known)})")
+    return names
 
 
 if __name__ == "__main__":

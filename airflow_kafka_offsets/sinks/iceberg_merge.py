@@ -15,10 +15,11 @@ one affected data file at a time, never the table.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
-from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Or
+from pyiceberg.expressions import And, BooleanExpression, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual, Or
 from pyiceberg.table import Table, Transaction
 
 from airflow_kafka_offsets.errors import MergeOperationRefusedError
@@ -36,13 +37,39 @@ def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
 # PyIceberg's predicates take (column, value) positionally; mypy sees only their pydantic fields' keywords.
 _IN: Any = In
 _EQUAL: Any = EqualTo
+_AT_LEAST: Any = GreaterThanOrEqual
+_AT_MOST: Any = LessThanOrEqual
+# PyIceberg's metrics evaluators compare each value of an IN of at most this many values with a data file's
+# key bounds (pyiceberg.expressions.visitors.IN_PREDICATE_LIMIT); a larger IN prunes no file, a range does.
+IN_PRUNED_MAX = 200
+# A larger change set's keys are cut into at most this many ranges, at their widest gaps: the files outside
+# every range are not read (changes to recent rows and a few old ones need more than one range).
+KEY_RANGES = 16
+
+
+def key_ranges(values: Sequence[Any], most: int = KEY_RANGES) -> list[Sequence[Any]]:
+    """Sorted distinct ``values`` cut at their ``most - 1`` widest gaps (numbers; other types: one range)."""
+    if len(values) < 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return [values]
+    gaps = sorted(range(1, len(values)), key=lambda i: values[i] - values[i - 1], reverse=True)[: most - 1]
+    cuts = [0, *sorted(i for i in gaps if values[i] - values[i - 1] > 1), len(values)]
+    return [values[start:end] for start, end in pairwise(cuts)]
+
+
+def _within(column: str, values: Sequence[Any]) -> BooleanExpression:
+    """``column`` is one of ``values`` (sorted), with their range: a file outside it is not read."""
+    bounds: BooleanExpression = And(_AT_LEAST(column, values[0]), _AT_MOST(column, values[-1]))
+    return And(_IN(column, set(values)), bounds) if len(values) > 1 else _EQUAL(column, values[0])
 
 
 def key_filter(keys: pa.Table, key: Sequence[str]) -> BooleanExpression:
     """Rows whose key is one of ``keys`` (distinct key tuples, one column per key column)."""
     if len(key) == 1:
-        single: BooleanExpression = _IN(key[0], set(keys.column(key[0]).to_pylist()))
-        return single
+        values = sorted(set(keys.column(key[0]).to_pylist()))
+        if len(values) <= IN_PRUNED_MAX:
+            single: BooleanExpression = _IN(key[0], set(values))
+            return single
+        return _balanced_or([_within(key[0], part) for part in key_ranges(values)])
     rows: list[dict[str, Any]] = keys.to_pylist()
     terms: list[BooleanExpression] = []
     for row in rows:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from pyiceberg.expressions import And, EqualTo, In, Or
+from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual, Or
+from pyiceberg.expressions.visitors import bind
 
 from airflow_kafka_offsets.core.ddl import parse_ddl
 from airflow_kafka_offsets.core.merge import (
@@ -22,7 +23,7 @@ from airflow_kafka_offsets.core.model import SinkSpec
 from airflow_kafka_offsets.core.spec import build_spec, updated_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.service.jobs import build_job
-from airflow_kafka_offsets.sinks.iceberg_merge import key_filter
+from airflow_kafka_offsets.sinks.iceberg_merge import KEY_RANGES, key_filter, key_ranges
 from airflow_kafka_offsets.sinks.schema import mirror_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import debezium_envelope_ddl
 
@@ -264,6 +265,35 @@ def test_the_key_filter_is_an_in_for_one_column_and_a_balanced_or_of_ands_for_mo
         node, depth = node.left, depth + 1
     assert depth <= 12  # log2(2000) levels, not 2000: expression visitors recurse per level
     assert node == And(EqualTo("t", "t0"), EqualTo("id", 0))
+
+
+def test_a_large_key_set_is_cut_into_ranges_at_its_widest_gaps_so_file_statistics_prune():
+    # 300 recent keys, 40 others spread far apart: more than PyIceberg compares one by one with a file's bounds
+    recent, old = list(range(1_000_000, 1_000_300)), [i * 10_000 for i in range(40)]
+    ranges = key_ranges(sorted(recent + old))
+    assert len(ranges) == KEY_RANGES and ranges[-1] == recent
+    assert sorted(v for part in ranges for v in part) == sorted(recent + old)  # every key in one range, once
+    assert key_ranges(list(range(500))) == [list(range(500))]  # consecutive keys: one range
+    assert key_ranges(["a", "b", "z"]) == [["a", "b", "z"]]  # no gaps between strings: one range
+    expression = key_filter(pa.table({"id": recent + old}), ["id"])
+    depth, node = 0, expression
+    while isinstance(node, Or):
+        node, depth = node.right, depth + 1
+    assert depth <= 4 and node == And(
+        In("id", set(recent)), And(GreaterThanOrEqual("id", 1_000_000), LessThanOrEqual("id", 1_000_299))
+    )
+
+
+def test_the_ranged_key_filter_selects_exactly_the_changed_keys():
+    from pyiceberg.io.pyarrow import expression_to_pyarrow
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    keys = [3, 4, 5, *range(1000, 1300), 90_000]
+    schema = Schema(NestedField(1, "id", LongType(), required=True))
+    bound = expression_to_pyarrow(bind(schema, key_filter(pa.table({"id": keys}), ["id"]), case_sensitive=True))
+    rows = pa.table({"id": pa.array(range(100_000), pa.int64())})
+    assert rows.filter(bound).column("id").to_pylist() == keys
 
 
 def test_refusals_name_the_pipeline_the_batch_and_what_to_do():
