@@ -23,6 +23,7 @@ from . import (
     spark_lines,
     state,
     tls,
+    toxiproxy,
 )
 from . import spark_cluster as spark
 
@@ -142,6 +143,7 @@ def status() -> dict[str, Any]:
             f"{kc['host']}:{kc['port']}",
             sasl_address=f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None,
             sasl_ssl_address=f"{kc['host']}:{kc['sasl_ssl_port']}" if kafka.has_sasl_ssl(kc) else None,
+            proxied_address=f"{kc['host']}:{kc['proxied_port']}" if kafka.has_proxied(kc) else None,
             controller=f"{kc['host']}:{kc['controller_port']}",
             log_dirs=kc["log_dirs"],
             log=kc["log"],
@@ -170,6 +172,17 @@ def status() -> dict[str, Any]:
             topics=f"{cd['topic_prefix']}.<schema>.<table>",
             start_s=cd.get("start_s"),
             log=cd["stdout"],
+        )
+    tp = stack.get("toxiproxy")
+    if tp:
+        services["toxiproxy"] = _service(
+            tp,
+            toxiproxy.is_running(tp),
+            partial(toxiproxy.answers, tp),
+            toxiproxy.url(tp),
+            version=f"toxiproxy {tp['version']}",
+            proxies={name: f"{tp['host']}:{port}" for name, port in tp["ports"].items()},
+            log=tp["log"],
         )
     af = stack.get("airflow")
     if af:

@@ -18,6 +18,7 @@ from faults_harness.driver import check_replayed, run_dag
 from faults_harness.fault import Fault, in_one_task
 from faults_harness.lake_readers import REST_CONN_ENV
 from faults_harness.lost_ack import CommitAckCutter
+from faults_harness.network_kinds import NETWORK_KINDS
 from faults_harness.monitors import (
     SPARK_START_TIMEOUT_S,
     kill_in_spark,
@@ -306,6 +307,7 @@ KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "lost_commit_ack": lost_commit_ack,
     "catalog_restart": catalog_restart,
     "concurrent_runs": None,  # two runs started together, no other fault
+    **NETWORK_KINDS,  # --network only: the workers' links through toxiproxy
 }
 
 CHAINABLE = (
