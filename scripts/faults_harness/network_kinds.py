@@ -24,10 +24,11 @@ LEDGER_BOUND_S = LEDGER_IDLE_MS / 1000 + 20
 its close reaches the worker through the proxy (20 s for a loaded machine)."""
 READ_BOUND_S = 150.0
 """A read whose Kafka or Spark Connect link was cut and healed must have ended by then."""
-LEASE_S = 4
+LEASE_S = 3
 """The slowed read's attempt lease (``[kafka_offsets] attempt_lease_seconds``)."""
-LEDGER_LATENCY_MS = 1500
-"""Latency each way on the slowed ledger link: a renewal's round trips take longer than the lease."""
+LEDGER_LATENCY_MS = 500
+"""Latency each way on the slowed ledger link: a renewal's round trips (a new connection, its SETs, the
+UPDATE) take longer than the lease, a connection still opens within libpq's 10 s connect timeout."""
 KAFKA_LATENCY_MS = 150
 """Latency on the Kafka link from the read's start, so the cut lands inside a Spark job of a second."""
 LEASE_ENV = "AIRFLOW__KAFKA_OFFSETS__ATTEMPT_LEASE_SECONDS"
