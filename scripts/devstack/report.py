@@ -117,6 +117,25 @@ def _catalog_services(stack: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _proxy_service(stack: dict[str, Any]) -> dict[str, Any]:
+    """The fault proxy (started on demand) and where each of its proxies listens."""
+    tp = stack.get("toxiproxy")
+    if not tp:
+        return {}
+    proxies = {p.name: f"{p.listen} -> {p.upstream}" for p in toxiproxy.layout(stack, tp["ports"])}
+    return {
+        "toxiproxy": _service(
+            tp,
+            toxiproxy.is_running(tp),
+            partial(toxiproxy.answers, tp),
+            toxiproxy.url(tp),
+            version=f"toxiproxy {tp['version']}",
+            proxies=proxies,
+            log=tp["log"],
+        )
+    }
+
+
 def status() -> dict[str, Any]:
     """What runs where (pid, alive) and how to connect; never includes the password."""
     stack = state.load()
@@ -173,17 +192,7 @@ def status() -> dict[str, Any]:
             start_s=cd.get("start_s"),
             log=cd["stdout"],
         )
-    tp = stack.get("toxiproxy")
-    if tp:
-        services["toxiproxy"] = _service(
-            tp,
-            toxiproxy.is_running(tp),
-            partial(toxiproxy.answers, tp),
-            toxiproxy.url(tp),
-            version=f"toxiproxy {tp['version']}",
-            proxies={name: f"{tp['host']}:{port}" for name, port in tp["ports"].items()},
-            log=tp["log"],
-        )
+    services.update(_proxy_service(stack))
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:

@@ -87,14 +87,14 @@ def client(cfg: dict[str, Any]) -> Client:
 def layout(stack: dict[str, Any], ports: dict[str, int]) -> list[Proxy]:
     """One proxy per running service of ``stack``: listening on ``ports[service]``, relayed to the service.
     Kafka's proxy listens on the broker's advertised ``proxied_port`` and relays to its ``proxied_backend_port``."""
-    upstreams = {
+    upstreams: dict[str, Any] = {
         "postgres": (stack.get("postgres") or {}).get("port"),
         "kafka": (stack.get("kafka") or {}).get("proxied_backend_port"),
         "s3": (stack.get("s3") or {}).get("port"),
         "schema_registry": (stack.get("schema_registry") or {}).get("port"),
         "spark_connect": (stack.get("spark_connect") or {}).get("port"),
     }
-    listen = {**ports, "kafka": (stack.get("kafka") or {}).get("proxied_port")}
+    listen: dict[str, Any] = {**ports, "kafka": (stack.get("kafka") or {}).get("proxied_port")}
     return [
         Proxy(name, int(listen[name]), f"{state.LOOPBACK}:{port}")
         for name, port in upstreams.items()
@@ -110,7 +110,7 @@ def allocate(cfg: dict[str, Any], stack: dict[str, Any]) -> None:
 
 
 def _marker(cfg: dict[str, Any]) -> str:
-    return cfg["binary"]
+    return str(cfg["binary"])
 
 
 def start(cfg: dict[str, Any], timeout: float = 30) -> int:
@@ -174,7 +174,10 @@ def connections(stack: dict[str, Any], airflow_env: dict[str, str]) -> dict[str,
     if "schema_registry" in ports:
         rewrite(
             "AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT",
-            lambda c: c | {"host": c["host"].replace(f":{stack['schema_registry']['port']}/", f":{ports['schema_registry']}/")},
+            lambda c: (
+                c
+                | {"host": c["host"].replace(f":{stack['schema_registry']['port']}/", f":{ports['schema_registry']}/")}
+            ),
         )
     if "spark_connect" in ports:
         rewrite("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", lambda c: c | {"port": ports["spark_connect"]})

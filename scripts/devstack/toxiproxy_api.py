@@ -97,7 +97,9 @@ class Client:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
                 raw = answer.read()
         except urllib.error.HTTPError as exc:
-            raise StackError(f"toxiproxy {method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')}") from None
+            raise StackError(
+                f"toxiproxy {method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')}"
+            ) from None
         except OSError as exc:
             raise StackError(f"toxiproxy at {self.url} did not answer {method} {path}: {exc}") from None
         return json.loads(raw) if raw.strip() else None

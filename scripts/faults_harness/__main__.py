@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import devstack
-from faults_harness.context import FORMS, MODES, REST_SINKS, SINKS, STORAGES, Context
 from devstack.toxiproxy_api import Client
+from faults_harness.context import FORMS, MODES, REST_SINKS, SINKS, STORAGES, Context
 from faults_harness.kinds import CHAINABLE, KINDS
 from faults_harness.links import Links
 from faults_harness.network_kinds import NETWORK_KINDS
@@ -49,11 +49,11 @@ def parse_kinds(value: str) -> list[str]:
     if value in ("", "all"):
         return []  # every kind that applies
     kinds = [k.strip() for k in value.split(",") if k.strip()]
-    unknown = [k for k in kinds if k not in KINDS and not set(kinds_of(k)) <= set(CHAINABLE)]
+    unknown = [k for k in kinds if k not in KINDS and not set(kinds_of(k)) <= {*CHAINABLE, *NETWORK_KINDS}]
     if unknown:
         raise argparse.ArgumentTypeError(
             f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}; chains k1+k2+... of "
-            f"{', '.join(CHAINABLE)} hit successive tries of one batch"
+            f"{', '.join(CHAINABLE)} (and of the network kinds) hit successive tries of one batch"
         )
     return kinds
 

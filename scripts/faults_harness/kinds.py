@@ -18,7 +18,6 @@ from faults_harness.driver import check_replayed, run_dag
 from faults_harness.fault import Fault, in_one_task
 from faults_harness.lake_readers import REST_CONN_ENV
 from faults_harness.lost_ack import CommitAckCutter
-from faults_harness.network_kinds import NETWORK_KINDS
 from faults_harness.monitors import (
     SPARK_START_TIMEOUT_S,
     kill_in_spark,
@@ -29,6 +28,7 @@ from faults_harness.monitors import (
     wait_spark_app,
     wait_until,
 )
+from faults_harness.network_kinds import NETWORK_KINDS
 from faults_harness.pipeline import WORKER_TIMEOUT_S, Pipeline
 from faults_harness.procs import Worker
 from faults_harness.worker import PAUSE_ENV

@@ -17,7 +17,7 @@ from faults_harness.pipeline import Pipeline
 from faults_harness.procs import Worker
 from faults_harness.worker import PAUSE_ENV
 
-LEDGER_IDLE_MS = 4000
+LEDGER_IDLE_MS = 2000
 """The black-holed commit's ledger connection: its ``idle_in_transaction_session_timeout`` (connection extra)."""
 LEDGER_BOUND_S = LEDGER_IDLE_MS / 1000 + 20
 """A commit whose ledger went silent must have failed by then: the server ends the idle transaction, and
@@ -61,7 +61,9 @@ class Bounded:
                 f"the {worker.step} try hung: still running {self.bound_s:.0f}s after {self.what}, beyond its bound; "
                 f"killed (log {worker.log})"
             )
-        return f"the try {'ended ok' if worker.ok else 'failed: ' + str(worker.error)} {self.took:.1f}s after {self.what}"
+        return (
+            f"the try {'ended ok' if worker.ok else 'failed: ' + str(worker.error)} {self.took:.1f}s after {self.what}"
+        )
 
 
 def faulted(pipe: Pipeline, marker: dict[str, str]) -> Worker:
@@ -92,7 +94,10 @@ def ledger_blackhole(pipe: Pipeline) -> Fault:
             bounded.wait(w, cut)
         finally:
             links.heal()
-        return f"ledger link black-holed with the commit transaction open after publishing, healed {bounded.took:.1f}s later"
+        return (
+            "ledger link black-holed with the commit transaction open after publishing, "
+            f"healed {bounded.took:.1f}s later"
+        )
 
     fault = Fault("commit", env, monitor=monitor, description="ledger link black-holed inside the commit")
 
@@ -146,7 +151,7 @@ def _hold(links: Links, seconds: float, cut: Callable[[], None], what: str) -> s
 def kafka_cut(pipe: Pipeline) -> Fault:
     """The Kafka link cut during the Spark read (the proxy disabled: connections closed, new ones refused),
     healed a few seconds later: the attempt fails or finishes; the batch is read once."""
-    hold = pipe.rng.uniform(2.0, 6.0)
+    hold = pipe.rng.uniform(1.0, 3.0)
 
     def inject(links: Links) -> str:
         return _hold(links, hold, lambda: links.client.set_enabled("kafka", False), "Kafka link cut")
@@ -188,7 +193,9 @@ def slow_ledger(pipe: Pipeline) -> Fault:
         after()
         worker = faulted(pipe, fault.env)
         if worker.ok or "lost its lease" not in str(worker.error):
-            raise TrialError(f"a read whose ledger link outlasted its lease should fail saying so: {worker.result or worker.error}")
+            raise TrialError(
+                f"a read whose ledger link outlasted its lease should fail saying so: {worker.result or worker.error}"
+            )
 
     checked.after = check
     return checked
