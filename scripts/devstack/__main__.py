@@ -156,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
     )
     sp = sub.add_parser("spark", help="start or stop only the Spark standalone cluster")
     sp.add_argument("action", choices=["start", "stop"])
+    tp = sub.add_parser(
+        "toxiproxy", help="start (building it with Go once) or stop toxiproxy in front of the running services"
+    )
+    tp.add_argument("action", choices=["start", "stop"])
     args = p.parse_args(argv)
 
     try:
@@ -212,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 print(optional.start_spark_cluster())
             else:
                 optional.stop_spark_cluster()
+        elif args.cmd == "toxiproxy":
+            if args.action == "start":
+                print(f"toxiproxy API {optional.start_toxiproxy().api_url}")
+                for name, proxy in report.status()["services"]["toxiproxy"]["proxies"].items():
+                    print(f"  {name:<16} {proxy}")
+            else:
+                optional.stop_toxiproxy()
     except StackError as exc:
         print(f"devstack: error: {exc}", file=sys.stderr)
         return 1
