@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, jars, optional, report, spark_lines, stack
+from . import airflow, jars, optional, report, spark_lines, stack, toxiproxy
 from .errors import StackError
 
 
@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
     stat.add_argument("--json", action="store_true")
     sub.add_parser("env", help="print `export` lines (Airflow connections, kafka_sasl_ssl too) for a shell")
     jp = sub.add_parser(
-        "jars", help="fetch the Kafka, Spark connector and S3A jars and the schema registry, print their paths"
+        "jars",
+        help="fetch the Kafka, Spark connector and S3A jars and the schema registry (and build toxiproxy where Go "
+        "is installed), print their paths",
     )
     jp.add_argument(
         "--spark-version",
@@ -197,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 print(f"s3a jars:       none ({exc})")
             print(f"schema registry: {jars.fetch_apicurio()}/quarkus-run.jar")
             print(f"iceberg REST:    {jars.fetch_iceberg_rest()}")
+            print(f"toxiproxy:       {toxiproxy.fetch_if_go()}")
         elif args.cmd == "spark-home":
             print(spark_lines.spark_home(args.version))
         elif args.cmd == "restart":

@@ -60,6 +60,14 @@ def fetch(version: str = VERSION) -> Path:
     return binary
 
 
+def fetch_if_go() -> str:
+    """The server's path, built now if Go is installed (what bootstrap does, so the first fault test does not
+    pay for the build); otherwise why not (it is built on first use)."""
+    if shutil.which("go") is None:
+        return "not built: no go on PATH (scripts/faults --network and its test build it on first use)"
+    return str(fetch())
+
+
 def configure(sd: Path) -> dict[str, Any]:
     base = sd / "toxiproxy"
     if base.exists():
