@@ -47,6 +47,10 @@ Confluent Schema Registry API at ``/apis/ccompat/v7`` to one basic-auth user (``
 ``<state>/schema-registry-password``, 0600), exported as the connection ``schema_registry_default``
 (type ``kafka_offsets_schema_registry``); see ``schema_registry.py``.
 
+A fourth client listener, ``PROXIED`` (PLAINTEXT), advertises the port toxiproxy listens on for the
+broker (``toxiproxy.py``, started on demand by ``start_toxiproxy()``, never by ``up``), so a client
+bootstrapped through the proxy keeps going through it.
+
 Stdlib only, plus psycopg2 for creating the ``ledger`` database.
 """
 
