@@ -21,6 +21,8 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     devstack.restart_spark_connect(hard=True)   # crash and start it again, same port and token
     devstack.start_spark_connect("4.1")   # a Connect server of another Spark line (spark_lines)
     devstack.stop_spark_connect("4.1")
+    devstack.start_toxiproxy()        # toxiproxy before each service; the connections through it (toxiproxy.py)
+    devstack.stop_toxiproxy()
     devstack.down()
 
 The broker has a second client listener, SASL_PLAINTEXT with mechanism PLAIN, for one user
@@ -45,6 +47,10 @@ Confluent Schema Registry API at ``/apis/ccompat/v7`` to one basic-auth user (``
 ``<state>/schema-registry-password``, 0600), exported as the connection ``schema_registry_default``
 (type ``kafka_offsets_schema_registry``); see ``schema_registry.py``.
 
+A fourth client listener, ``PROXIED`` (PLAINTEXT), advertises the port toxiproxy listens on for the
+broker (``toxiproxy.py``, started on demand by ``start_toxiproxy()``, never by ``up``), so a client
+bootstrapped through the proxy keeps going through it.
+
 Stdlib only, plus psycopg2 for creating the ``ledger`` database.
 """
 
@@ -60,9 +66,11 @@ from .optional import (
     start_cdc,
     start_spark_cluster,
     start_spark_connect,
+    start_toxiproxy,
     stop_airflow,
     stop_spark_cluster,
     stop_spark_connect,
+    stop_toxiproxy,
 )
 from .report import status
 from .stack import (
@@ -93,9 +101,11 @@ __all__ = [
     "start_cdc",
     "start_spark_cluster",
     "start_spark_connect",
+    "start_toxiproxy",
     "status",
     "stop_airflow",
     "stop_spark_cluster",
     "stop_spark_connect",
+    "stop_toxiproxy",
     "up",
 ]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import airflow, jars, optional, report, spark_lines, stack
+from . import airflow, jars, optional, report, spark_lines, stack, toxiproxy
 from .errors import StackError
 
 
@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
     stat.add_argument("--json", action="store_true")
     sub.add_parser("env", help="print `export` lines (Airflow connections, kafka_sasl_ssl too) for a shell")
     jp = sub.add_parser(
-        "jars", help="fetch the Kafka, Spark connector and S3A jars and the schema registry, print their paths"
+        "jars",
+        help="fetch the Kafka, Spark connector and S3A jars and the schema registry (and build toxiproxy where Go "
+        "is installed), print their paths",
     )
     jp.add_argument(
         "--spark-version",
@@ -156,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
     )
     sp = sub.add_parser("spark", help="start or stop only the Spark standalone cluster")
     sp.add_argument("action", choices=["start", "stop"])
+    tp = sub.add_parser(
+        "toxiproxy", help="start (building it with Go once) or stop toxiproxy in front of the running services"
+    )
+    tp.add_argument("action", choices=["start", "stop"])
     args = p.parse_args(argv)
 
     try:
@@ -193,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 print(f"s3a jars:       none ({exc})")
             print(f"schema registry: {jars.fetch_apicurio()}/quarkus-run.jar")
             print(f"iceberg REST:    {jars.fetch_iceberg_rest()}")
+            print(f"toxiproxy:       {toxiproxy.fetch_if_go()}")
         elif args.cmd == "spark-home":
             print(spark_lines.spark_home(args.version))
         elif args.cmd == "restart":
@@ -212,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - one branch per s
                 print(optional.start_spark_cluster())
             else:
                 optional.stop_spark_cluster()
+        elif args.cmd == "toxiproxy":
+            if args.action == "start":
+                print(f"toxiproxy API {optional.start_toxiproxy().api_url}")
+                for name, proxy in report.status()["services"]["toxiproxy"]["proxies"].items():
+                    print(f"  {name:<16} {proxy}")
+            else:
+                optional.stop_toxiproxy()
     except StackError as exc:
         print(f"devstack: error: {exc}", file=sys.stderr)
         return 1

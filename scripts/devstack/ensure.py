@@ -36,6 +36,9 @@ def kafka_broker(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[st
     if kc and not kafka.has_sasl_ssl(kc):
         kafka.enable_sasl_ssl(kc, sd, procs.free_port())
         added.append(f"SASL_SSL on {kc['host']}:{kc['sasl_ssl_port']}")
+    if kc and not kafka.has_proxied(kc):
+        kafka.enable_proxied(kc, *procs.free_ports(2))
+        added.append(f"PROXIED on {kc['host']}:{kc['proxied_backend_port']} for the fault proxy")
     if kc and added and kafka.is_running(kc):
         say(f"adding listener(s) {', '.join(added)}: restarting Kafka (pid {kc['pid']})")
         kafka.stop(kc)
@@ -51,7 +54,7 @@ def kafka_broker(sd: Path, kc: dict[str, Any] | None, libs_dir: Path) -> dict[st
     if kc and (Path(kc["log_dirs"]) / "meta.properties").exists():
         say(f"starting existing Kafka broker on {kc['host']}:{kc['port']}")
     else:
-        kc = kafka.configure(sd, libs_dir, *procs.free_ports(4))
+        kc = kafka.configure(sd, libs_dir, *procs.free_ports(6))
         say(
             f"starting new Kafka KRaft broker on {kc['host']}:{kc['port']} "
             f"(SASL_PLAINTEXT/PLAIN on port {kc['sasl_port']}, SASL_SSL/{kc['sasl_ssl_mechanism']} "

@@ -72,8 +72,13 @@ def configure(
     controller_port: int,
     sasl_port: int | None = None,
     sasl_ssl_port: int | None = None,
+    proxied_backend_port: int | None = None,
+    proxied_port: int | None = None,
 ) -> dict[str, Any]:
     """Write server.properties + log4j2.properties; return the config record.
+
+    ``proxied_backend_port``/``proxied_port`` add the PLAINTEXT listener for the fault proxy; see
+    :func:`enable_proxied`.
 
     ``sasl_port`` adds a SASL_PLAINTEXT listener (mechanism PLAIN) beside the
     PLAINTEXT one; see :func:`enable_sasl`. ``sasl_ssl_port`` adds a SASL_SSL listener
@@ -99,6 +104,8 @@ def configure(
         _sasl_fields(cfg, sd, sasl_port)
     if sasl_ssl_port is not None:
         _sasl_ssl_fields(cfg, sd, sasl_ssl_port)
+    if proxied_backend_port is not None and proxied_port is not None:
+        cfg.update({"proxied_backend_port": proxied_backend_port, "proxied_port": proxied_port})
     write_config(cfg)
     (base / "log4j2.properties").write_text(LOG4J2.format(log=cfg["log"]))
     return cfg
@@ -129,6 +136,20 @@ def _sasl_fields(cfg: dict[str, Any], sd: Path, sasl_port: int) -> None:
             "sasl_password_file": str(sd / SASL_PASSWORD_FILE),
         }
     )
+
+
+def has_proxied(cfg: dict[str, Any]) -> bool:
+    """True if the broker has the listener for the fault proxy (devstack.toxiproxy)."""
+    return bool(cfg.get("proxied_port"))
+
+
+def enable_proxied(cfg: dict[str, Any], backend_port: int, advertised_port: int) -> dict[str, Any]:
+    """Add the PROXIED listener (PLAINTEXT on ``backend_port``, advertising ``advertised_port``: where
+    toxiproxy listens, relaying to ``backend_port``) to an existing broker's config (restart it to apply).
+    A client that bootstraps through the proxy is told to reach the broker through the proxy again."""
+    cfg.update({"proxied_backend_port": backend_port, "proxied_port": advertised_port})
+    write_config(cfg)
+    return cfg
 
 
 def has_sasl_ssl(cfg: dict[str, Any]) -> bool:
@@ -182,6 +203,10 @@ def server_properties(cfg: dict[str, Any]) -> dict[str, str]:
                 f"{PLAIN_LOGIN_MODULE} required user_{cfg['sasl_user']}={_jaas_quote(password)};"
             ),
         }
+    if has_proxied(cfg):
+        listeners.append(f"PROXIED://{h}:{cfg['proxied_backend_port']}")
+        advertised.append(f"PROXIED://{h}:{cfg['proxied_port']}")
+        protocols.append("PROXIED:PLAINTEXT")
     if has_sasl_ssl(cfg):
         listeners.append(f"SASL_SSL://{h}:{cfg['sasl_ssl_port']}")
         advertised.append(f"SASL_SSL://{h}:{cfg['sasl_ssl_port']}")
@@ -287,6 +312,8 @@ def start(cfg: dict[str, Any], timeout: float = 90) -> int:
         procs.ensure_port_free(cfg["sasl_port"], "Kafka SASL_PLAINTEXT listener")
     if has_sasl_ssl(cfg):
         procs.ensure_port_free(cfg["sasl_ssl_port"], "Kafka SASL_SSL listener")
+    if has_proxied(cfg):
+        procs.ensure_port_free(cfg["proxied_backend_port"], "Kafka PROXIED listener")
     format_storage(cfg)
     pid = procs.spawn_detached(
         _java_cmd(cfg, MAIN_CLASS, cfg["config"], heap=HEAP), Path(cfg["stdout"]), cwd=Path(cfg["base_dir"])

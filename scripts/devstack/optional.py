@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from . import airflow, cdc, ensure, info, spark_connect, state
+from . import airflow, cdc, ensure, info, spark_connect, state, toxiproxy
 from . import spark_cluster as spark
 from .errors import StackError, say
 from .stack import restart
@@ -22,6 +22,44 @@ def start_cdc() -> dict[str, Any]:
         stack["cdc"] = cdc.ensure(Path(stack["state_dir"]), stack)
         state.save(stack)
         return dict(stack["cdc"])
+
+
+def start_toxiproxy() -> toxiproxy.Proxied:
+    """Start (or reuse) toxiproxy in front of the running stack's services, with a proxy for each that runs
+    (start the Spark Connect server first to get its proxy); returns its API and the Airflow connections
+    through the proxies (:func:`devstack.toxiproxy.connections`). Builds the server with Go on first use."""
+    with state.lock():
+        stack = state.require()
+        if not kafka_proxied(stack):
+            raise StackError("this stack's broker has no PROXIED listener: run `scripts/stack up` (it adds one)")
+        cfg = stack.get("toxiproxy")
+        if not (cfg and toxiproxy.is_running(cfg) and toxiproxy.answers(cfg)):
+            if cfg:
+                toxiproxy.stop(cfg)
+            else:
+                cfg = toxiproxy.configure(Path(stack["state_dir"]))
+            say(f"starting toxiproxy {cfg['version']} on {toxiproxy.url(cfg)}")
+            stack["toxiproxy"] = cfg
+            state.save(stack)  # the record first: `down` finds a server whose start failed half-way
+            cfg["pid"] = toxiproxy.start(cfg)
+        toxiproxy.populate(cfg, stack)
+        state.save(stack)
+        env = toxiproxy.connections(stack, info.from_stack(stack).airflow_env())
+        return toxiproxy.Proxied(toxiproxy.url(cfg), env)
+
+
+def kafka_proxied(stack: dict[str, Any]) -> bool:
+    return bool(stack["kafka"].get("proxied_port"))
+
+
+def stop_toxiproxy() -> None:
+    """Stop toxiproxy (if any) and forget it: every proxied connection is closed."""
+    with state.lock():
+        stack = state.load()
+        if stack.get("toxiproxy"):
+            toxiproxy.stop(stack["toxiproxy"])
+            shutil.rmtree(stack.pop("toxiproxy")["base_dir"], ignore_errors=True)
+            state.save(stack)
 
 
 def start_spark_connect(spark_version: str | None = None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from . import (
     spark_lines,
     state,
     tls,
+    toxiproxy,
 )
 from . import spark_cluster as spark
 
@@ -116,6 +117,25 @@ def _catalog_services(stack: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _proxy_service(stack: dict[str, Any]) -> dict[str, Any]:
+    """The fault proxy (started on demand) and where each of its proxies listens."""
+    tp = stack.get("toxiproxy")
+    if not tp:
+        return {}
+    proxies = {p.name: f"{p.listen} -> {p.upstream}" for p in toxiproxy.layout(stack, tp["ports"])}
+    return {
+        "toxiproxy": _service(
+            tp,
+            toxiproxy.is_running(tp),
+            partial(toxiproxy.answers, tp),
+            toxiproxy.url(tp),
+            version=f"toxiproxy {tp['version']}",
+            proxies=proxies,
+            log=tp["log"],
+        )
+    }
+
+
 def status() -> dict[str, Any]:
     """What runs where (pid, alive) and how to connect; never includes the password."""
     stack = state.load()
@@ -142,6 +162,7 @@ def status() -> dict[str, Any]:
             f"{kc['host']}:{kc['port']}",
             sasl_address=f"{kc['host']}:{kc['sasl_port']}" if kafka.has_sasl(kc) else None,
             sasl_ssl_address=f"{kc['host']}:{kc['sasl_ssl_port']}" if kafka.has_sasl_ssl(kc) else None,
+            proxied_address=f"{kc['host']}:{kc['proxied_port']}" if kafka.has_proxied(kc) else None,
             controller=f"{kc['host']}:{kc['controller_port']}",
             log_dirs=kc["log_dirs"],
             log=kc["log"],
@@ -171,6 +192,7 @@ def status() -> dict[str, Any]:
             start_s=cd.get("start_s"),
             log=cd["stdout"],
         )
+    services.update(_proxy_service(stack))
     af = stack.get("airflow")
     if af:
         for component in airflow.COMPONENTS:

@@ -18,6 +18,7 @@ from . import (
     seaweedfs,
     spark_connect,
     state,
+    toxiproxy,
 )
 from . import spark_cluster as spark
 from .errors import StackError, say
@@ -83,6 +84,9 @@ def _stop_services(stack: dict[str, Any], keep_data: bool) -> None:
     if stack.get("airflow"):
         say("stopping Airflow")
         airflow.stop(stack.pop("airflow"))
+    if stack.get("toxiproxy"):
+        say("stopping toxiproxy")
+        toxiproxy.stop(stack.pop("toxiproxy"))
     if stack.get("cdc"):
         say("stopping Kafka Connect (Debezium)")
         cdc.stop(stack["cdc"])

@@ -24,8 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import devstack
+from devstack.toxiproxy_api import Client
 from faults_harness.context import FORMS, MODES, REST_SINKS, SINKS, STORAGES, Context
 from faults_harness.kinds import CHAINABLE, KINDS
+from faults_harness.links import Links
+from faults_harness.network_kinds import NETWORK_KINDS
 from faults_harness.procs import kill_everything_started
 from faults_harness.results import TrialResult, describe, kinds_of, summarize
 from faults_harness.trial import run_trial
@@ -46,11 +49,11 @@ def parse_kinds(value: str) -> list[str]:
     if value in ("", "all"):
         return []  # every kind that applies
     kinds = [k.strip() for k in value.split(",") if k.strip()]
-    unknown = [k for k in kinds if k not in KINDS and not set(kinds_of(k)) <= set(CHAINABLE)]
+    unknown = [k for k in kinds if k not in KINDS and not set(kinds_of(k)) <= {*CHAINABLE, *NETWORK_KINDS}]
     if unknown:
         raise argparse.ArgumentTypeError(
             f"unknown fault kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}; chains k1+k2+... of "
-            f"{', '.join(CHAINABLE)} hit successive tries of one batch"
+            f"{', '.join(CHAINABLE)} (and of the network kinds) hit successive tries of one batch"
         )
     return kinds
 
@@ -72,6 +75,7 @@ def run(
     avro: bool = False,
     form: str = "three-task",
     keep_raw_value: bool = True,
+    network: bool = False,
 ) -> tuple[list[TrialResult], list[str], bool]:
     """Run the trials against the running stack (``devstack.current()``); returns results, summary, ok.
 
@@ -80,14 +84,19 @@ def run(
     ``avro``: the topics carry Avro values of three writer versions and corrupted records, decoded through
     the stack's schema registry (:mod:`faults_harness.avro_values`); ``keep_raw_value`` False writes their
     values only where they did not decode. ``form``: the DAG's task form,
-    ``three-task`` (plan >> read >> commit) or ``one-task`` (``KafkaBatchOperator``).
+    ``three-task`` (plan >> read >> commit) or ``one-task`` (``KafkaBatchOperator``). ``network``: every
+    worker's connections go through the stack's toxiproxy (started here if needed; with ``spark_connect``)
+    and the kinds are the network kinds (:mod:`faults_harness.network_kinds`) unless ``kinds`` says.
     """
+    if network and not spark_connect:
+        raise ValueError("the network kinds read on the Spark Connect server: give spark_connect")
     left_out = (
-        (SPARK_PROCESS_KINDS if spark_connect else ())
+        (tuple(NETWORK_KINDS) if not network else ())
+        + (SPARK_PROCESS_KINDS if spark_connect else ())
         + (S3_KINDS if storage != "s3" else ())
         + (REST_KINDS if sink not in REST_SINKS else ())
     )
-    kinds = kinds or [k for k in KINDS if k not in left_out]
+    kinds = kinds or (list(NETWORK_KINDS) if network else [k for k in KINDS if k not in left_out])
     seed = seed if seed is not None else random.SystemRandom().randrange(1_000_000)
     info = devstack.current()
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ako-faults-"))
@@ -110,13 +119,19 @@ def run(
     if spark_connect:  # a session may change SQL settings only
         ctx.env = {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_connect)}
         ctx.spark_conf = {"spark.sql.shuffle.partitions": "3"}
+    if network:
+        proxied = devstack.start_toxiproxy()
+        ctx.links = Links(Client(proxied.api_url), proxied.env)
+        ctx.links.heal()
+        ctx.env |= proxied.env | {"AIRFLOW_CONN_SPARK_DEFAULT": proxied.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"]}
     ctx.ledger().migrate()
     order = [(kind, i) for i in range(trials) for kind in kinds]
     if shuffle:
         random.Random(seed).shuffle(order)
     out(
         f"faults: {len(order)} trials ({trials} of each of {', '.join(kinds)}), seed {seed}, {batches} batches "
-        f"per trial{', one-task form' if form == 'one-task' else ''}, {sink} sink on {storage} storage"
+        f"per trial{', one-task form' if form == 'one-task' else ''}"
+        f"{', every link through toxiproxy' if network else ''}, {sink} sink on {storage} storage"
         f"{', Avro values' if avro else ''}{' (keep_raw_value=False)' if not keep_raw_value else ''}, "
         f"ledger schema {ctx.schema}, "
         f"work dir {workdir}",
@@ -157,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="read on the stack's Spark Connect server (spark_default of type spark_connect); "
         f"{', '.join(SPARK_PROCESS_KINDS)} do not apply",
+    )
+    parser.add_argument(
+        "--network",
+        action="store_true",
+        help="every worker's links through the stack's toxiproxy (started if needed; reads on the Spark Connect "
+        f"server): the network fault kinds {', '.join(NETWORK_KINDS)} (default all of them)",
     )
     parser.add_argument(
         "--form",
@@ -217,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(KINDS))
         return 0
     spark_process = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(SPARK_PROCESS_KINDS))
-    if args.spark_connect and spark_process:
+    if (args.spark_connect or args.network) and spark_process:
         parser.error(f"{', '.join(spark_process)} kill or wait for spark-submit's processes: not with --spark-connect")
     needs_s3 = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(S3_KINDS))
     if needs_s3 and args.storage != "s3":
@@ -237,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         started_here = not devstack.status().get("up")
     except devstack.StackError:
         started_here = True
-    info = devstack.up(spark_connect_server=args.spark_connect)
+    network = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(NETWORK_KINDS))
+    if network and not args.network:
+        parser.error(f"{', '.join(network)} cut the workers' links through toxiproxy: only with --network")
+    info = devstack.up(spark_connect_server=args.spark_connect or args.network)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     # verify's sweep: noise
@@ -248,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in the finally blocks
     try:
-        connect = info.spark_connect if args.spark_connect else None
+        connect = info.spark_connect if args.spark_connect or args.network else None
         _, _, ok = run(
             args.trials,
             args.kinds,
@@ -263,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             avro=args.avro,
             form=args.form,
             keep_raw_value=not args.no_raw_value,
+            network=args.network,
         )
     finally:
         if started_here and not args.keep_stack:

@@ -11,6 +11,7 @@ import psycopg2
 import devstack
 from airflow_kafka_offsets.ledger import Ledger
 from devstack.info import ICEBERG_REST_CONN_ID
+from faults_harness.links import Links
 
 PARTITIONS = 3
 MODES = ("retry", "next_run")
@@ -62,6 +63,7 @@ class Context:
         default_factory=lambda: {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "3"}
     )
     env: dict[str, str] = field(default_factory=dict)  # for every worker, e.g. a spark_connect spark_default
+    links: Links | None = None  # --network: every worker's connections go through toxiproxy (faults_harness.links)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)

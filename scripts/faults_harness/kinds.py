@@ -28,6 +28,7 @@ from faults_harness.monitors import (
     wait_spark_app,
     wait_until,
 )
+from faults_harness.network_kinds import NETWORK_KINDS
 from faults_harness.pipeline import WORKER_TIMEOUT_S, Pipeline
 from faults_harness.procs import Worker
 from faults_harness.worker import PAUSE_ENV
@@ -306,6 +307,7 @@ KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "lost_commit_ack": lost_commit_ack,
     "catalog_restart": catalog_restart,
     "concurrent_runs": None,  # two runs started together, no other fault
+    **NETWORK_KINDS,  # --network only: the workers' links through toxiproxy
 }
 
 CHAINABLE = (
