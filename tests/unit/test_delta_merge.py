@@ -68,7 +68,7 @@ class Mirror:
             }
             for c in changes.values()
         ]
-        schema = mirror_schema(self.spec.decode).append(pa.field(DELETED, pa.bool_()))
+        schema = mirror_schema(self.spec.decode, self.spec.sink.merge).append(pa.field(DELETED, pa.bool_()))
         staging = self.sink.staging_uri("p", batch, attempt)
         target = files.join(staging, CHANGES_DIR)
         fs, path = files.Storage().filesystem(target)
