@@ -266,8 +266,8 @@ def ensure(sd: Path, stack: dict[str, Any]) -> dict[str, Any]:
     """Start (or reuse) the CDC source of a running stack: its database, logical decoding, Kafka Connect."""
     cfg: dict[str, Any] | None = stack.get("cdc")
     avro = bool(stack.get("schema_registry"))  # a worker started without the Avro connectors is restarted
-    current = cfg and bool(cfg.get("avro_connectors")) == avro and is_running(cfg)
-    if current and all(running(status(cfg, connector=name)) for name in connectors(cfg)):
+    current = cfg is not None and bool(cfg.get("avro_connectors")) == avro and is_running(cfg)
+    if cfg is not None and current and all(running(status(cfg, connector=name)) for name in connectors(cfg)):
         say(f"Kafka Connect with Debezium already running (pid {cfg['pid']}, port {cfg['port']})")
         return cfg
     if cfg:
