@@ -128,8 +128,10 @@ def _avro_connectors(base: Path, connector: dict[str, str], registry: dict[str, 
     return files
 
 
-def configure(sd: Path, stack: dict[str, Any], libs: Path, port: int) -> dict[str, Any]:
-    """The worker's and the connector's settings in ``<state>/cdc``; returns the config record."""
+def configure(sd: Path, stack: dict[str, Any], libs: Path, port: int, converter: Path | None = None) -> dict[str, Any]:
+    """The worker's and the connectors' settings in ``<state>/cdc``; returns the config record. With
+    ``converter`` (the plugin path of Apicurio's converter) and a schema registry in the stack, the Avro
+    connectors too."""
     base = sd / "cdc"
     if base.exists():
         shutil.rmtree(base)
@@ -177,8 +179,8 @@ def configure(sd: Path, stack: dict[str, Any], libs: Path, port: int) -> dict[st
         "topic.creation.default.partitions": "2",
     }
     registry = stack.get("schema_registry")
-    if registry:
-        worker["plugin.path"] = str(jars.fetch_apicurio_converter())
+    if registry and converter is not None:
+        worker["plugin.path"] = str(converter)
         cfg["avro_connectors"] = _avro_connectors(base, connector, registry)
     Path(cfg["worker"]).write_text(_properties(worker))
     _write_private(Path(cfg["connector"]), _properties(connector))
@@ -275,6 +277,7 @@ def ensure(sd: Path, stack: dict[str, Any]) -> dict[str, Any]:
     pg = stack["postgres"]
     ensure_logical_decoding(pg)
     postgres.ensure_database(pg, DATABASE)
-    cfg = configure(sd, stack, jars.fetch_debezium(), procs.free_port())
+    converter = jars.fetch_apicurio_converter() if avro else None
+    cfg = configure(sd, stack, jars.fetch_debezium(), procs.free_port(), converter)
     cfg["pid"] = start(cfg)
     return cfg
