@@ -111,7 +111,8 @@ def test_debezium_avro_envelopes_land_as_a_mirror_equal_to_the_table_after_every
     record_key, value = first_record(stack.bootstrap_servers, topic)
     assert value[0] == 0 and len(value) > 5  # the Confluent wire format: magic byte 0, a 4-byte schema id
     assert record_key[0] == 0 if key == "avro" else record_key.startswith(b"{")
-    positions = lake_readers.read_table(stack.pg_url(), ledger.schema, spec).column("_source_position").to_pylist()
-    assert all(p is not None and int(p) > 0 for p in positions)  # Debezium's source.lsn of each row's change
+    landed = lake_readers.read_table(stack.pg_url(), ledger.schema, spec).to_pylist()
+    assert all(int(r["_source_position"]) > 0 for r in landed)  # Debezium's source.lsn of each row's change
+    assert all(r["_source_ts_ms"] > 1_700_000_000_000 and r["_op"] in ("c", "u") for r in landed)  # source.ts_ms
     final = rows(source, table)
     assert 120 in final and 7 not in final and 1 not in final and final[9]["name"] is None
