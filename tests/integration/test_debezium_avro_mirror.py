@@ -11,6 +11,7 @@ table, every key once.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -116,3 +117,47 @@ def test_debezium_avro_envelopes_land_as_a_mirror_equal_to_the_table_after_every
     assert all(r["_source_ts_ms"] > 1_700_000_000_000 and r["_op"] in ("c", "u") for r in landed)  # source.ts_ms
     final = rows(source, table)
     assert 120 in final and 7 not in final and 1 not in final and final[9]["name"] is None
+
+
+def test_a_reader_schema_that_is_no_envelope_or_lacks_the_key_is_refused_at_plan(stack, ledger, make_topic, tmp_path):
+    """The checks only the registry's schema allows (at each plan, before anything is written)."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from airflow_kafka_offsets.errors import InvalidPipelineSpecError
+    from airflow_kafka_offsets.hooks.schema_registry import REQUEST_TIMEOUT_S
+
+    from .helpers import refused
+    from .pipeline import plan
+
+    client = SchemaRegistryClient({**stack.schema_registry_client_config(), "timeout": REQUEST_TIMEOUT_S})
+    row = {"type": "record", "name": "Value", "fields": [{"name": "code", "type": "string"}]}
+    cases = [
+        (row, r"reader schema .*: the reader schema is not a Debezium envelope: it has no op and no after field"),
+        (
+            {
+                "type": "record",
+                "name": "Envelope",
+                "fields": [
+                    {"name": "before", "type": ["null", row], "default": None},
+                    {"name": "after", "type": ["null", "Value"], "default": None},
+                    {"name": "op", "type": "string"},
+                ],
+            },
+            r"merge_key column\(s\) id are not in the reader schema .*\(code\)",
+        ),
+    ]
+    for i, (schema, message) in enumerate(cases):
+        topic = make_topic(partitions=1)
+        client.register_schema(f"{topic}-value", Schema(json.dumps(schema), "AVRO"))
+        spec = build_spec(
+            f"dbza_refused_{i}",
+            [topic],
+            str(tmp_path / "lake"),
+            value_format={"type": "avro"},
+            sink={"format": "delta", "table": f"refused_{i}", "merge_key": "id"},
+        )
+        with refused(InvalidPipelineSpecError, message):
+            plan(ledger, spec, stack)
+        with ledger.transaction(read_only=True) as tx:
+            assert tx.planned_batch_id(spec.name) is None
+        assert not (tmp_path / "lake" / f"refused_{i}").exists()  # no table made either
