@@ -77,12 +77,10 @@ spark.stop()
 
 
 def table_schema() -> pa.Schema:
-    spec = build_spec("bench", ["t"], "/x", json_schema="id BIGINT, name STRING, qty BIGINT", sink=mirror_sink())
-    return mirror_schema(spec.decode)
-
-
-def mirror_sink() -> dict[str, Any]:
-    return {"format": "iceberg", "table": "bench.mirror", "merge_key": "id", "changes": "upsert"}
+    sink = {"format": "iceberg", "table": "bench.mirror", "merge_key": "id", "changes": "upsert"}
+    spec = build_spec("bench", ["t"], "/x", json_schema="id BIGINT, name STRING, qty BIGINT", sink=sink)
+    assert spec.sink.merge is not None
+    return mirror_schema(spec.decode, spec.sink.merge)
 
 
 def rows(schema: pa.Schema, ids: pa.Array, offset: int, op: str) -> pa.Table:

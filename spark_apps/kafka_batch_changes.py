@@ -3,7 +3,9 @@
 Part of the app (``kafka_range_batch.py``), shipped beside it with ``--py-files``; imports nothing from Airflow.
 The rules are the package's ``core/merge.py`` (``changes_of``, ``last_changes``) in Spark SQL:
 
-- Debezium (``decoded`` is the envelope, ``kafka_batch_contract.debezium_envelope_ddl``): c, r and u put
+- Debezium (``decoded`` is the envelope: JSON's ``kafka_batch_contract.debezium_envelope_ddl``, or the Avro
+  reader schema Debezium's converter registered, without ``payload``; ``source`` has ``lsn`` (PostgreSQL) or
+  ``file`` / ``pos`` (MySQL), whichever it has is read): c, r and u put
   ``after``; d deletes ``before``'s key; an update whose ``before`` holds another key deletes it first;
   tombstones and other ops (t, m) change nothing.
 - upsert (``decoded`` is the row): the value puts the row; a tombstone deletes the key read from the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructType
 
 if __package__:
     from . import kafka_batch_contract as contract
@@ -44,21 +47,37 @@ def _key_present(columns: list[Column]) -> Column:
     return present
 
 
+def _field(struct: Column, struct_type: DataType | None, name: str, cast: str) -> Column:
+    """``struct[name]`` cast to ``cast``, or a null of it when the struct has no such field (an Avro envelope
+    has only the fields its connector writes)."""
+    if isinstance(struct_type, StructType) and name in struct_type.fieldNames():
+        return struct[name].cast(cast)
+    return F.lit(None).cast(cast)
+
+
 def _debezium_changes(records: DataFrame, key: list[str]) -> DataFrame:
     """One row per change: ``_key_<i>``, the row image (``row``), op, order, deleted, position, ts_ms."""
-    envelope = F.when(F.col("decoded.payload").isNotNull(), F.col("decoded.payload")).otherwise(
-        F.col("decoded").dropFields("payload")
-    )
+    decoded_type = records.schema["decoded"].dataType
+    envelope = F.col("decoded")
+    if "payload" in decoded_type.fieldNames():  # JSON: with its embedded schema, or without
+        envelope = F.when(F.col("decoded.payload").isNotNull(), F.col("decoded.payload")).otherwise(
+            F.col("decoded").dropFields("payload")
+        )
     events = records.where(F.col("value").isNotNull() & F.col("decode_error").isNull()).select(
         F.col("partition"), F.col("offset"), envelope.alias("e")
     )
     events = events.where(F.col("e.op").isin("c", "u", "d", "r"))
+    envelope_type = events.schema["e"].dataType
     source = F.col("e.source")
+    source_type = envelope_type["source"].dataType if "source" in envelope_type.fieldNames() else None
+    file = _field(source, source_type, "file", "string")
     position = F.coalesce(
-        source["lsn"].cast("string"),
-        F.when(source["file"].isNotNull(), F.concat_ws(":", source["file"], source["pos"])),
+        _field(source, source_type, "lsn", "string"),
+        F.when(file.isNotNull(), F.concat_ws(":", file, _field(source, source_type, "pos", "string"))),
     )
-    ts_ms = F.coalesce(source["ts_ms"], F.col("e.ts_ms"))
+    ts_ms = F.coalesce(
+        _field(source, source_type, "ts_ms", "bigint"), _field(F.col("e"), envelope_type, "ts_ms", "bigint")
+    )
     after = [F.col("e.after")[k] for k in key]
     before = [F.col("e.before")[k] for k in key]
     deleting = F.col("e.op") == "d"

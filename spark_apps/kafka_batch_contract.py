@@ -39,7 +39,8 @@ report (``<staging_uri>/_kafka_batch_report.json``, written last)::
                                                   # partition, its records' offsets lie in [start, end)
      "changes": {"changes": int, "deletes": int}}  # only with merge
 
-With merge, the decode's schema is the row's (for Debezium, wrapped in its envelope by the package), and
+With merge, the decode's schema is the row's (for Debezium as JSON, wrapped in its envelope by the package;
+for Debezium as Avro, the reader schema is the envelope Debezium's converter registered), and
 the batch's change set, the last change per key, is also written to ``<staging_uri>/_changes/``
 (``kafka_batch_changes.py``): the table sink applies it to the mirror table in its commit.
 

@@ -156,3 +156,37 @@ def parse_ddl(text: str) -> tuple[DdlField, ...]:
     if parser.peek() is not None:
         raise parser.error(f"unexpected {parser.peek()!r}")
     return fields
+
+
+_DDL_NAMES = {
+    "boolean": "BOOLEAN",
+    "int8": "TINYINT",
+    "int16": "SMALLINT",
+    "int32": "INT",
+    "int64": "BIGINT",
+    "float32": "FLOAT",
+    "float64": "DOUBLE",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+    "timestamp_ntz": "TIMESTAMP_NTZ",
+    "string": "STRING",
+    "binary": "BINARY",
+}
+
+
+def render_type(kind: DdlType) -> str:
+    """A parsed type as Spark DDL again (``parse_ddl`` reads it back to the same tree)."""
+    if kind.kind == "decimal":
+        return f"DECIMAL({kind.precision}, {kind.scale})"
+    if kind.kind == "array":
+        return f"ARRAY<{render_type(kind.children[0].type)}>"
+    if kind.kind == "map":
+        return f"MAP<{render_type(kind.children[0].type)}, {render_type(kind.children[1].type)}>"
+    if kind.kind == "struct":
+        return f"STRUCT<{render_ddl(kind.children)}>"
+    return _DDL_NAMES[kind.kind]
+
+
+def render_ddl(fields: tuple[DdlField, ...]) -> str:
+    """Parsed columns as Spark DDL again (names quoted)."""
+    return ", ".join(f"`{f.name.replace('`', '``')}` {render_type(f.type)}" for f in fields)

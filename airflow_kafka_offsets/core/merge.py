@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from airflow_kafka_offsets.core.ddl import parse_ddl
+from airflow_kafka_offsets.core.debezium import envelope_row_ddl
+from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import (
     CHANGE_OP,
     KAFKA_OFFSET,
@@ -32,7 +35,8 @@ class ChangeFormat(str, Enum):
     """How a topic's records describe changes.
 
     ``debezium``: Debezium's envelope (``op`` c/u/d/r, ``before``, ``after``, ``source``), as JSON with
-    or without the embedded schema; the tombstone after a delete changes nothing more.
+    or without the embedded schema, or Avro through a schema registry; the tombstone after a delete changes
+    nothing more.
     ``upsert``: the value is the row (latest value per key, a compacted topic's producer); a
     tombstone (null value) deletes the row whose key is the record key.
     """
@@ -61,6 +65,30 @@ class MergeSpec:
         if not data.get("merge_key"):
             return None
         return cls(tuple(data["merge_key"]), ChangeFormat(data.get("changes") or ChangeFormat.DEBEZIUM.value))
+
+
+def row_ddl(decoded_ddl: str, changes: ChangeFormat, avro: bool) -> str:
+    """The source row's columns (Spark DDL): a JSON pipeline's json_schema names them; an Avro Debezium
+    pipeline's decoded value is the envelope, whose ``after`` record is the row."""
+    return envelope_row_ddl(decoded_ddl) if avro and changes is ChangeFormat.DEBEZIUM else decoded_ddl
+
+
+def check_row(pipeline: str, key: Sequence[str], row: str, named_by: str) -> None:
+    """Refuse a row (Spark DDL) without a key column or with a column named like the mirror's own;
+    ``named_by`` says where the row's columns come from (the json_schema, a reader schema)."""
+    columns = [f.name for f in parse_ddl(row)]
+    missing = [k for k in key if k not in columns]
+    if missing:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: merge_key column(s) {', '.join(missing)} are not in {named_by} "
+            f"({', '.join(columns)})"
+        )
+    reserved = sorted(set(columns) & set(MIRROR_COLUMNS))
+    if reserved:
+        raise InvalidPipelineSpecError(
+            f"pipeline {pipeline!r}: {named_by}'s column(s) {', '.join(reserved)} are the mirror's own "
+            "columns; rename them"
+        )
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow_kafka_offsets.core.avro import build_value_format
 from airflow_kafka_offsets.core.ddl import parse_ddl
-from airflow_kafka_offsets.core.merge import MIRROR_COLUMNS, ChangeFormat, MergeSpec
+from airflow_kafka_offsets.core.merge import ChangeFormat, MergeSpec, check_row
 from airflow_kafka_offsets.core.model import (
     DataLossPolicy,
     DecodeSpec,
@@ -129,26 +129,22 @@ def _merge(pipeline: str, options: Mapping[str, Any], sink_format: SinkFormat) -
 
 
 def _check_merge_decode(pipeline: str, merge: MergeSpec, decode: DecodeSpec | None) -> DecodeSpec:
-    """A mirror's rows are the decoded values' (the json_schema names the row's columns); every record must
-    decode (max_decode_errors defaults to 0: a change that cannot be read is never skipped silently)."""
-    if decode is None or decode.avro is not None:
+    """A mirror's rows are the decoded values' (the json_schema names the row's columns; Avro Debezium
+    envelopes carry them in the reader schema, checked when a batch is planned); every record must decode
+    (max_decode_errors defaults to 0: a change that cannot be read is never skipped silently)."""
+    if decode is None:
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: a mirror table (merge_key) needs a json_schema naming the source row's "
-            "columns (for Debezium: the columns of before/after)"
+            "columns (for Debezium: the columns of before/after), or for Avro Debezium envelopes a value_format"
         )
-    columns = [f.name for f in parse_ddl(decode.schema)]
-    missing = [k for k in merge.key if k not in columns]
-    if missing:
+    if decode.avro is not None and merge.changes is not ChangeFormat.DEBEZIUM:
         raise InvalidPipelineSpecError(
-            f"pipeline {pipeline!r}: merge_key column(s) {', '.join(missing)} are not in the json_schema "
-            f"({', '.join(columns)})"
+            f"pipeline {pipeline!r}: changes {merge.changes.value!r} with Avro values (value_format) is not "
+            "supported: an upsert tombstone names its row by the record key, which is read as JSON; Avro values "
+            "take changes 'debezium' (Debezium's envelope, the key read from before/after)"
         )
-    reserved = sorted(set(columns) & set(MIRROR_COLUMNS))
-    if reserved:
-        raise InvalidPipelineSpecError(
-            f"pipeline {pipeline!r}: the json_schema's column(s) {', '.join(reserved)} are the mirror's own "
-            "columns; rename them"
-        )
+    if decode.avro is None:
+        check_row(pipeline, merge.key, decode.schema, "the json_schema")
     return decode if decode.max_errors is not None else replace(decode, max_errors=0)
 
 

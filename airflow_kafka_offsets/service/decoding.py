@@ -23,8 +23,14 @@ from typing import TYPE_CHECKING
 
 from airflow_kafka_offsets.clients.avro_registry import resolve_reader
 from airflow_kafka_offsets.core.avro import column_changes
+from airflow_kafka_offsets.core.merge import check_row, row_ddl
 from airflow_kafka_offsets.core.model import DecodeSpec, PipelineSpec
-from airflow_kafka_offsets.errors import BatchStateError, ConfigurationError, SchemaEvolutionError
+from airflow_kafka_offsets.errors import (
+    BatchStateError,
+    ConfigurationError,
+    InvalidPipelineSpecError,
+    SchemaEvolutionError,
+)
 from airflow_kafka_offsets.ledger.port import LedgerPort, LedgerTransactionPort
 from airflow_kafka_offsets.sinks import ChecksTables, Sink
 
@@ -65,6 +71,15 @@ def next_decode(
         )
     reader, columns = resolve_reader(registry(decode.avro.registry_conn_id), decode.avro, spec.name)
     resolved = replace(decode, schema=columns, reader=reader)
+    merge = spec.sink.merge
+    if merge is not None:  # a mirror's row and key, in the reader schema (Debezium: its envelope's after)
+        try:
+            row = row_ddl(columns, merge.changes, avro=True)
+        except InvalidPipelineSpecError as exc:
+            raise InvalidPipelineSpecError(
+                f"pipeline {spec.name!r}: reader schema {reader.describe()}: {exc}"
+            ) from None
+        check_row(spec.name, merge.key, row, f"the reader schema {reader.describe()}")
     before = previous[1] if previous is not None else None
     changed = before is not None and before.reader is not None and before.reader.schema != reader.schema
     try:

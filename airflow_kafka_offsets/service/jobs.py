@@ -24,8 +24,10 @@ def build_job(
     """The job file handed to the Spark app (see spark_apps/kafka_batch_contract.py for the format)."""
     sink = sink or SinkSpec()
     decode_json = decode.batch_json() if decode else None
-    if decode_json is not None and sink.merge is not None and sink.merge.changes is ChangeFormat.DEBEZIUM:
+    debezium = sink.merge is not None and sink.merge.changes is ChangeFormat.DEBEZIUM
+    if decode_json is not None and decode is not None and debezium and decode.avro is None:
         decode_json["schema"] = debezium_envelope_ddl(decode_json["schema"])  # the row, in its envelope
+    # (Avro: the reader schema is Debezium's envelope already)
     return {
         "format": JOB_FORMAT,
         "pipeline": plan.pipeline,

@@ -10,7 +10,7 @@ from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat
 from airflow_kafka_offsets.core.sink_formats import SINK_FORMATS
 from airflow_kafka_offsets.errors import ConfigurationError
 from airflow_kafka_offsets.object_storage.access import S3Access, is_object_store
-from airflow_kafka_offsets.sinks.base import ChecksTables, Publication, Sink
+from airflow_kafka_offsets.sinks.base import ChecksReplay, ChecksTables, Publication, Sink
 from airflow_kafka_offsets.sinks.local import LocalDirectorySink
 from airflow_kafka_offsets.sinks.manifest import ManifestDirectorySink
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
@@ -19,6 +19,7 @@ __all__ = [
     "MULTI_TABLE_OPENER",
     "OPENERS",
     "REPORT_NAME",
+    "ChecksReplay",
     "ChecksTables",
     "LocalDirectorySink",
     "ManifestDirectorySink",

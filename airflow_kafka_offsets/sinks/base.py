@@ -148,6 +148,16 @@ class Sink(Protocol):
 
 
 @runtime_checkable
+class ChecksReplay(Protocol):
+    """A sink that can tell before Spark runs whether a committed batch's replay could be published."""
+
+    def check_replay(self, pipeline_uid: str, plan: BatchPlan) -> None:
+        """Refuse the replay of ``plan`` in place (:class:`~airflow_kafka_offsets.errors.MergeOperationRefusedError`)
+        when its publication would be; nothing is read or written before."""
+        ...
+
+
+@runtime_checkable
 class ChecksTables(Protocol):
     """A sink of Iceberg tables, which records each table's uuid with the batches committed to it."""
 

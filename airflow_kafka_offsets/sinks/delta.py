@@ -189,13 +189,7 @@ class DeltaSink:
             if self._holds(table, commits, publication):
                 return
             if publication.replay:
-                delta_merge.latest_merges(
-                    commits,
-                    plan.batch_id,
-                    table.version(),
-                    f"replay of batch {plan.batch_id} of {plan.pipeline!r} into a mirror table",
-                    "merging it again would lose them. Only the latest commit of a mirror replays",
-                )
+                self._replay_merges(table, commits, plan)
             try:
                 delta_merge.merge(table, changes, self.merge.key, publication.commit_properties(), transactions)
                 return
@@ -205,6 +199,26 @@ class DeltaSink:
             f"Delta table {self.location}: {COMMIT_TRIES} merges of batch {plan.batch_id} lost to concurrent "
             "writers; nothing of it was merged, the batch stays as it was: run the step again"
         )
+
+    def check_replay(self, pipeline_uid: str, plan: BatchPlan) -> None:
+        """A mirror's replay, refused before Spark reads the batch again when its merge would be (an appending
+        batch's replay swaps its own files: nothing later refuses it)."""
+        if self.merge is not None:
+            table = self.table()
+            self._replay_merges(table, self._commits(table, pipeline_uid), plan)
+
+    def _replay_merges(self, table: DeltaTable, commits: list[dict[str, Any]], plan: BatchPlan) -> None:
+        delta_merge.replay_merges(
+            commits,
+            plan.batch_id,
+            table.version(),
+            self._files_at,
+            f"replay of batch {plan.batch_id} of {plan.pipeline!r} into a mirror table",
+        )
+
+    def _files_at(self, version: int) -> frozenset[str]:
+        """The table's data files at ``version``."""
+        return frozenset(DeltaTable(self.location, version=version, storage_options=self._options).file_uris())
 
     def _holds(self, table: DeltaTable, commits: list[dict[str, Any]], publication: Publication) -> bool:
         """The table already holds what ``publication`` would merge: a commit's app transaction (not taken

@@ -13,18 +13,19 @@ the Delta commit and the ledger's finds it and does not merge twice. A merge run
 version; a writer that commits while it runs makes delta-rs fail the commit (a conflict), and the caller
 merges again on the table as it then is.
 
-Replay and abort read the table's history: only a batch whose commit is the table's latest is merged
-again or taken back (:func:`batch_merges`). A replay merges the replayed change set on the current state in
-one commit, which is the state a restore to the version before the batch followed by the merge would give,
-without a second commit in between: every key of the change set is set to its final row (or removed)
-whatever it held, so merging a change set again on its own result changes no row
-(``core.merge.applied`` is idempotent). An abort restores the version before the batch (delta-rs
-``restore``: one commit).
+Replay and abort read the table's history: only a batch whose commit is the table's latest is taken back
+(:func:`latest_merges`), and merged again only when no later commit changed the table's rows
+(:func:`replay_merges`: a schema change a later plan committed changes none). A replay merges the
+replayed change set on the current state in one commit, which is the state a restore to the version
+before the batch followed by the merge would give, without a second commit in between: every key of
+the change set is set to its final row (or removed) whatever it held, so merging a change set again on
+its own result changes no row (``core.merge.applied`` is idempotent). An abort restores the version
+before the batch (delta-rs ``restore``: one commit).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -115,6 +116,33 @@ def latest_merges(
             f"{merges[-1]['version']}); {lost}"
         )
     return merges
+
+
+def replay_merges(
+    commits: Sequence[Mapping[str, Any]],
+    batch_id: int,
+    current: int,
+    files_at: Callable[[int], frozenset[str]],
+    what: str,
+) -> list[Mapping[str, Any]]:
+    """The batch's merges still in the table, for a replay: refused when a commit after the batch's last merge
+    changed the table's rows (added or removed data files: a later batch, another writer's rows, a compaction);
+    merging the batch again would lose them. A commit that changes no row (the schema change a later plan
+    commits, table properties) does not refuse it: the state before the batch, merged with the batch and then
+    changed by those commits, is the current state merged with the batch, since a change set sets each of its
+    keys whatever the row held. ``files_at(version)``: the table's data files at a version."""
+    merges = batch_merges(commits, batch_id)
+    if not merges or int(merges[-1]["version"]) == current:
+        return merges
+    last = int(merges[-1]["version"])
+    if files_at(last) == files_at(current):
+        return merges
+    changed = next(v for v in range(last + 1, current + 1) if files_at(v) != files_at(v - 1))
+    raise MergeOperationRefusedError(
+        f"{what}: the Delta table has commits after the batch's that change its rows (version {changed}, after the "
+        f"batch's {last}); merging it again would lose them. Only the latest commit of a mirror replays; commits "
+        "that change no row (a schema change a later plan committed) do not count. Nothing was read or written"
+    )
 
 
 def restore(table: DeltaTable, version: int, metadata: Mapping[str, str], what: str) -> None:

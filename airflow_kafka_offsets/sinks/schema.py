@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from airflow_kafka_offsets.core.ddl import DdlType, parse_ddl
-from airflow_kafka_offsets.core.merge import MergeSpec
+from airflow_kafka_offsets.core.merge import MergeSpec, row_ddl
 from airflow_kafka_offsets.core.model import DecodeSpec
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import (
     CHANGE_OP,
@@ -81,14 +81,15 @@ MIRROR_METADATA = pa.schema(
 )
 
 
-def mirror_schema(decode: DecodeSpec | None) -> pa.Schema:
-    """The Arrow schema of a mirror table (merge mode): the decoded row's columns, then where each row's
+def mirror_schema(decode: DecodeSpec | None, merge: MergeSpec) -> pa.Schema:
+    """The Arrow schema of a mirror table (merge mode): the source row's columns, then where each row's
     last change came from."""
     assert decode is not None  # a merge pipeline's spec always decodes (core.spec checks it)
-    row = [pa.field(f.name, _arrow_type(f.type)) for f in parse_ddl(decode.schema)]
+    row_columns = row_ddl(decode.schema, merge.changes, decode.avro is not None)
+    row = [pa.field(f.name, _arrow_type(f.type)) for f in parse_ddl(row_columns)]
     return pa.schema(row + list(MIRROR_METADATA))
 
 
 def table_schema(decode: DecodeSpec | None, merge: MergeSpec | None) -> pa.Schema:
     """What a table sink's table holds: the mirror's rows in merge mode, else the records."""
-    return mirror_schema(decode) if merge is not None else output_schema(decode)
+    return mirror_schema(decode, merge) if merge is not None else output_schema(decode)

@@ -16,7 +16,7 @@ PYTHONPATH=scripts). Python API for pytest fixtures and benchmarks::
     devstack.restart_schema_registry(); devstack.restart_iceberg_rest()
     devstack.start_airflow()          # api-server, scheduler, dag-processor, triggerer on dags/
     devstack.stop_airflow()
-    devstack.start_cdc()              # Kafka Connect with Debezium on the stack's PostgreSQL (scripts/stack up --cdc)
+    devstack.start_cdc()              # Debezium on Kafka Connect, JSON and Avro topics (scripts/stack up --cdc)
     devstack.start_spark_connect()    # a Spark Connect server; its `spark_connect` connection
     devstack.restart_spark_connect(hard=True)   # crash and start it again, same port and token
     devstack.start_spark_connect("4.1")   # a Connect server of another Spark line (spark_lines)

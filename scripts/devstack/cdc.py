@@ -7,6 +7,13 @@ with its REST interface on a free loopback port. The connector reads the stack's
 ``cdc_source``, ``wal_level=logical``, the built-in ``pgoutput`` plugin, a publication of all tables)
 and writes one topic per table, ``cdc.<schema>.<table>``, as JSON with the embedded schema.
 
+A second connector on the same worker (its own slot and publication) writes the same changes as Avro
+to ``cdcavro.<schema>.<table>``: values through Apicurio Registry's converter (Maven Central, as a Connect
+plugin: ``scripts/jars/apicurio-converter.xml``) into the stack's schema registry, in the Confluent wire
+format (magic byte 0 and the 4-byte id its Confluent-compatible API serves, ``apicurio.registry.as-confluent``);
+keys Avro too, or JSON for the tables whose name starts with ``jsonkey_`` (a key converter per table is not a
+Connect setting, so those go through a third connector, ``cdcjk.<schema>.<table>``).
+
 The connector's settings hold the database password: they are a 0600 file in the state dir, never
 the command line (Connect hides password settings in its log). Optional: only ``scripts/stack up
 --cdc`` and the tests that need it start it.
@@ -30,6 +37,13 @@ CONNECTOR = "ako-cdc"
 DATABASE = "cdc_source"
 TOPIC_PREFIX = "cdc"
 SLOT = "ako_cdc"
+# The Avro connectors: (name, topic prefix and slot, key converter); values are Avro in both.
+AVRO_CONNECTORS = (
+    ("ako-cdc-avro", "cdcavro", "avro"),
+    ("ako-cdc-avro-jsonkey", "cdcjk", "json"),
+)
+AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 HEAP = os.environ.get("AKO_CONNECT_HEAP", "256m")
 MAIN = "org.apache.kafka.connect.cli.ConnectStandalone"
 LOG4J = """\
@@ -44,9 +58,9 @@ logger.debezium.level = INFO
 """
 
 
-def topic(table: str, schema: str = "public") -> str:
-    """The topic Debezium writes a table's changes to."""
-    return f"{TOPIC_PREFIX}.{schema}.{table}"
+def topic(table: str, schema: str = "public", prefix: str = TOPIC_PREFIX) -> str:
+    """The topic Debezium writes a table's changes to (``prefix``: ``cdcavro`` or ``cdcjk`` for Avro values)."""
+    return f"{prefix}.{schema}.{table}"
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -79,8 +93,45 @@ def ensure_logical_decoding(pg: dict[str, Any]) -> None:
     pg["pid"] = postgres.start(pg)
 
 
-def configure(sd: Path, stack: dict[str, Any], libs: Path, port: int) -> dict[str, Any]:
-    """The worker's and the connector's settings in ``<state>/cdc``; returns the config record."""
+def _avro_converter(side: str, registry: dict[str, Any], password: str) -> dict[str, str]:
+    """A connector's converter settings for Avro ``side`` (key or value) in the Confluent wire format, through
+    Apicurio's converter (its 2.x client speaks the registry's v2 API; the id written is the content id the
+    Confluent-compatible API serves)."""
+    p = f"{side}.converter"
+    return {
+        p: AVRO_CONVERTER,
+        f"{p}.apicurio.registry.url": f"http://{registry['host']}:{registry['port']}/apis/registry/v2",
+        f"{p}.apicurio.auth.username": str(registry["user"]),
+        f"{p}.apicurio.auth.password": password,
+        f"{p}.apicurio.registry.auto-register": "true",
+        f"{p}.apicurio.registry.find-latest": "true",
+        f"{p}.apicurio.registry.as-confluent": "true",
+        f"{p}.apicurio.registry.use-id": "contentId",
+        f"{p}.apicurio.registry.headers.enabled": "false",
+    }
+
+
+def _avro_connectors(base: Path, connector: dict[str, str], registry: dict[str, Any]) -> list[str]:
+    """The Avro connectors' settings files (0600: database and registry passwords) beside the JSON one's."""
+    password = Path(registry["password_file"]).read_text().strip()
+    files = []
+    for name, prefix, key in AVRO_CONNECTORS:
+        slot = f"{SLOT}_{prefix}"
+        keys = _avro_converter("key", registry, password) if key == "avro" else {"key.converter": JSON_CONVERTER}
+        settings = {**connector, "name": name, "topic.prefix": prefix, "slot.name": slot, "publication.name": slot}
+        settings |= keys | _avro_converter("value", registry, password)
+        if key == "json":  # only the tables of the JSON-key tests: the other tables' changes are not wanted there
+            settings["table.include.list"] = "public.jsonkey_.*"
+        path = base / f"connector-{prefix}.properties"
+        _write_private(path, _properties(settings))
+        files.append(str(path))
+    return files
+
+
+def configure(sd: Path, stack: dict[str, Any], libs: Path, port: int, converter: Path | None = None) -> dict[str, Any]:
+    """The worker's and the connectors' settings in ``<state>/cdc``; returns the config record. With
+    ``converter`` (the plugin path of Apicurio's converter) and a schema registry in the stack, the Avro
+    connectors too."""
     base = sd / "cdc"
     if base.exists():
         shutil.rmtree(base)
@@ -127,6 +178,10 @@ def configure(sd: Path, stack: dict[str, Any], libs: Path, port: int) -> dict[st
         "topic.creation.default.replication.factor": "1",
         "topic.creation.default.partitions": "2",
     }
+    registry = stack.get("schema_registry")
+    if registry and converter is not None:
+        worker["plugin.path"] = str(converter)
+        cfg["avro_connectors"] = _avro_connectors(base, connector, registry)
     Path(cfg["worker"]).write_text(_properties(worker))
     _write_private(Path(cfg["connector"]), _properties(connector))
     Path(cfg["log4j"]).write_text(LOG4J)
@@ -152,12 +207,18 @@ def _argv(cfg: dict[str, Any]) -> list[str]:
         MAIN,
         cfg["worker"],
         cfg["connector"],
+        *cfg.get("avro_connectors", []),
     ]
 
 
-def status(cfg: dict[str, Any], timeout: float = 3.0) -> dict[str, Any] | None:
-    """The connector's status from Connect's REST interface (None: nothing answers yet)."""
-    url = f"http://{cfg['host']}:{cfg['port']}/connectors/{CONNECTOR}/status"
+def connectors(cfg: dict[str, Any]) -> list[str]:
+    """The worker's connectors: the JSON one, and the Avro ones on a stack with a schema registry."""
+    return [CONNECTOR, *(name for name, _, _ in AVRO_CONNECTORS if cfg.get("avro_connectors"))]
+
+
+def status(cfg: dict[str, Any], timeout: float = 3.0, connector: str = CONNECTOR) -> dict[str, Any] | None:
+    """A connector's status from Connect's REST interface (None: nothing answers yet)."""
+    url = f"http://{cfg['host']}:{cfg['port']}/connectors/{connector}/status"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             found: dict[str, Any] = json.loads(response.read())
@@ -180,7 +241,7 @@ def start(cfg: dict[str, Any], timeout: float = 180) -> int:
     started = time.monotonic()
     pid = procs.spawn_detached(_argv(cfg), Path(cfg["stdout"]), cwd=Path(cfg["base_dir"]))
     deadline = started + timeout
-    while not running(found := status(cfg)):
+    while not all(running(found := status(cfg, connector=name)) for name in connectors(cfg)):
         failed = [t for t in (found or {}).get("tasks") or [] if t["state"] == "FAILED"]
         if failed or not procs.pid_alive(pid):
             procs.terminate(pid, marker=_marker(cfg), timeout=10)
@@ -206,7 +267,9 @@ def is_running(cfg: dict[str, Any]) -> bool:
 def ensure(sd: Path, stack: dict[str, Any]) -> dict[str, Any]:
     """Start (or reuse) the CDC source of a running stack: its database, logical decoding, Kafka Connect."""
     cfg: dict[str, Any] | None = stack.get("cdc")
-    if cfg and is_running(cfg) and running(status(cfg)):
+    avro = bool(stack.get("schema_registry"))  # a worker started without the Avro connectors is restarted
+    current = cfg is not None and bool(cfg.get("avro_connectors")) == avro and is_running(cfg)
+    if cfg is not None and current and all(running(status(cfg, connector=name)) for name in connectors(cfg)):
         say(f"Kafka Connect with Debezium already running (pid {cfg['pid']}, port {cfg['port']})")
         return cfg
     if cfg:
@@ -214,6 +277,7 @@ def ensure(sd: Path, stack: dict[str, Any]) -> dict[str, Any]:
     pg = stack["postgres"]
     ensure_logical_decoding(pg)
     postgres.ensure_database(pg, DATABASE)
-    cfg = configure(sd, stack, jars.fetch_debezium(), procs.free_port())
+    converter = jars.fetch_apicurio_converter() if avro else None
+    cfg = configure(sd, stack, jars.fetch_debezium(), procs.free_port(), converter)
     cfg["pid"] = start(cfg)
     return cfg

@@ -38,6 +38,11 @@ AVRO_POM = POM_DIR / "spark-avro.xml"
 # Kafka Connect (of the broker's Kafka release) with Debezium's PostgreSQL connector: the CDC source.
 DEBEZIUM_VERSION = "3.6.1.Final"
 DEBEZIUM_POM = POM_DIR / "debezium-connect.xml"
+# Apicurio Registry's Kafka Connect converter (Avro in the Confluent wire format), as a Connect plugin of its
+# own (plugin.path, its own class loader). The 2.6 line: Maven Central's 3.x converters lack a jar or their
+# parent POM in the Maven registry this project uses (3.0.7-3.3.3 tried).
+APICURIO_CONVERTER_VERSION = "2.6.13.Final"
+APICURIO_CONVERTER_POM = POM_DIR / "apicurio-converter.xml"
 # The spark-avro release to take when the exact one is missing from the Maven registry this project
 # uses, per Spark line (found there: 3.5.x, 4.0.0-4.0.2, 4.1.1, 4.2.0; missing: 4.0.3, 4.1.0, 4.1.2).
 AVRO_FALLBACK = {"4.0": "4.0.2", "4.1": "4.1.1"}
@@ -124,6 +129,18 @@ def fetch_debezium(version: str = DEBEZIUM_VERSION, quiet: bool = False) -> Path
             found = _mvn_copy(DEBEZIUM_POM, dest, {"kafka.version": KAFKA_VERSION, "debezium.version": version})
             _write_marker(dest, {"debezium.version": version, "kafka.version": KAFKA_VERSION, "jars": found})
     return dest
+
+
+def fetch_apicurio_converter(version: str = APICURIO_CONVERTER_VERSION, quiet: bool = False) -> Path:
+    """Ensure Apicurio's Kafka Connect converter is cached as a Connect plugin; return the plugin path (the
+    directory holding the plugin's directory of jars)."""
+    dest = state.cache_dir() / f"connect-plugins-apicurio-{version}" / "apicurio-converter"
+    with state.cache_lock(dest):
+        if not _complete(dest):
+            _log(f"fetching Apicurio Registry's Kafka Connect converter {version} into {dest} ...", quiet)
+            found = _mvn_copy(APICURIO_CONVERTER_POM, dest, {"apicurio.converter.version": version})
+            _write_marker(dest, {"apicurio.converter.version": version, "jars": found})
+    return dest.parent
 
 
 def apicurio_dir(version: str = APICURIO_VERSION) -> Path:

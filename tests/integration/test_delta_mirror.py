@@ -155,6 +155,18 @@ def test_a_delta_mirror_of_a_random_workload_replays_its_latest_batch_and_aborts
     assert commit(ledger, spec, batch).committed_now
     found = mirror(stack, ledger, spec)
     assert found.pop(10**6)["name"] == "foreign" and found == source.expected
+    # the other writer's rows came after the batch's merge: its replay is refused before any Spark job, the
+    # ledger (no attempt) and the table as they were
+    with ledger.transaction(read_only=True) as tx:
+        attempts = [a.attempt_id for a in tx.attempts(spec.name, [batch], reports=False)]
+    version = table(spec).version()
+    with refused(
+        MergeOperationRefusedError, r"commits after the batch's that change its rows .*Nothing was read or written"
+    ):
+        replay_batch(ctx, spec.name, batch)
+    with ledger.transaction(read_only=True) as tx:
+        assert [a.attempt_id for a in tx.attempts(spec.name, [batch], reports=False)] == attempts
+    assert table(spec).version() == version
 
     with refused(MergeOperationRefusedError, "only skip forward"):
         reset_offsets(operation_context(ledger, stack), spec.name, ResetRequest(ResetMode.TO_EARLIEST), dry_run=False)

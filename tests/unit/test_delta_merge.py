@@ -68,7 +68,7 @@ class Mirror:
             }
             for c in changes.values()
         ]
-        schema = mirror_schema(self.spec.decode).append(pa.field(DELETED, pa.bool_()))
+        schema = mirror_schema(self.spec.decode, self.spec.sink.merge).append(pa.field(DELETED, pa.bool_()))
         staging = self.sink.staging_uri("p", batch, attempt)
         target = files.join(staging, CHANGES_DIR)
         fs, path = files.Storage().filesystem(target)
@@ -206,7 +206,7 @@ def test_replay_merges_the_latest_batch_again_in_one_commit_and_refuses_after_a_
     assert mirror.table().version() == version + 1
     mirror.foreign_append()  # another writer's commit after the batch's
     again = mirror.stage(2, "b3", events, replay=True)
-    with pytest.raises(MergeOperationRefusedError, match=r"commits after the batch's.*Only the latest commit"):
+    with pytest.raises(MergeOperationRefusedError, match=r"commits after the batch.s that change its rows"):
         mirror.sink.publish(None, again)
 
 
@@ -256,3 +256,65 @@ def test_the_mirror_schema_evolves_by_added_columns_and_refuses_others_naming_th
         other = spec(root, narrower)
         with pytest.raises(SchemaEvolutionError, match=f"'{column}'"):
             open_sink(other, None, "c").check_writable(other.decode)
+
+
+def evolved(mirror: Mirror) -> None:
+    """The next plan adds a nullable column: the sink commits the schema change (a commit of no rows)."""
+    later = spec(mirror.spec.output_root, "id INT, name STRING, added BIGINT")
+    mirror.sink.check_writable(later.decode)
+
+
+def test_replay_of_the_latest_batch_merges_again_past_the_schema_change_a_later_plan_committed(mirror):
+    mirror.sink.publish(None, mirror.stage(1, "a1", mirror.events(("c", 1, "a"), ("c", 2, "b"))))
+    events = mirror.events(("u", 1, "A"), ("d", 2, None), ("c", 3, "c"))
+    mirror.sink.publish(None, mirror.stage(2, "b1", events))
+    evolved(mirror)
+    version = mirror.table().version()
+    replayed = mirror.stage(2, "b2", events, replay=True)
+    mirror.sink.check_replay(UID, replayed.plan)  # before Spark reads the batch again
+    mirror.sink.publish(None, replayed)
+    table = mirror.table()
+    assert table.version() == version + 1 and table.history(1)[0]["kafka-offsets.operation"] == "replay"
+    assert "added" in pa.schema(table.schema()).names  # the later plan's column stays
+    assert {k: {c: v for c, v in r.items() if c != "added"} for k, r in mirror.rows().items()} == mirror.state
+    assert all(r["added"] is None for r in mirror.rows().values())
+
+
+def test_replay_is_refused_before_spark_when_a_later_commit_changed_rows_and_nothing_is_written(mirror):
+    mirror.sink.publish(None, mirror.stage(1, "a1", mirror.events(("c", 1, "a"))))
+    evolved(mirror)
+    mirror.foreign_append()  # another writer's rows after the batch's merge
+    version, rows = mirror.table().version(), mirror.rows()
+    plan = BatchPlan("p", 1, 0, (PartitionRange("t", 0, 0, 10, 0),), mirror.sink.location)
+    with pytest.raises(
+        MergeOperationRefusedError,
+        match=r"commits after the batch.s that change its rows \(version \d+, after the batch.s \d+\)",
+    ):
+        mirror.sink.check_replay(UID, plan)
+    assert mirror.table().version() == version and mirror.rows() == rows
+
+
+def test_an_appending_delta_batch_replays_after_the_schema_change_a_later_plan_committed(tmp_path):
+    root = str(tmp_path / "lake")
+    appending = build_spec("p", ["t"], root, json_schema="id INT", sink={"format": "delta", "table": "e"})
+    sink = open_sink(appending, None, "c")
+    assert isinstance(sink, DeltaSink)
+    sink.check_writable(appending.decode)
+    schema = pa.schema(sink.table().schema())
+    plan = BatchPlan("p", 1, 0, (PartitionRange("t", 0, 0, 2, 0),), sink.location)
+
+    def stage(attempt: str) -> str:
+        staging = sink.staging_uri("p", 1, attempt)
+        fs, path = files.Storage().filesystem(staging)
+        fs.create_dir(path, recursive=True)
+        pq.write_table(schema.empty_table(), f"{path}/part-00000.parquet")
+        return staging
+
+    sink.publish(None, Publication(UID, plan, "a1", stage("a1"), 0, appending.decode))
+    later = build_spec("p", ["t"], root, json_schema="id INT, added BIGINT", sink={"format": "delta", "table": "e"})
+    sink.check_writable(later.decode)
+    version = sink.table().version()
+    sink.check_replay(UID, plan)
+    sink.publish(None, Publication(UID, plan, "a2", stage("a2"), 0, appending.decode, replay=True))
+    assert sink.table().version() == version + 1
+    assert [p.split("/")[1] for p in sink._batch_files(sink.table(), 1)] == ["a2"]

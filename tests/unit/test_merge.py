@@ -250,7 +250,9 @@ def test_a_debezium_job_decodes_the_row_inside_its_envelope_and_names_the_merge(
 
 
 def test_the_mirror_schema_is_the_row_then_the_provenance_columns():
-    schema = mirror_schema(merge_spec({"merge_key": "id"}).decode)
+    spec = merge_spec({"merge_key": "id"})
+    assert spec.sink.merge is not None
+    schema = mirror_schema(spec.decode, spec.sink.merge)
     assert schema.names == ["id", "name", *MIRROR_COLUMNS]
     assert schema.field("id").type == pa.int32() and schema.field("_kafka_offset").type == pa.int64()
 

@@ -25,7 +25,7 @@ from airflow_kafka_offsets.service.decoding import batch_decoding
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S
 from airflow_kafka_offsets.service.operations.result import OperationResult
 from airflow_kafka_offsets.service.readable import refuse_deleted_replay
-from airflow_kafka_offsets.sinks import Publication, Sink
+from airflow_kafka_offsets.sinks import ChecksReplay, Publication, Sink
 
 __all__ = ["OPERATION", "handle", "replay_batch", "resolve_replay"]
 
@@ -119,6 +119,8 @@ def replay_batch(ctx: OperationContext, pipeline: str, batch_id: int, target_roo
             )
         sink = ctx.sinks.directory(target_root)
     plan = record.plan
+    if target_root is None and isinstance(sink, ChecksReplay):
+        sink.check_replay(uid, plan)  # a publication that would be refused: before any Spark job
     refuse_deleted_replay(ledger, ctx.kafka.offsets, pipeline, [batch_id])  # before any Spark job
     log.info("pipeline %s: replaying batch %s (%s records) with Spark", pipeline, batch_id, record.records_committed)
     with ledger.transaction() as tx:
