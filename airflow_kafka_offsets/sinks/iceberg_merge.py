@@ -2,11 +2,10 @@
 
 Spark computed the change set (the last change per key, ``spark_apps/kafka_batch_changes.py``); here
 it is applied inside the caller's table transaction (for the ledger's catalog: with the catalog row
-locked, in the ledger's transaction). PyIceberg's overwrite with a filter on the changed keys
-deletes their current rows and adds the batch's rows: data files whose column statistics (key
-min/max, or their partition) exclude every changed key are not read; a file that may hold one is
-read, and rewritten without the changed keys' rows when it holds any. No equality or position
-deletes are written: every reader sees plain data files.
+locked, in the ledger's transaction): each data file that holds a changed key is rewritten without the
+changed keys' rows, then the batch's rows are added. Only the data files whose key statistics overlap the
+changed keys' ranges are read. No equality or position deletes are written: every reader sees plain data
+files.
 
 The change set is the batch's size (one row per changed key), so the worker holds at most it and
 one affected data file at a time, never the table.
@@ -14,12 +13,15 @@ one affected data file at a time, never the table.
 
 from __future__ import annotations
 
+import itertools
+import uuid
 from collections.abc import Sequence
-from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
-from pyiceberg.expressions import And, BooleanExpression, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual, Or
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, GreaterThanOrEqual, LessThanOrEqual, Or
+from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, Transaction
 
 from airflow_kafka_offsets.errors import MergeOperationRefusedError
@@ -35,15 +37,12 @@ def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
 
 
 # PyIceberg's predicates take (column, value) positionally; mypy sees only their pydantic fields' keywords.
-_IN: Any = In
-_EQUAL: Any = EqualTo
 _AT_LEAST: Any = GreaterThanOrEqual
 _AT_MOST: Any = LessThanOrEqual
-# PyIceberg's metrics evaluators compare each value of an IN of at most this many values with a data file's
-# key bounds (pyiceberg.expressions.visitors.IN_PREDICATE_LIMIT); a larger IN prunes no file, a range does.
-IN_PRUNED_MAX = 200
-# A larger change set's keys are cut into at most this many ranges, at their widest gaps: the files outside
-# every range are not read (changes to recent rows and a few old ones need more than one range).
+
+
+# A change set's keys are cut into at most this many ranges, at their widest gaps: the data files whose key
+# bounds miss every range are not read (changes to recent rows and a few old ones need more than one range).
 KEY_RANGES = 16
 
 
@@ -53,41 +52,45 @@ def key_ranges(values: Sequence[Any], most: int = KEY_RANGES) -> list[Sequence[A
         return [values]
     gaps = sorted(range(1, len(values)), key=lambda i: values[i] - values[i - 1], reverse=True)[: most - 1]
     cuts = [0, *sorted(i for i in gaps if values[i] - values[i - 1] > 1), len(values)]
-    return [values[start:end] for start, end in pairwise(cuts)]
+    return [values[start:end] for start, end in itertools.pairwise(cuts)]
 
 
-def _within(column: str, values: Sequence[Any]) -> BooleanExpression:
-    """``column`` is one of ``values`` (sorted), with their range: a file outside it is not read."""
-    bounds: BooleanExpression = And(_AT_LEAST(column, values[0]), _AT_MOST(column, values[-1]))
-    return And(_IN(column, set(values)), bounds) if len(values) > 1 else _EQUAL(column, values[0])
-
-
-def key_filter(keys: pa.Table, key: Sequence[str]) -> BooleanExpression:
-    """Rows whose key is one of ``keys`` (distinct key tuples, one column per key column)."""
-    if len(key) == 1:
-        values = sorted(set(keys.column(key[0]).to_pylist()))
-        if len(values) <= IN_PRUNED_MAX:
-            single: BooleanExpression = _IN(key[0], set(values))
-            return single
-        return _balanced_or([_within(key[0], part) for part in key_ranges(values)])
-    rows: list[dict[str, Any]] = keys.to_pylist()
-    terms: list[BooleanExpression] = []
-    for row in rows:
-        term: BooleanExpression = _EQUAL(key[0], row[key[0]])
-        for column in key[1:]:
-            term = And(term, _EQUAL(column, row[column]))
-        terms.append(term)
-    return _balanced_or(terms)
+def candidate_filter(keys: pa.Table, key: Sequence[str]) -> BooleanExpression:
+    """The ranges of the first key column's changed values: a data file whose statistics miss all of them
+    holds no changed key. Ranges, not the keys: PyIceberg binds an expression's literals again for every
+    file it evaluates, and prunes nothing by an IN of more than 200 values."""
+    values = sorted(set(keys.column(key[0]).to_pylist()))
+    return _balanced_or([And(_AT_LEAST(key[0], part[0]), _AT_MOST(key[0], part[-1])) for part in key_ranges(values)])
 
 
 def merge(transaction: Transaction, changes: pa.Table | None, key: Sequence[str], properties: dict[str, str]) -> None:
-    """Apply the batch's last change per key: delete every changed key's current row, add the put rows.
+    """Apply the batch's last change per key: rewrite each data file that holds a changed key without its
+    rows (copy-on-write; a file left empty is dropped), then add the put rows.
 
-    Nothing is committed for an empty change set (a batch of tombstones only)."""
+    Only files whose key statistics overlap the changed keys' ranges are read, one at a time; which rows go
+    is an anti-join on the key columns. Nothing is committed for an empty change set."""
     if changes is None or changes.num_rows == 0:
         return
     keys = changes.select(list(key)).group_by(list(key)).aggregate([])
-    transaction.overwrite(put_rows(changes), key_filter(keys, key), snapshot_properties=properties)
+    metadata, io = transaction.table_metadata, transaction._table.io
+    schema = metadata.schema()
+    write_uuid, counter = uuid.uuid4(), itertools.count(0)
+    replaced: list[tuple[DataFile, list[DataFile]]] = []
+    for task in transaction._scan(row_filter=candidate_filter(keys, key)).plan_files():
+        rows = ArrowScan(metadata, io, schema, AlwaysTrue()).to_table([task])
+        wanted = keys.cast(pa.schema([rows.schema.field(k) for k in key]))
+        kept = rows.join(wanted, keys=list(key), join_type="left anti").select(rows.column_names)
+        if kept.num_rows < rows.num_rows:
+            replaced.append((task.file, list(_dataframe_to_data_files(metadata, kept, io, write_uuid, counter))))
+    if replaced:
+        with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+            for old, new in replaced:
+                overwrite.delete_data_file(old)
+                for data_file in new:
+                    overwrite.append_data_file(data_file)
+    puts = put_rows(changes)
+    if puts.num_rows:
+        transaction.append(puts, snapshot_properties=properties)
 
 
 def restore(transaction: Transaction, table: Table, before: int | None, properties: dict[str, str], what: str) -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, In, LessThanOrEqual, Or
-from pyiceberg.expressions.visitors import bind
+from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual, Or
 
 from airflow_kafka_offsets.core.ddl import parse_ddl
 from airflow_kafka_offsets.core.merge import (
@@ -23,9 +22,9 @@ from airflow_kafka_offsets.core.model import SinkSpec
 from airflow_kafka_offsets.core.spec import build_spec, updated_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.service.jobs import build_job
-from airflow_kafka_offsets.sinks.iceberg_merge import KEY_RANGES, key_filter, key_ranges
+from airflow_kafka_offsets.sinks.iceberg_merge import KEY_RANGES, candidate_filter, key_ranges, merge
 from airflow_kafka_offsets.sinks.schema import mirror_schema
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import debezium_envelope_ddl
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED, debezium_envelope_ddl
 
 KEY = ("id",)
 DBZ = ChangeFormat.DEBEZIUM
@@ -257,45 +256,54 @@ def test_the_mirror_schema_is_the_row_then_the_provenance_columns():
     assert schema.field("id").type == pa.int32() and schema.field("_kafka_offset").type == pa.int64()
 
 
-def test_the_key_filter_is_an_in_for_one_column_and_a_balanced_or_of_ands_for_more():
-    single = key_filter(pa.table({"id": [1, 2, 3]}), ["id"])
-    assert isinstance(single, In) and {lit.value for lit in single.literals} == {1, 2, 3}
-    keys = pa.table({"t": [f"t{i}" for i in range(2000)], "id": list(range(2000))})
-    composite = key_filter(keys, ["t", "id"])
-    depth, node = 0, composite
-    while isinstance(node, Or):
-        node, depth = node.left, depth + 1
-    assert depth <= 12  # log2(2000) levels, not 2000: expression visitors recurse per level
-    assert node == And(EqualTo("t", "t0"), EqualTo("id", 0))
-
-
-def test_a_large_key_set_is_cut_into_ranges_at_its_widest_gaps_so_file_statistics_prune():
-    # 300 recent keys, 40 others spread far apart: more than PyIceberg compares one by one with a file's bounds
+def test_a_change_sets_keys_are_cut_into_ranges_at_their_widest_gaps():
     recent, old = list(range(1_000_000, 1_000_300)), [i * 10_000 for i in range(40)]
     ranges = key_ranges(sorted(recent + old))
     assert len(ranges) == KEY_RANGES and ranges[-1] == recent
     assert sorted(v for part in ranges for v in part) == sorted(recent + old)  # every key in one range, once
     assert key_ranges(list(range(500))) == [list(range(500))]  # consecutive keys: one range
     assert key_ranges(["a", "b", "z"]) == [["a", "b", "z"]]  # no gaps between strings: one range
-    expression = key_filter(pa.table({"id": recent + old}), ["id"])
+    expression = candidate_filter(pa.table({"id": recent + old}), ["id"])
     depth, node = 0, expression
     while isinstance(node, Or):
         node, depth = node.right, depth + 1
-    assert depth <= 4 and node == And(
-        In("id", set(recent)), And(GreaterThanOrEqual("id", 1_000_000), LessThanOrEqual("id", 1_000_299))
+    assert depth <= 4 and node == And(GreaterThanOrEqual("id", 1_000_000), LessThanOrEqual("id", 1_000_299))
+    composite = candidate_filter(pa.table({"t": ["b", "a", "b"], "id": [1, 2, 3]}), ["t", "id"])
+    assert composite == And(GreaterThanOrEqual("t", "a"), LessThanOrEqual("t", "b"))  # the first column's range
+
+
+@pytest.mark.parametrize("key", [("id",), ("t", "id")])
+def test_a_merge_rewrites_only_the_files_holding_a_changed_key(tmp_path, key):
+    """A real Iceberg table (PyIceberg's SQL catalog on SQLite): four files of 100 keys each; a change set that
+    updates and deletes keys of one file and adds new keys leaves the other three files as they were."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("ns")
+    schema = pa.schema([pa.field("t", pa.string()), pa.field("id", pa.int64()), pa.field("n", pa.int64())])
+    table = catalog.create_table("ns.m", schema=schema)
+    for first in range(0, 400, 100):
+        table.append(pa.table({"t": ["x"] * 100, "id": range(first, first + 100), "n": [0] * 100}, schema=schema))
+    before = {task.file.file_path for task in table.scan().plan_files()}
+    changes = pa.table(
+        {
+            "t": ["x"] * 5,
+            "id": [210, 220, 230, 1000, 1001],
+            "n": [1, 1, None, 2, 2],
+            DELETED: [False, False, True, False, False],
+        },
+        schema=schema.append(pa.field(DELETED, pa.bool_())),
     )
-
-
-def test_the_ranged_key_filter_selects_exactly_the_changed_keys():
-    from pyiceberg.io.pyarrow import expression_to_pyarrow
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField
-
-    keys = [3, 4, 5, *range(1000, 1300), 90_000]
-    schema = Schema(NestedField(1, "id", LongType(), required=True))
-    bound = expression_to_pyarrow(bind(schema, key_filter(pa.table({"id": keys}), ["id"]), case_sensitive=True))
-    rows = pa.table({"id": pa.array(range(100_000), pa.int64())})
-    assert rows.filter(bound).column("id").to_pylist() == keys
+    transaction = table.transaction()
+    merge(transaction, changes, key, {"kafka-offsets.batch": "7"})
+    transaction.commit_transaction()
+    table = table.refresh()
+    rows = {r["id"]: r["n"] for r in table.scan().to_arrow().to_pylist()}
+    assert len(rows) == 400 - 1 + 2 and 230 not in rows
+    assert (rows[210], rows[220], rows[1000], rows[1001], rows[209]) == (1, 1, 2, 2, 0)
+    after = {task.file.file_path for task in table.scan().plan_files()}
+    assert len(before - after) == 1 and len(after - before) == 2  # the file of 200-299 rewritten; the puts
+    assert all(s.summary["kafka-offsets.batch"] == "7" for s in table.snapshots()[4:])
 
 
 def test_refusals_name_the_pipeline_the_batch_and_what_to_do():
