@@ -215,19 +215,21 @@ def test_quick_profile_read(stack) -> None:
 
 
 def test_quick_merge_cost_applies_one_change_set_the_same_way_in_every_contender(stack) -> None:
-    """A mirror's merge on 20,000 rows in 10 files: the package's copy-on-write merge and a full rewrite each
-    leave the same rows (the benchmark checks the count and the sum of a column); the clustered changes
+    """A mirror's merge on 20,000 rows in 10 files, Iceberg and Delta: the package's merge and a full rewrite
+    each leave the same rows (the benchmark checks the count and the sum of a column); the clustered changes
     rewrite one file of ten, the full rewrite every file."""
     args = ("--rows", "20000", "--changes", "300", "--file-rows", "2000", "--spreads", "clustered", "--no-spark")
     out = run_benchmark("merge_cost", *args, timeout=300).stdout
-    result = json.loads(out[out.index("{") :])["merge_cost"]["clustered"]
-    assert (result["rows"], result["changes"], result["files"]) == (20_000, 300, 10)
-    package, full = result["package"], result["full_rewrite"]
-    assert package["rows"] == full["rows"] == 20_000 - 45 + 45  # 15% of the changes delete, 15% are new keys
-    assert package["qty_sum"] == full["qty_sum"]
-    assert (package["files_removed"], full["files_removed"]) == (1, 10)
-    assert package["bytes_removed"] < full["bytes_removed"] / 5
-    assert "spark_merge_into" not in result
+    results = json.loads(out[out.index("{") :])["merge_cost"]
+    assert sorted(results) == ["delta-clustered", "iceberg-clustered"]
+    for result in results.values():
+        assert (result["rows"], result["changes"], result["files"]) == (20_000, 300, 10)
+        package, full = result["package"], result["full_rewrite"]
+        assert package["rows"] == full["rows"] == 20_000 - 45 + 45  # 15% of the changes delete, 15% are new keys
+        assert package["qty_sum"] == full["qty_sum"]
+        assert (package["files_removed"], full["files_removed"]) == (1, 10)
+        assert package["bytes_removed"] < full["bytes_removed"] / 5
+        assert "spark_merge_into" not in result
 
 
 def test_quick_multi_table_commits(stack) -> None:
