@@ -22,11 +22,11 @@ from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_kafka_offsets.core.operation_fields import parse_request
 from airflow_kafka_offsets.core.operation_input import is_blank, parse_bool
 from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.operators.base import AirflowFailException
 from airflow_kafka_offsets.operators.manual import KafkaPipelineOperationOperator
 from airflow_kafka_offsets.runtime import AirflowRuntime, actor_from_context
 from airflow_kafka_offsets.service.approval import approval_refused, needs_approval, preview
