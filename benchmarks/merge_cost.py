@@ -46,6 +46,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 import devstack
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.sinks import delta_merge, iceberg_merge
+from airflow_kafka_offsets.sinks.change_set import put_rows
 from airflow_kafka_offsets.sinks.schema import mirror_schema
 from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_package
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
@@ -181,9 +182,8 @@ class IcebergMirror:
 class DeltaMirror:
     """The mirror as a Delta table, set back to its base version at will (a restore commit)."""
 
-    def __init__(self, location: Path, schema: pa.Schema) -> None:
+    def __init__(self, location: Path) -> None:
         self.location = str(location)
-        self.schema = schema
         self.base = -1
 
     def table(self) -> DeltaTable:
@@ -229,7 +229,7 @@ Mirror = IcebergMirror | DeltaMirror
 def applied(current: pa.Table, changes: pa.Table) -> pa.Table:
     """The rows of ``current`` with the change set applied (the full rewrite's new table)."""
     kept = current.filter(pc.invert(pc.is_in(current.column("id"), value_set=changes.column("id"))))
-    puts = changes.filter(pc.invert(changes.column(DELETED))).drop_columns([DELETED])
+    puts = put_rows(changes)
     return pa.concat_tables([kept, puts.select(kept.column_names).cast(kept.schema)])
 
 
@@ -252,7 +252,7 @@ def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdi
         properties.touch(mode=0o600)
         properties.write_text("".join(f"{key} {value}\n" for key, value in conf.items()))
         job = Path(tmp) / "job.json"
-        columns = [name for name in changes_columns(changes) if name != DELETED]
+        columns = [name for name in pq.read_schema(changes).names if name != DELETED]
         job.write_text(json.dumps({"table": target, "changes": str(changes), "columns": columns}))
         script = Path(tmp) / "merge_into.py"
         script.write_text(SPARK_SCRIPT)
@@ -268,10 +268,6 @@ def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdi
         raise SystemExit("Spark's MERGE INTO failed:\n" + "\n".join(errors[-20:] or done.stderr.splitlines()[-40:]))
     said = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return float(said[-1]["statement_s"])
-
-
-def changes_columns(path: Path) -> list[str]:
-    return list(pq.read_schema(path).names)
 
 
 def run_case(
@@ -350,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                     catalog.create_namespace(name)
                     mirror = IcebergMirror(catalog, f"{name}.mirror", table_schema())
                 else:
-                    mirror = DeltaMirror(workdir / name, table_schema())
+                    mirror = DeltaMirror(workdir / name)
                 results[label] = run_case(info, mirror, label, args, workdir, spread)
     print(json.dumps({"merge_cost": results}, indent=1, sort_keys=True))
     return 0
