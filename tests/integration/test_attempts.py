@@ -31,6 +31,9 @@ from faults_harness.procs import Worker, group_members
 from .helpers import assert_exactly_once, committed_rows, local_path
 from .pipeline import ACTOR, operation_context, plan, read, submitter
 
+# Serial: leases run out in seconds, a bound a loaded machine would stretch.
+pytestmark = pytest.mark.serial
+
 LEASE_ENV = "AIRFLOW__KAFKA_OFFSETS__ATTEMPT_LEASE_SECONDS"
 
 

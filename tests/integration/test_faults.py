@@ -1,8 +1,12 @@
-"""The fault-injection harness (scripts/faults) on the real stack: every fault kind once.
+"""The fault-injection harness (scripts/faults) on the real stack.
+
+The test command runs two kinds: PostgreSQL restarted and the lost answer of the ledger's COMMIT; the others are
+long tests (``AKO_LONG_TESTS=1 scripts/test tests/integration/test_faults.py``), each beside the faster test
+that proves the same in CI, named where it is marked.
 
 A trial produces records with unique ids, runs plan -> read -> commit as separate worker
 processes, injects its fault, recovers like Airflow (task retry or next run) and verifies
-exactly-once through the ledger (see scripts/faults_harness/README.md). To keep CI short, the
+exactly-once through the ledger (see scripts/faults_harness/README.md). The
 seven crash and kill points run as one chained trial: each hits the next try of the same
 batch (plan crash, then three read tries killed in Spark's read, in its Parquet write and after
 it, then three commit tries killed after publishing, inside the transaction and after it), so
@@ -35,6 +39,9 @@ import pytest
 from faults_harness.__main__ import run
 from faults_harness.kinds import CHAINABLE
 
+# Serial: its kinds restart PostgreSQL and cut the ledger link that every other test uses.
+pytestmark = pytest.mark.serial
+
 
 def run_one(kind: str, workdir, **options):
     seed = int(os.environ["FAULTS_SEED"]) if os.environ.get("FAULTS_SEED") else None
@@ -45,20 +52,32 @@ def run_one(kind: str, workdir, **options):
     return summary, result
 
 
+# Long: the crash points on successive tries are the in-memory model's (tests/unit/test_ledger_model.py, every
+# named crash point in random histories); a read killed mid-Spark is test_scheduled_ingest.py's, under the scheduler
+@pytest.mark.long
 def test_every_crash_point_on_successive_tries_of_one_batch(stack, tmp_path):
     summary, _ = run_one("+".join(CHAINABLE), tmp_path / "faults")
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in CHAINABLE]
 
 
 @pytest.mark.parametrize(
-    "kind", [pytest.param("spark_orphaned", marks=pytest.mark.long), "postgres_restart", "kafka_restart"]
+    # kafka_restart is long: the broker unreachable mid-read is test_network_faults.py's kafka_cut
+    "kind",
+    [
+        pytest.param("spark_orphaned", marks=pytest.mark.long),
+        "postgres_restart",
+        pytest.param("kafka_restart", marks=pytest.mark.long),
+    ],
 )
 def test_fault_kind_loses_and_duplicates_nothing(stack, tmp_path, kind):
     summary, _ = run_one(kind, tmp_path / "faults")
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
 
 
-@pytest.mark.parametrize("sink", ["iceberg", pytest.param("delta", marks=pytest.mark.long)])
+# Long: the S3 server killed mid-read and after publishing is test_s3_directory_sink.py's; a table commit's crashes
+# on S3 are test_table_sinks.py's
+@pytest.mark.long
+@pytest.mark.parametrize("sink", ["iceberg", "delta"])
 def test_s3_server_restarted_during_spark_and_inside_the_commit_of_a_table_sink(stack, spark_connect, tmp_path, sink):
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     summary, _ = run_one("s3_restart", tmp_path / "faults", storage="s3", sink=sink, spark_connect=connect)
@@ -66,7 +85,7 @@ def test_s3_server_restarted_during_spark_and_inside_the_commit_of_a_table_sink(
 
 
 # Long: Avro's decoding is test_avro.py's (three writer versions, corrupted records, every sink), the crashes
-# between an Iceberg table's commit and the ledger's are the multi-table, mirror and lost-answer cases' below
+# between an Iceberg table's commit and the ledger's are test_table_sinks.py's (local and S3)
 @pytest.mark.long
 @pytest.mark.parametrize("keep_raw_value", [True, False])
 def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(
@@ -90,6 +109,9 @@ def test_a_lost_acknowledgment_of_the_ledgers_commit_commits_the_batch_once(stac
     assert "while committing: the COMMIT may or may not have reached the database" in result.fault
 
 
+# Long: a crash between many tables' commits is test_multi_table.py's, a retry finishing a REST catalog's tables
+# test_iceberg_rest.py's
+@pytest.mark.long
 def test_commit_crashes_of_a_batch_into_many_iceberg_tables_leave_no_torn_batch(stack, spark_connect, tmp_path):
     """Four Iceberg tables fed by a header route: the commit killed after publishing, inside its transaction
     and after it; every table read at each batch's recorded snapshots holds every batch or none."""
@@ -102,6 +124,9 @@ def test_commit_crashes_of_a_batch_into_many_iceberg_tables_leave_no_torn_batch(
     ]
 
 
+# Long: a catalog that stops answering, and its lost commit answer found in the table's history, are
+# test_iceberg_rest.py's
+@pytest.mark.long
 def test_a_rest_catalog_restarted_with_a_transaction_in_flight_leaves_no_torn_batch(stack, spark_connect, tmp_path):
     """Four Iceberg tables of the stack's REST catalog, committed in one multi-table transaction: the
     catalog is SIGKILLed and restarted while that request is in flight (held before the server, or
@@ -113,7 +138,10 @@ def test_a_rest_catalog_restarted_with_a_transaction_in_flight_leaves_no_torn_ba
     assert "POST /v1/transactions/commit" in result.fault and "the try failed: CatalogUnavailableError" in result.fault
 
 
-@pytest.mark.parametrize("sink", ["iceberg-merge", pytest.param("delta-merge", marks=pytest.mark.long)])
+# Long: a mirror's crash around its commit is test_mirror_tables.py's, test_delta_mirror.py's and, with an abort and
+# a replay, test_iceberg_rest.py's
+@pytest.mark.long
+@pytest.mark.parametrize("sink", ["iceberg-merge", "delta-merge"])
 def test_a_mirror_table_equals_the_last_change_of_every_key_through_crashes_around_its_commit(
     stack, spark_connect, tmp_path, sink
 ):

@@ -407,6 +407,8 @@ def test_many_tables_in_a_rest_catalog_commit_in_one_transaction_that_a_foreign_
     assert ledger_rows(stack, ledger.schema, spec.name) == [(1, "committed"), (2, "aborted")]
 
 
+# Serial: it bounds the cost of a silent catalog in seconds.
+@pytest.mark.serial
 def test_a_catalog_that_stops_answering_costs_its_timeout_and_a_lost_commit_answer_is_found_in_history(
     stack, ledger, make_topic, monkeypatch
 ):

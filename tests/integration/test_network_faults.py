@@ -18,7 +18,8 @@ import pytest
 from faults_harness.__main__ import run
 from faults_harness.network_kinds import NETWORK_KINDS
 
-pytestmark = pytest.mark.integration
+# Serial: it cuts links through the stack's fault proxy and bounds how long a silent ledger costs.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
 def run_network(kind: str, workdir, connect: dict, **options):

@@ -155,6 +155,8 @@ def test_spark_writes_parquet_to_s3a_with_the_connections_key_and_pyarrow_reads_
     assert table.column("id").type == pa.int64()
 
 
+# Serial: it kills the S3 server the other tests share.
+@pytest.mark.serial
 def test_a_crashed_s3_server_comes_back_with_its_objects_key_and_endpoint(stack: devstack.StackInfo) -> None:
     """`devstack.restart_s3(hard=True)` SIGKILLs SeaweedFS and starts it on the same ports and data."""
     creds = stack.s3_credentials()

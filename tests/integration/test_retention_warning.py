@@ -10,6 +10,7 @@ import re
 import time
 
 import psycopg2
+import pytest
 
 from airflow_kafka_offsets.clients.kafka import KafkaOffsetsClient
 from airflow_kafka_offsets.core.model import TopicPartition as TP
@@ -23,6 +24,9 @@ from airflow_kafka_offsets.triggers import KafkaRetentionRiskTrigger
 from .helpers import produce
 from .pipeline import operation_context
 from .test_lag_trigger import QUIET_S, Events
+
+# Serial: the warning must come before the broker's retention deletes, a race a loaded machine would shift.
+pytestmark = pytest.mark.serial
 
 RETENTION_S = 20
 

@@ -135,6 +135,8 @@ def test_a_refused_key_is_named_before_anything_is_planned(stack, ledger, make_t
         assert tx.fetchall("SELECT count(*) FROM {s}.pipelines") == [(0,)]
 
 
+# Serial: it kills the S3 server the other tests share.
+@pytest.mark.serial
 def test_s3_server_killed_mid_read_and_after_publish_loses_nothing(stack, ledger, make_topic) -> None:
     """SeaweedFS SIGKILLed (and restarted on its data) while Spark writes, then between publish and commit."""
     topic = make_topic(partitions=2)

@@ -81,6 +81,8 @@ def consume_all(bootstrap_servers: str, topic: str, count: int) -> list[bytes]:
     return values
 
 
+# Serial: it restarts the schema registry the other tests share.
+@pytest.mark.serial
 def test_avro_subject_versions_wire_format_and_compatibility(stack, make_topic, caplog) -> None:
     from airflow.models import Connection
 

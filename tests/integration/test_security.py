@@ -45,6 +45,9 @@ from airflow_kafka_offsets.spark.settings import SparkSettings
 
 from .helpers import assert_exactly_once, committed_rows, produce
 
+# Serial: it samples every process's argv and environment for the Kafka password other tests also use.
+pytestmark = pytest.mark.serial
+
 DAG_ID = "kafka_ingest_example"
 ACTOR = Actor(dag_id="tests", run_id="security")
 LEDGER_TABLES = ("pipelines", "cursors", "batches", "batch_ranges", "attempts", "audit")

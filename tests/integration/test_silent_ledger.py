@@ -31,7 +31,8 @@ from benchmarks.scaling import fake_submit
 
 from .network import Forwarder, silent_link
 
-pytestmark = pytest.mark.integration
+# Serial: it bounds in seconds how long a silent ledger costs, which a loaded machine would stretch.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 ACTOR = Actor.from_json({"test": True})
 OFFSETS = {TP("t", 0): PartitionOffsets(0, 40), TP("t", 1): PartitionOffsets(0, 25)}

@@ -114,6 +114,8 @@ def test_a_worker_killed_inside_the_commit_transaction_loses_and_duplicates_noth
     assert attempt_rows(ctx.ledger(), pipe.name) == [(1, "succeeded", app, None)]
 
 
+# Serial: it kills the Connect server the other tests share.
+@pytest.mark.serial
 def test_the_connect_server_killed_mid_batch_fails_the_attempt_and_the_retry_reads_it_once(
     stack, spark_connect, ledger, make_topic, tmp_path
 ):
