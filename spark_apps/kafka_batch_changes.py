@@ -8,8 +8,8 @@ The rules are the package's ``core/merge.py`` (``changes_of``, ``last_changes``)
   ``file`` / ``pos`` (MySQL), whichever it has is read): c, r and u put
   ``after``; d deletes ``before``'s key; an update whose ``before`` holds another key deletes it first;
   tombstones and other ops (t, m) change nothing.
-- upsert (``decoded`` is the row): the value puts the row; a tombstone deletes the key read from the
-  record key (a JSON object of the key columns, or Debezium's ``{"schema": ..., "payload": {...}}``).
+- upsert (``decoded`` is the row, from JSON or Avro): the value puts the row; a tombstone deletes the key read
+  from the record key (:func:`tombstone_key`).
 
 Per key the change with the highest (offset, order, partition) wins: a key's events share one partition.
 Records that did not decode change nothing (the batch's ``max_decode_errors`` decides whether it commits).
@@ -103,18 +103,38 @@ def _debezium_changes(records: DataFrame, key: list[str]) -> DataFrame:
     return main.unionByName(moved)
 
 
-def _upsert_changes(records: DataFrame, key: list[str]) -> DataFrame:
-    row_type = records.schema["decoded"].dataType
+# A record key in the Confluent wire format (magic byte 0, then a 4-byte schema id): Avro, not read as a key.
+AVRO_WIRE_KEY = "substring(key, 1, 1) = X'00' AND length(key) >= 5"
+UPSERT_KEYS = (
+    "an upsert's tombstone names its row by the record key: a JSON object of the key columns (or Kafka "
+    'Connect\'s {"schema": ..., "payload": {...}}), or for a one-column merge_key the key itself as a string or '
+    "a JSON scalar; a key in Avro's wire format (magic byte 0 and a schema id) is not read"
+)
+
+
+def tombstone_key(row_type: StructType, key: list[str]) -> list[Column]:
+    """The key columns a tombstone deletes, from its record key (see ``UPSERT_KEYS``); null where the key does
+    not give them, which fails the batch (:func:`write_changes`)."""
     key_ddl = ", ".join(f"`{k}` {row_type[k].dataType.simpleString()}" for k in key)
-    parsed = F.from_json(F.col("key").cast("string"), f"{key_ddl}, payload STRUCT<{key_ddl}>")
+    text = F.col("key").cast("string")
+    is_object = F.ltrim(text).startswith("{")
+    parsed = F.from_json(text, f"{key_ddl}, payload STRUCT<{key_ddl}>")
+    columns = [F.when(is_object, F.coalesce(parsed["payload"][k], parsed[k])) for k in key]
+    if len(key) == 1:
+        scalar = F.coalesce(F.get_json_object(text, "$"), text)  # "abc" and 42 as JSON, or abc as is
+        readable = ~is_object & ~F.expr(AVRO_WIRE_KEY)
+        columns = [F.coalesce(columns[0], F.when(readable, scalar.cast(row_type[key[0]].dataType)))]
+    return columns
+
+
+def _upsert_changes(records: DataFrame, key: list[str]) -> DataFrame:
     tombstone = F.col("value").isNull()
+    deleted_key = tombstone_key(records.schema["decoded"].dataType, key)
     events = records.where(tombstone | F.col("decode_error").isNull())
     return events.select(
         *[
-            F.when(tombstone, F.coalesce(parsed["payload"][k], parsed[k]))
-            .otherwise(F.col("decoded")[k])
-            .alias(f"_key_{i}")
-            for i, k in enumerate(key)
+            F.when(tombstone, deleted).otherwise(F.col("decoded")[k]).alias(f"_key_{i}")
+            for i, (k, deleted) in enumerate(zip(key, deleted_key, strict=True))
         ],
         F.when(~tombstone, F.col("decoded")).alias("row"),
         F.when(tombstone, F.lit("d")).otherwise(F.lit("u")).alias("op"),
@@ -176,5 +196,6 @@ def write_changes(written: DataFrame, job: dict) -> dict:
         raise ValueError(
             f"{counts['null_keys']} change events have no value for a key column ({', '.join(merge['key'])}): "
             "the mirror cannot tell which row they change"
+            + (f" ({UPSERT_KEYS})" if merge["changes"] == "upsert" else "")
         )
     return {"changes": int(counts["changes"]), "deletes": int(counts["deletes"])}

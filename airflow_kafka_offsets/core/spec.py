@@ -129,19 +129,13 @@ def _merge(pipeline: str, options: Mapping[str, Any], sink_format: SinkFormat) -
 
 
 def _check_merge_decode(pipeline: str, merge: MergeSpec, decode: DecodeSpec | None) -> DecodeSpec:
-    """A mirror's rows are the decoded values' (the json_schema names the row's columns; Avro Debezium
-    envelopes carry them in the reader schema, checked when a batch is planned); every record must decode
+    """A mirror's rows are the decoded values' (the json_schema names the row's columns; an Avro reader schema,
+    checked when a batch is planned, is the row or Debezium's envelope of it); every record must decode
     (max_decode_errors defaults to 0: a change that cannot be read is never skipped silently)."""
     if decode is None:
         raise InvalidPipelineSpecError(
             f"pipeline {pipeline!r}: a mirror table (merge_key) needs a json_schema naming the source row's "
             "columns (for Debezium: the columns of before/after), or for Avro Debezium envelopes a value_format"
-        )
-    if decode.avro is not None and merge.changes is not ChangeFormat.DEBEZIUM:
-        raise InvalidPipelineSpecError(
-            f"pipeline {pipeline!r}: changes {merge.changes.value!r} with Avro values (value_format) is not "
-            "supported: an upsert tombstone names its row by the record key, which is read as JSON; Avro values "
-            "take changes 'debezium' (Debezium's envelope, the key read from before/after)"
         )
     if decode.avro is None:
         check_row(pipeline, merge.key, decode.schema, "the json_schema")

@@ -258,8 +258,6 @@ class SparkConnectRunner:
     def __call__(self, job: Mapping[str, Any]) -> None:
         from pyspark.errors import PySparkException
 
-        from airflow_kafka_offsets.spark_apps.kafka_batch_check import BatchCheckError
-
         url = self.check()
         where = endpoint(url)
         try:
@@ -267,7 +265,9 @@ class SparkConnectRunner:
                 report = self._run(url, job)
         except KafkaOffsetsError:
             raise
-        except (PySparkException, BatchCheckError, RuntimeError, OSError) as exc:
+        except (PySparkException, RuntimeError, ValueError, OSError) as exc:
+            # RuntimeError: the app's check of what was written (BatchCheckError) among them; ValueError: its
+            # refusals of a batch's content (a change without its key, a value the decode cannot take)
             raise connect_job_error(job, where, exc) from exc
         records = sum(p["records"] for p in report["partitions"])
         log.info(

@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from pyiceberg.expressions import EqualTo
 
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
+from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.errors import MergeOperationRefusedError, SchemaEvolutionError
 from airflow_kafka_offsets.ledger import Ledger
@@ -232,3 +233,61 @@ def test_upsert_changes_and_the_mirror_schema_evolves_only_by_nullable_columns(
     }
     assert (rows[("b", 1)]["v"], rows[("b", 1)]["added"]) == ("w", 7)
     assert (rows[("a", 1)]["v"], rows[("a", 1)]["added"]) == ("one again", None)
+
+
+def test_avro_upserts_keyed_by_strings_mirror_each_keys_last_value_and_an_avro_keyed_tombstone_fails_the_batch(
+    stack, ledger, make_topic, tmp_path
+):
+    """Avro values through the stack's schema registry (the reader schema is the row), record keys as a plain
+    string and as a JSON scalar; a tombstone keyed in Avro's wire format fails the batch, changing nothing."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from airflow_kafka_offsets.core.spec import build_spec
+    from airflow_kafka_offsets.errors import SparkJobError
+
+    topic = make_topic(partitions=1)
+    client = SchemaRegistryClient(stack.schema_registry_client_config())
+    row = {
+        "type": "record",
+        "name": "Row",
+        "fields": [{"name": "id", "type": "int"}, {"name": "name", "type": "string"}],
+    }
+    client.register_schema(f"{topic}-value", Schema(json.dumps(row), "AVRO"))
+    client.register_schema(f"{topic}-key", Schema('"int"', "AVRO"))
+    values = AvroSerializer(client, json.dumps(row), conf={"auto.register.schemas": False})
+    keys = AvroSerializer(client, '"int"', conf={"auto.register.schemas": False})
+    value_of = SerializationContext(topic, MessageField.VALUE)
+    spec = build_spec(
+        "avro_upserts",
+        [topic],
+        str(tmp_path / "lake"),
+        value_format={"type": "avro"},
+        sink={"format": "iceberg", "table": "lake.avro_upserts", "merge_key": "id", "changes": "upsert"},
+    )
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    events: list[tuple[bytes, dict | None]] = [
+        (b"1", {"id": 1, "name": "one"}),
+        (b"2", {"id": 2, "name": "two"}),
+        (b'"3"', {"id": 3, "name": "three"}),  # a JSON string, as Kafka Connect's JsonConverter writes one
+        (b"1", {"id": 1, "name": "one again"}),
+        (b"2", None),  # a plain string key's tombstone
+        (b'"3"', None),
+        (b"4", {"id": 4, "name": "four"}),
+    ]
+    for key, value in events:
+        producer.produce(topic, key=key, value=None if value is None else values(value, value_of))
+    assert producer.flush(30) == 0
+    assert run_once(ledger, spec, stack).records == 7
+    landed = sorted((r["id"], r["name"], r["_kafka_offset"], r["_op"]) for r in mirror(stack, ledger, spec).values())
+    assert landed == [(1, "one again", 3, "u"), (4, "four", 6, "u")]
+
+    producer.produce(topic, key=keys(4, SerializationContext(topic, MessageField.KEY)), value=None)
+    assert producer.flush(30) == 0
+    outcome = plan(ledger, spec, stack)
+    with pytest.raises(SparkJobError, match=r"1 change events have no value for a key column \(id\).*Avro's wire"):
+        read(ledger, spec, stack, outcome)
+    assert ledger.batch(spec.name, outcome.plan.batch_id).state is BatchState.PLANNED
+    assert ledger.cursors(spec.name) == {TP(topic, 0): 7}
+    assert sorted(mirror(stack, ledger, spec)) == [1, 4]

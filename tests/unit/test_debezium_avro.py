@@ -150,9 +150,11 @@ def test_an_avro_debezium_mirror_is_a_spec_whose_changes_must_all_decode():
     assert spec.decode is not None and spec.decode.avro is not None and spec.decode.max_errors == 0
 
 
-def test_avro_upserts_are_refused_saying_why():
-    with pytest.raises(InvalidPipelineSpecError, match="an upsert tombstone names its row by the record key"):
-        avro_spec("upsert")
+def test_an_avro_upsert_mirror_takes_its_row_from_the_reader_schema_itself():
+    spec = avro_spec("upsert")
+    assert spec.sink.merge == MergeSpec(("id",), ChangeFormat.UPSERT)
+    assert spec.decode is not None and spec.decode.avro is not None and spec.decode.max_errors == 0
+    assert row_ddl("id INT, name STRING", ChangeFormat.UPSERT, avro=True) == "id INT, name STRING"
 
 
 def test_an_avro_debezium_job_decodes_with_the_reader_envelope_and_the_table_holds_its_row():
