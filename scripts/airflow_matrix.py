@@ -88,6 +88,9 @@ def test_line(line: str, venv: Path, pytest_args: list[str]) -> bool:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "AIRFLOW_HOME")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["AKO_AIRFLOW_MATRIX"] = line
+    # No current directory on any of its interpreters' paths: pytest's (-P) and its xdist workers', which
+    # execnet starts with `python -c` (the clone's airflow_kafka_offsets/ would shadow the wheel).
+    env["PYTHONSAFEPATH"] = "1"
     # The exactly-once model test is pure logic that no Airflow line changes: its thousand histories run
     # with the pinned line; here a short run proves it imports and runs.
     env.setdefault("AKO_MODEL_EXAMPLES", "50")
@@ -111,6 +114,12 @@ def _pytest(line: str, venv: Path, env: dict[str, str], pytest_args: list[str]) 
             "-p",
             "no:cacheprovider",
             "-q",
+            # two workers, as the main run's first pass: the Airflow deployment's browser checks on one, the
+            # line's smoke and the unit tests on the other (tests/conftest.py groups them)
+            "-n",
+            os.environ.get("AKO_TEST_WORKERS", "2"),
+            "--dist",
+            "loadgroup",
             "tests/unit",
             *LINE_TESTS,
             *pytest_args,
