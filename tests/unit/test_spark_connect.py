@@ -72,6 +72,20 @@ def test_an_unreachable_server_is_named_with_the_next_step() -> None:
     )
 
 
+def test_a_request_of_the_worker_that_failed_is_not_blamed_on_the_server() -> None:
+    """The app's writer-schema lookup runs in the worker on Connect; a refused registry is not a refused server."""
+    refused = ConnectionError(
+        "the schema registry did not answer for the versions of subject 'orders-value' "
+        "(http://127.0.0.1:8081/apis/ccompat/v7: [Errno 111] Connection refused)"
+    )
+    assert str(connect_job_error(JOB, "localhost:15002", refused)) == (
+        "Spark job for batch 7 of pipeline 'orders' failed: a request of this worker failed (ConnectionError: the "
+        "schema registry did not answer for the versions of subject 'orders-value' (http://127.0.0.1:8081/apis/"
+        "ccompat/v7: [Errno 111] Connection refused)); the attempt is lost (the Spark Connect server is not the "
+        "cause). Next: check that the service it names answers this worker, then retry the read"
+    )
+
+
 def test_a_known_cause_in_the_servers_error_is_classified() -> None:
     lost = RuntimeError(
         "[KAFKA_DATA_LOSS] Some data may have been lost because they are not available in Kafka any more\n"
