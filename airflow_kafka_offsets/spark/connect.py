@@ -345,7 +345,8 @@ def connect_job_error(job: Mapping[str, Any], where: str, exc: BaseException) ->
         detail = next((line for line in lines if line.startswith(("status", "details"))), first)  # gRPC's own
         return SparkJobError(
             f"{what}: the Spark Connect server at {where} did not answer ({detail[:300]}); the attempt is lost. "
-            "Next: start the server again (scripts/stack up --spark-connect locally), then retry the read"
+            "Next: check that the server runs and this worker reaches it (scripts/stack up --spark-connect locally), "
+            "then retry the read"
         )
     return SparkJobError(
         f"{what} on the Spark Connect server at {where}: {type(exc).__name__}: {first[:1000]}",

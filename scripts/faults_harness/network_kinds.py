@@ -30,6 +30,11 @@ LEDGER_LATENCY_MS = 500
 """Latency each way on the slowed ledger link: a renewal's round trips (a new connection, its SETs, the
 UPDATE) take longer than the lease, a connection still opens within libpq's 10 s connect timeout."""
 LEASE_ENV = "AIRFLOW__KAFKA_OFFSETS__ATTEMPT_LEASE_SECONDS"
+CONNECT_RESETS = {"brief": (0.5, 2.0), "outlasting": (10.0, 12.0)}
+"""Seconds the Spark Connect link stays reset: within the client's retries, or past them (the package's
+policy retries 4 times with backoffs of at most 4 s: about 4.3 s, plus jitter)."""
+CONNECT_LOST = ("the Spark Connect server at", "did not answer")
+"""What a read says when the Connect server did not answer (``spark.connect.connect_job_error``)."""
 
 
 def ledger_blackhole(pipe: Pipeline) -> Fault:
@@ -80,16 +85,25 @@ def kafka_cut(pipe: Pipeline) -> Fault:
 
 def connect_reset(pipe: Pipeline) -> Fault:
     """The Spark Connect link reset mid-batch (toxiproxy's ``reset_peer``: every connection closed with a
-    TCP RST), healed a moment later: the try fails, or the client's retries carry it through; the batch is
-    read once."""
-    hold = pipe.rng.uniform(0.5, 2.0)
+    TCP RST, new ones too), healed after a while: briefly (the client's retries carry the try through, or
+    it fails), or for longer than the client's retries last (the package's policy: a few seconds), when
+    the try must fail saying the Connect server did not answer. Either way the batch is read once."""
+    variant = pipe.rng.choice(list(CONNECT_RESETS))
+    hold = pipe.rng.uniform(*CONNECT_RESETS[variant])
 
     def inject(links: Links) -> str:
         reset = [Toxic("reset", "reset_peer", "downstream", {"timeout": 0})]
-        return held_for(links, hold, lambda: links.add("spark_connect", reset), "Spark Connect link reset")
+        return held_for(links, hold, lambda: links.add("spark_connect", reset), f"Spark Connect link reset ({variant})")
 
-    fault, bounded = during_read(pipe, "Spark Connect link reset mid-batch", inject, READ_BOUND_S)
-    return bound_checked(pipe, fault, bounded)
+    fault, bounded = during_read(pipe, f"Spark Connect link reset mid-batch ({variant})", inject, READ_BOUND_S)
+    return bound_checked(pipe, fault, bounded, None if variant == "brief" else connect_lost)
+
+
+def connect_lost(worker: Worker) -> str | None:
+    """A try whose Connect link stayed reset past the client's retries must fail naming the server."""
+    if worker.ok or not all(words in str(worker.error) for words in CONNECT_LOST):
+        return f"a read whose Spark Connect link outlasted the client's retries should fail saying so: {worker.error}"
+    return None
 
 
 def slow_ledger(pipe: Pipeline) -> Fault:

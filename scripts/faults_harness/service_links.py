@@ -25,7 +25,7 @@ S3_MOMENTS = ("write", "publish")
 REGISTRY_STEPS = ("plan", "read")
 NAMES = {"s3": ("s3", "object", "bucket"), "schema_registry": ("schema registry", "schemaregistry")}
 """Words a failed try's error must hold to name the component whose link failed."""
-BLAMES_CONNECT = "Next: start the server again"
+BLAMES_CONNECT = "Next: check that the server runs and this worker reaches it"
 """The next step of a Spark Connect server that did not answer: wrong when another component's link failed."""
 
 

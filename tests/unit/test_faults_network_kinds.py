@@ -66,7 +66,7 @@ def test_a_kind_without_what_it_needs_is_refused_naming_it(given: dict, refused:
         (
             False,
             "SparkJobError: the Spark Connect server at h:1 did not answer (the schema registry did not answer); "
-            "the attempt is lost. Next: start the server again (scripts/stack up --spark-connect locally)",
+            "the attempt is lost. Next: check that the server runs and this worker reaches it (scripts/stack up)",
             "schema_registry",
             False,
             "the try blamed the Spark Connect server for the schema registry's link: ",

@@ -67,8 +67,8 @@ def test_an_unreachable_server_is_named_with_the_next_step() -> None:
     assert type(error) is SparkJobError
     assert str(error) == (
         "Spark job for batch 7 of pipeline 'orders' failed: the Spark Connect server at localhost:15002 did not "
-        "answer (status = StatusCode.UNAVAILABLE); the attempt is lost. Next: start the server again "
-        "(scripts/stack up --spark-connect locally), then retry the read"
+        "answer (status = StatusCode.UNAVAILABLE); the attempt is lost. Next: check that the server runs and this "
+        "worker reaches it (scripts/stack up --spark-connect locally), then retry the read"
     )
 
 
