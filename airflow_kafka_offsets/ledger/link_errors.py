@@ -17,6 +17,8 @@ CONNECT_EXPIRED = "timeout expired"
 """libpq's words when ``connect_timeout`` ran out while opening a connection."""
 TCP_TIMED_OUT = "connection timed out"
 """The kernel's ETIMEDOUT: ``tcp_user_timeout`` or the keepalives gave up on a silent peer."""
+SERVER_CLOSED = "server closed the connection"
+"""libpq's words when the server's side closed: a restart, or the server ended the session."""
 IDLE_ENDED = "idle-in-transaction timeout"
 """The server ended the session's transaction after ``idle_in_transaction_session_timeout``."""
 
@@ -82,6 +84,12 @@ def deadline_fired(exc: BaseException, timeouts: LedgerTimeouts) -> str:
             f"{t.idle_in_transaction_session_timeout} ms (the ledger connection extra's key)"
         )
     silent = silence_bound(t)
+    if SERVER_CLOSED in text:
+        return (
+            "the server closed the connection: it restarted, or it ended the session (its transaction idle past "
+            f"idle_in_transaction_session_timeout {t.idle_in_transaction_session_timeout} ms, a key of the ledger "
+            f"connection's extra, or an operator ended it); a silent peer is given up on after {silent}"
+        )
     if TCP_TIMED_OUT in text:
         return f"the peer went silent: this worker gave up after {silent}"
     return f"a silent peer is given up on after {silent}"

@@ -68,7 +68,12 @@ def test_a_password_in_the_drivers_text_is_masked() -> None:
             "FATAL:  terminating connection due to idle-in-transaction timeout",
             "the server ended the transaction after idle_in_transaction_session_timeout 300000 ms",
         ),
-        ("server closed the connection unexpectedly", "a silent peer is given up on after tcp_user_timeout 1500 ms"),
+        (
+            "server closed the connection unexpectedly",
+            "the server closed the connection: it restarted, or it ended the session (its transaction idle past "
+            "idle_in_transaction_session_timeout 300000 ms",
+        ),
+        ("SSL SYSCALL error: EOF detected", "a silent peer is given up on after tcp_user_timeout 1500 ms"),
     ],
 )
 def test_the_deadline_that_fired_is_read_from_the_drivers_text(text: str, fired: str) -> None:
