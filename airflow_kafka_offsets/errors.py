@@ -69,6 +69,11 @@ class LedgerConnectionLostError(LedgerError):
     """The ledger's connection broke or its peer went silent past the connection's deadlines."""
 
 
+class LedgerUnreachableError(LedgerConnectionLostError):
+    """No connection to the ledger could be opened (its ``connect_timeout`` ran out, or it was refused);
+    nothing was read or written."""
+
+
 class LedgerStatementTimeoutError(LedgerError):
     """A ledger statement ran past the session's ``statement_timeout``; its transaction was rolled back."""
 

@@ -68,6 +68,11 @@ def driver_arguments(connection: Any) -> dict[str, Any] | None:
     return {**fields, **driver_extras(extras)}
 
 
+def ledger_address(connection: Any) -> str:
+    """``host:port`` as the connection configures them (libpq's default port when it gives none), for errors."""
+    return f"{connection.host or 'the default socket'}:{connection.port or 5432}"
+
+
 def catalog_uri(postgres_uri: str, timeouts: LedgerTimeouts) -> str:
     """The ledger database as SQLAlchemy names it (psycopg2 unless the URL names a driver), for the Iceberg
     catalog's engine, with the deadlines: libpq's in the query unless the URL has them, the session's in
@@ -128,6 +133,7 @@ class LedgerHook(BaseHook):
             schema=self.schema,
             catalog_uri=partial(deadline_catalog_uri, self.postgres_conn_id, connection),
             timeouts=LedgerTimeouts.from_extra(connection.extra_dejson),
+            address=ledger_address(connection),
         )
         if not migrate:
             return ledger

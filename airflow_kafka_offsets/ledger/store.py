@@ -26,6 +26,7 @@ from airflow_kafka_offsets.errors import (
     LedgerConnectionLostError,
     LedgerSchemaTooNewError,
     LedgerStatementTimeoutError,
+    LedgerUnreachableError,
     PipelineBusyError,
 )
 from airflow_kafka_offsets.ledger.attempts import AttemptStatements
@@ -33,6 +34,7 @@ from airflow_kafka_offsets.ledger.batches import BatchRecord, BatchStatements
 from airflow_kafka_offsets.ledger.commits import CommitStatements
 from airflow_kafka_offsets.ledger.decodings import DecodingStatements
 from airflow_kafka_offsets.ledger.history import HistoryStatements
+from airflow_kafka_offsets.ledger.link_errors import connect_failed_message, is_operational, lost_message
 from airflow_kafka_offsets.ledger.port import OwnTransactionReads
 from airflow_kafka_offsets.ledger.resets import ResetStatements
 from airflow_kafka_offsets.ledger.schema import MIGRATIONS, SCHEMA_VERSION, quote_schema
@@ -73,12 +75,15 @@ class Ledger(OwnTransactionReads):
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         catalog_uri: str | Callable[[], str] | None = None,
         timeouts: LedgerTimeouts | None = None,
+        address: str | None = None,
     ):
         """``catalog_uri``: the same database as a SQLAlchemy URL, for the Iceberg catalog kept beside the ledger
         (or how to make it, once, when a sink first asks). ``timeouts``: the deadlines; every session gets their
-        server-side settings here (the client-side ones are ``connect``'s to apply, see ``LedgerHook``)."""
+        server-side settings here (the client-side ones are ``connect``'s to apply, see ``LedgerHook``).
+        ``address``: the database's ``host:port`` as configured, named in connection errors."""
         quote_schema(schema)
         self.schema = schema
+        self.address = address
         self._catalog_uri: str | Callable[[], str] | None = catalog_uri
         self._connect = connect
         self._lock_timeout_ms = int(lock_timeout_s * 1000)
@@ -105,11 +110,19 @@ class Ledger(OwnTransactionReads):
                 return conn
             except Exception:  # the server restarted or dropped it since: nothing ran on it yet
                 _close_quietly(conn)
-        conn = self._connect()
+        try:
+            conn = self._connect()
+        except Exception as exc:
+            if is_operational(exc):  # libpq's "timeout expired", a refusal: say which ledger and which deadline
+                raise LedgerUnreachableError(connect_failed_message(self.address, exc, self.timeouts)) from exc
+            raise
         try:
             conn.cursor().execute(self._session_sql)
-        except BaseException:
+        except BaseException as exc:
+            lost = isinstance(exc, Exception) and _broken(conn)
             _close_quietly(conn)
+            if lost:  # opened, then silent or closed before its first statement was answered
+                raise LedgerConnectionLostError(lost_message(self.address, exc, False, self.timeouts)) from exc
             raise
         return conn
 
@@ -159,25 +172,9 @@ class Ledger(OwnTransactionReads):
                     "ledger connection extra's key); the transaction was rolled back, nothing it wrote was kept"
                 ) from exc
             if lost:
-                raise LedgerConnectionLostError(self._lost_message(exc, committing)) from exc
+                raise LedgerConnectionLostError(lost_message(self.address, exc, committing, self.timeouts)) from exc
             raise
         self._checkin(conn)
-
-    def _lost_message(self, exc: BaseException, committing: bool) -> str:
-        t = self.timeouts
-        cause = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else 'no detail'}"
-        outcome = (
-            "while committing: the COMMIT may or may not have reached the database; the next run reads the "
-            "outcome from the ledger (a committed batch is never committed again, a batch still planned is replayed)"
-            if committing
-            else "before committing: nothing this transaction wrote was kept"
-        )
-        return (
-            f"lost the connection to the ledger database {outcome} ({cause}). A silent peer is given up on after "
-            f"tcp_user_timeout {t.tcp_user_timeout} ms of unacknowledged data or keepalives "
-            f"{t.keepalives_idle} s + {t.keepalives_count} x {t.keepalives_interval} s (keys of the ledger "
-            "connection's extra); retry once the database answers"
-        )
 
     def schema_version(self) -> int | None:
         with self.transaction() as tx:

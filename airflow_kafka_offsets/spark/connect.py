@@ -324,8 +324,9 @@ def _release(spark: Any) -> None:
 
 
 def connect_job_error(job: Mapping[str, Any], where: str, exc: BaseException) -> SparkJobError:
-    """The exception for a failed Connect attempt: a known cause with its next step, an unreachable
-    server, or the server's first line."""
+    """The exception for a failed Connect attempt: a known cause with its next step, a request of this
+    worker that failed (its text may say "Connection refused": that is not the server's gRPC channel), an
+    unreachable server, or the server's first line."""
     scanner = FailureScanner()
     for line in str(exc).splitlines():
         scanner.feed(line)
@@ -334,11 +335,18 @@ def connect_job_error(job: Mapping[str, Any], where: str, exc: BaseException) ->
     what = f"Spark job for batch {job['batch_id']} of pipeline {job['pipeline']!r} failed"
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     first = lines[0] if lines else type(exc).__name__
+    if isinstance(exc, OSError):  # this process's own request (the app's registry lookups, a report on S3)
+        return SparkJobError(
+            f"{what}: a request of this worker failed ({type(exc).__name__}: {first[:1000]}); the attempt is lost "
+            "(the Spark Connect server is not the cause). Next: check that the service it names answers this "
+            "worker, then retry the read"
+        )
     if _unreachable(exc):
         detail = next((line for line in lines if line.startswith(("status", "details"))), first)  # gRPC's own
         return SparkJobError(
             f"{what}: the Spark Connect server at {where} did not answer ({detail[:300]}); the attempt is lost. "
-            "Next: start the server again (scripts/stack up --spark-connect locally), then retry the read"
+            "Next: check that the server runs and this worker reaches it (scripts/stack up --spark-connect locally), "
+            "then retry the read"
         )
     return SparkJobError(
         f"{what} on the Spark Connect server at {where}: {type(exc).__name__}: {first[:1000]}",

@@ -41,7 +41,8 @@ SPARK_PROCESS_KINDS = (
     "postgres_restart",
     "kafka_restart",
 )
-S3_KINDS = ("s3_restart",)  # need the output on the stack's S3 server
+S3_KINDS = ("s3_restart", "s3_blackhole")  # need the output on the stack's S3 server
+AVRO_KINDS = ("registry_cut",)  # need an Avro pipeline (its schema registry)
 REST_KINDS = ("catalog_restart",)  # need a sink in the stack's REST catalog (REST_SINKS)
 
 
@@ -95,8 +96,9 @@ def run(
         + (SPARK_PROCESS_KINDS if spark_connect else ())
         + (S3_KINDS if storage != "s3" else ())
         + (REST_KINDS if sink not in REST_SINKS else ())
+        + (AVRO_KINDS if not avro else ())
     )
-    kinds = kinds or (list(NETWORK_KINDS) if network else [k for k in KINDS if k not in left_out])
+    kinds = kinds or [k for k in (NETWORK_KINDS if network else KINDS) if k not in left_out]
     seed = seed if seed is not None else random.SystemRandom().randrange(1_000_000)
     info = devstack.current()
     workdir = workdir or Path(tempfile.mkdtemp(prefix="ako-faults-"))
@@ -156,6 +158,40 @@ def run(
     elif not ok:
         out(f"faults: logs and outputs of failed trials kept in {workdir} (ledger schema {ctx.schema})", flush=True)
     return results, lines, ok
+
+
+def refusal(args: argparse.Namespace) -> str | None:
+    """Why the options cannot run together (a kind asked for without what it needs), or None."""
+    asked = {k for chain in args.kinds for k in kinds_of(chain)}
+
+    def of(kinds: tuple[str, ...] | dict[str, Any]) -> str:
+        return ", ".join(sorted(asked & set(kinds)))
+
+    checks = [
+        (
+            (args.spark_connect or args.network) and of(SPARK_PROCESS_KINDS),
+            "{} kill or wait for spark-submit's processes: not with --spark-connect",
+        ),
+        (args.storage != "s3" and of(S3_KINDS), "{} faults the S3 server under the output: only with --storage s3"),
+        (not args.avro and of(AVRO_KINDS), "{} cuts an Avro pipeline's schema registry: only with --avro"),
+        (
+            args.sink in REST_SINKS and args.storage != "s3",
+            f"--sink {args.sink}: the REST catalog's tables are on the stack's S3: only with --storage s3",
+        ),
+        (
+            args.sink not in REST_SINKS and of(REST_KINDS),
+            "{} restarts the REST catalog: only with --sink " + " or ".join(REST_SINKS),
+        ),
+        (
+            args.no_raw_value and not args.avro,
+            "--no-raw-value needs --avro: without a decoding the raw value is the record",
+        ),
+        (not args.network and of(NETWORK_KINDS), "{} cut the workers' links through toxiproxy: only with --network"),
+    ]
+    for failing, message in checks:
+        if failing:
+            return message.format(failing) if isinstance(failing, str) else message
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,19 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(KINDS))
         return 0
-    spark_process = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(SPARK_PROCESS_KINDS))
-    if (args.spark_connect or args.network) and spark_process:
-        parser.error(f"{', '.join(spark_process)} kill or wait for spark-submit's processes: not with --spark-connect")
-    needs_s3 = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(S3_KINDS))
-    if needs_s3 and args.storage != "s3":
-        parser.error(f"{', '.join(needs_s3)} restarts the S3 server under the output: only with --storage s3")
-    if args.sink in REST_SINKS and args.storage != "s3":
-        parser.error(f"--sink {args.sink}: the REST catalog's tables are on the stack's S3: only with --storage s3")
-    needs_rest = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(REST_KINDS))
-    if needs_rest and args.sink not in REST_SINKS:
-        parser.error(f"{', '.join(needs_rest)} restarts the REST catalog: only with --sink {' or '.join(REST_SINKS)}")
-    if args.no_raw_value and not args.avro:
-        parser.error("--no-raw-value needs --avro: without a decoding the raw value is the record")
+    refused = refusal(args)
+    if refused:
+        parser.error(refused)
     low, _, high = args.records.partition("-")
     records = (int(low), int(high or low))
     if args.trials < 1 or args.batches < 1 or records[0] < 1 or records[1] < records[0]:
@@ -258,9 +284,6 @@ def main(argv: list[str] | None = None) -> int:
         started_here = not devstack.status().get("up")
     except devstack.StackError:
         started_here = True
-    network = sorted({k for chain in args.kinds for k in kinds_of(chain)} & set(NETWORK_KINDS))
-    if network and not args.network:
-        parser.error(f"{', '.join(network)} cut the workers' links through toxiproxy: only with --network")
     info = devstack.up(spark_connect_server=args.spark_connect or args.network)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

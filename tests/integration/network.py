@@ -146,6 +146,15 @@ class SilentLink:
                 ["tc", "-n", self._router, "qdisc", "add", "dev", end, "root", "pfifo", "limit", "0"], check=True
             )
 
+    def drop_answers(self) -> None:
+        """From now on the router's kernel drops every packet towards the worker (the server's answers and
+        its TCP acknowledgments); the worker's packets still reach the server: a COMMIT sent now commits,
+        and its sender never hears so."""
+        subprocess.run(
+            ["tc", "-n", self._router, "qdisc", "add", "dev", self._router_down, "root", "pfifo", "limit", "0"],
+            check=True,
+        )
+
     def close(self) -> None:
         if hasattr(self, "forwarder"):
             self.forwarder.close()

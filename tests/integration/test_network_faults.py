@@ -20,6 +20,8 @@ from faults_harness.network_kinds import NETWORK_KINDS
 
 # Serial: it cuts links through the stack's fault proxy and bounds how long a silent ledger costs.
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
+NEEDS_OPTIONS: dict[str, dict] = {"s3_blackhole": {"storage": "s3"}, "registry_cut": {"avro": True}}
+"""The options a kind needs besides --network (faults_harness.service_links.NEEDS)."""
 
 
 def run_network(kind: str, workdir, connect: dict, **options):
@@ -61,5 +63,5 @@ def test_a_kafka_cut_in_the_read_and_a_silent_ledger_in_the_commit_commit_the_ba
 @pytest.mark.parametrize("kind", list(NETWORK_KINDS))
 def test_each_network_fault_kind_commits_the_batch_once(stack, spark_connect, tmp_path, kind, form):
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
-    summary, _ = run_network(kind, tmp_path / "faults", connect, form=form)
+    summary, _ = run_network(kind, tmp_path / "faults", connect, form=form, **NEEDS_OPTIONS.get(kind, {}))
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]

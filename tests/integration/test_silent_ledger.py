@@ -9,8 +9,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg2
 import pytest
@@ -29,10 +32,11 @@ from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import LocalDirectorySink
 from benchmarks.scaling import fake_submit
 
-from .network import Forwarder, silent_link
+from .network import Forwarder, SilentLink, silent_link
 
 # Serial: it bounds in seconds how long a silent ledger costs, which a loaded machine would stretch.
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
+T = TypeVar("T")
 
 ACTOR = Actor.from_json({"test": True})
 OFFSETS = {TP("t", 0): PartitionOffsets(0, 40), TP("t", 1): PartitionOffsets(0, 25)}
@@ -100,37 +104,48 @@ def batch_lock_held(stack, schema: str, batch_id: int) -> bool:
         conn.close()
 
 
+def commit_in_namespace(
+    link: SilentLink, schema: str, root: Path, batch_id: int, cut: Callable[[], None], then: Callable[[], T]
+) -> tuple[str, float, T]:
+    """The commit of ``batch_id`` by a worker in ``link``'s namespace, paused with its transaction open, ``cut``
+    then resumed: what it printed, its seconds from the cut, and ``then()`` as soon as it printed."""
+    host, port = link.forwarder.address
+    connection = {**stack_ledger_connection(), "host": host, "port": port, "extra": EXTRA}
+    env = {**os.environ, "AIRFLOW_CONN_LEDGER_SILENT": json.dumps(connection)}
+    worker = subprocess.Popen(
+        link.command(sys.executable, "-c", WORKER, schema, str(root), "silent", str(batch_id)),
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stdout is not None and worker.stdin is not None
+        assert worker.stdout.readline().strip() == "paused", worker.stderr.read() if worker.stderr else ""
+        cut()
+        started = time.monotonic()
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+        outcome = worker.stdout.readline().strip()
+        waited = time.monotonic() - started
+        observed = then()
+        worker.wait(60)  # its exit, on a loaded machine
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    return outcome, waited, observed
+
+
 def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_commits_once(
     stack, ledger: Ledger, schema: str, tmp_path: Path
 ) -> None:
     sink, batch_id = planned_and_read(ledger, tmp_path)
     with silent_link((stack.pg_host, stack.pg_port)) as link:
-        host, port = link.forwarder.address
-        connection = {**stack_ledger_connection(), "host": host, "port": port, "extra": EXTRA}
-        env = {**os.environ, "AIRFLOW_CONN_LEDGER_SILENT": json.dumps(connection)}
-        worker = subprocess.Popen(
-            link.command(sys.executable, "-c", WORKER, schema, str(tmp_path), "silent", str(batch_id)),
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        outcome, waited, held_by_the_dead_worker = commit_in_namespace(
+            link, schema, tmp_path, batch_id, link.drop, lambda: batch_lock_held(stack, schema, batch_id)
         )
-        try:
-            assert worker.stdout is not None and worker.stdin is not None
-            assert worker.stdout.readline().strip() == "paused", worker.stderr.read() if worker.stderr else ""
-            link.drop()
-            cut = time.monotonic()
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
-            outcome = worker.stdout.readline().strip()
-            waited = time.monotonic() - cut
-            held_by_the_dead_worker = batch_lock_held(stack, schema, batch_id)
-            worker.wait(60)  # its exit, on a loaded machine
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
         print(f"silent ledger: worker failed {waited:.2f}s after the link was cut: {outcome}")
         # The COMMIT went unacknowledged: TCP_USER_TIMEOUT (2 s) ends it, not the OS's retransmission minutes.
         assert outcome.startswith("failed after "), outcome
@@ -152,6 +167,47 @@ def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_com
         assert tx.fetchall("SELECT batch_id, state FROM {s}.batches WHERE pipeline = %s", ("silent",)) == [
             (batch_id, "committed")
         ]
+    assert ledger.cursors("silent") == {tp: o.latest for tp, o in OFFSETS.items()}
+    assert ledger.contiguity_problems("silent") == []
+
+
+def answers_dropped(link: SilentLink) -> None:
+    link.drop_answers()
+
+
+def answer_held_then_silent(link: SilentLink) -> None:
+    """The COMMIT reaches the server and is acknowledged; its answer is held, and half a second later (before
+    the first keepalive probe) every packet is dropped: only keepalives can notice."""
+    link.forwarder.hold_answers()
+    threading.Timer(0.5, link.drop).start()
+
+
+@pytest.mark.parametrize("cut", [answers_dropped, answer_held_then_silent], ids=["unacknowledged", "unanswered"])
+def test_a_commit_whose_answer_never_comes_back_fails_in_seconds_and_the_next_try_finds_it_committed(
+    stack, ledger: Ledger, schema: str, tmp_path: Path, cut: Callable[[SilentLink], None]
+) -> None:
+    """The COMMIT reaches PostgreSQL and commits; its answer never comes back, the link silent. The worker gives
+    up after tcp_user_timeout (2 s here, 30 s by default, as the guarantees page states): on its unacknowledged
+    COMMIT, or on its unanswered keepalive probes (Linux ends those at the user timeout too), not after the
+    OS's retransmission minutes or hours; the next try reads the outcome from the ledger and commits nothing
+    twice."""
+    sink, batch_id = planned_and_read(ledger, tmp_path)
+    with silent_link((stack.pg_host, stack.pg_port)) as link:
+        outcome, waited, _ = commit_in_namespace(link, schema, tmp_path, batch_id, lambda: cut(link), lambda: None)
+    print(f"answer lost: worker failed {waited:.2f}s after sending its COMMIT: {outcome}")
+    assert outcome.startswith("failed after "), outcome
+    assert "LedgerConnectionLostError lost the connection to the ledger database while committing" in outcome
+    assert "Connection timed out" in outcome and "this worker gave up after tcp_user_timeout 2000 ms of" in outcome
+    assert EXTRA["tcp_user_timeout"] / 1000 - 0.5 < waited < 12, outcome
+    silent_worker = Actor.from_json({"worker": "silent"})
+    assert ledger.batch("silent", batch_id).committed_by == silent_worker  # its COMMIT made it
+    again = commit_batch(ledger, sink, "silent", batch_id, ACTOR)  # the next try
+    assert not again.committed_now
+    with ledger.transaction() as tx:
+        assert tx.fetchall("SELECT batch_id, state FROM {s}.batches WHERE pipeline = %s", ("silent",)) == [
+            (batch_id, "committed")
+        ]
+    assert ledger.batch("silent", batch_id).committed_by == silent_worker  # not committed twice
     assert ledger.cursors("silent") == {tp: o.latest for tp, o in OFFSETS.items()}
     assert ledger.contiguity_problems("silent") == []
 

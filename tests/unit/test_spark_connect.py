@@ -67,8 +67,22 @@ def test_an_unreachable_server_is_named_with_the_next_step() -> None:
     assert type(error) is SparkJobError
     assert str(error) == (
         "Spark job for batch 7 of pipeline 'orders' failed: the Spark Connect server at localhost:15002 did not "
-        "answer (status = StatusCode.UNAVAILABLE); the attempt is lost. Next: start the server again "
-        "(scripts/stack up --spark-connect locally), then retry the read"
+        "answer (status = StatusCode.UNAVAILABLE); the attempt is lost. Next: check that the server runs and this "
+        "worker reaches it (scripts/stack up --spark-connect locally), then retry the read"
+    )
+
+
+def test_a_request_of_the_worker_that_failed_is_not_blamed_on_the_server() -> None:
+    """The app's writer-schema lookup runs in the worker on Connect; a refused registry is not a refused server."""
+    refused = ConnectionError(
+        "the schema registry did not answer for the versions of subject 'orders-value' "
+        "(http://127.0.0.1:8081/apis/ccompat/v7: [Errno 111] Connection refused)"
+    )
+    assert str(connect_job_error(JOB, "localhost:15002", refused)) == (
+        "Spark job for batch 7 of pipeline 'orders' failed: a request of this worker failed (ConnectionError: the "
+        "schema registry did not answer for the versions of subject 'orders-value' (http://127.0.0.1:8081/apis/"
+        "ccompat/v7: [Errno 111] Connection refused)); the attempt is lost (the Spark Connect server is not the "
+        "cause). Next: check that the service it names answers this worker, then retry the read"
     )
 
 
