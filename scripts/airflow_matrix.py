@@ -118,8 +118,6 @@ def _pytest(line: str, venv: Path, env: dict[str, str], pytest_args: list[str]) 
             # line's smoke and the unit tests on the other (tests/conftest.py groups them)
             "-n",
             os.environ.get("AKO_TEST_WORKERS", "2"),
-            "--dist",
-            "loadgroup",
             "tests/unit",
             *LINE_TESTS,
             *pytest_args,

@@ -6,10 +6,12 @@ set here, before any test module imports Airflow.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,11 +30,31 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 LONG_ENV = "AKO_LONG_TESTS"
 
 
-# With pytest-xdist (scripts/test's full run: ``-n 2 --dist loadgroup -m "not serial"``) a file's tests stay on one
-# worker (its module fixtures are set up once), and every file with a test on the session's real Airflow
-# deployment (``airflow_ui``: one scheduler, one browser, one ledger schema) goes to one worker as one group,
-# scheduled first: the longest group, it would otherwise be the run's tail.
+# With pytest-xdist (scripts/test's full run: ``-n 2 -m "not serial"``) a file's tests stay on one worker (its module
+# fixtures are set up once), and the files of tests on the session's real Airflow deployment (``airflow_ui``: one
+# scheduler, one browser, one ledger schema that some of them drop; a file that names the fixture) go to one worker
+# together, first: the longest group, it would otherwise be the run's tail. (xdist's own ``--dist loadgroup`` marks
+# its groups in the test ids, which pytest 9.2 no longer lets a plugin change.)
 AIRFLOW_GROUP = "airflow_deployment"
+
+
+@functools.cache
+def scope_of(test_file: str) -> str:
+    """The worker group of a test file (a path from the repository's root, as test ids give it)."""
+    uses_deployment = "airflow_ui" in (REPO / test_file).read_text(encoding="utf-8")
+    return AIRFLOW_GROUP if uses_deployment else test_file
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: it is not installed everywhere
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFileAndDeployment(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid.split("::", 1)[0])
+
+    config.option.loadscopereorder = False  # the groups in the order the workers collected them
+    return ByFileAndDeployment(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -40,7 +62,6 @@ def pytest_configure(config: pytest.Config) -> None:
     _writes_times = not hasattr(config, "workerinput")  # an xdist worker's reports reach the controller too
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in item.path.parts:
@@ -50,15 +71,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if long:
             config.hook.pytest_deselected(items=long)
             items[:] = [item for item in items if not item.get_closest_marker("long")]
-    if config.getoption("dist", "no") == "loadgroup":
-        group_for_workers(items)
-
-
-def group_for_workers(items: list[pytest.Item]) -> None:
-    on_airflow = {item.path for item in items if "airflow_ui" in getattr(item, "fixturenames", ())}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(AIRFLOW_GROUP if item.path in on_airflow else str(item.path)))
-    items.sort(key=lambda item: item.path not in on_airflow)  # stable: each file's order is kept
+    if hasattr(config, "workerinput"):  # the deployment's files first (ByFileAndDeployment keeps this order)
+        items.sort(key=lambda item: scope_of(item.nodeid.split("::", 1)[0]) != AIRFLOW_GROUP)  # stable
 
 
 # Time per test file, printed at the end of every run (the suite's budget is spent file by file) and

@@ -188,8 +188,12 @@ class Ledger(OwnTransactionReads):
         with self.transaction() as tx:
             # a migration of a large ledger may rewrite tables for longer than a statement's usual deadline
             tx.execute("SET LOCAL statement_timeout = 0")
-            tx.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"airflow_kafka_offsets:{self.schema}",))
+            # The extension is the database's, shared by every ledger schema in it: two first migrations of two
+            # schemas at once both try to create it ("IF NOT EXISTS" is no lock), so the database-wide lock
+            # comes first, then the schema's.
+            tx.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("airflow_kafka_offsets:extensions",))
             tx.execute("CREATE EXTENSION IF NOT EXISTS btree_gist")
+            tx.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"airflow_kafka_offsets:{self.schema}",))
             tx.execute("CREATE SCHEMA IF NOT EXISTS {s}")
             tx.execute(
                 "CREATE TABLE IF NOT EXISTS {s}.schema_version ("

@@ -37,6 +37,46 @@ def test_migrate_is_idempotent_and_versioned(ledger: Ledger):
     assert ledger.schema_version() == SCHEMA_VERSION
 
 
+def test_first_migrations_of_many_schemas_at_once_in_a_new_database_all_succeed(stack):
+    """The extension the ledger needs is the database's: eight ledgers of eight schemas migrating at once into
+    a database without it create it once (each migration took only its own schema's lock before, and
+    "CREATE EXTENSION IF NOT EXISTS" raced: a duplicate key on pg_extension_name_index)."""
+    import uuid
+
+    database = f"t_{uuid.uuid4().hex[:12]}"
+    admin = psycopg2.connect(stack.pg_dsn())
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{database}"')
+    try:
+        ledgers = [Ledger(lambda: psycopg2.connect(stack.pg_dsn(database)), schema=f"s{i}") for i in range(8)]
+        start = threading.Barrier(len(ledgers))
+        errors: list[BaseException] = []
+
+        def migrate(ledger: Ledger) -> None:
+            start.wait()
+            try:
+                ledger.migrate()
+            except BaseException as exc:  # the test's verdict, below
+                errors.append(exc)
+            finally:
+                ledger.close()
+
+        threads = [threading.Thread(target=migrate, args=(ledger,)) for ledger in ledgers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        assert [ledger.schema_version() for ledger in ledgers] == [SCHEMA_VERSION] * len(ledgers)
+        for ledger in ledgers:
+            ledger.close()
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        admin.close()
+
+
 def ledger_at_version(stack, schema: str, monkeypatch, version: int) -> Ledger:
     """A ledger migrated up to ``version`` only; after ``monkeypatch.undo()`` migrate() goes on from there."""
     import airflow_kafka_offsets.ledger.store as store
