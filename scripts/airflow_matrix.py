@@ -116,8 +116,7 @@ def _pytest(line: str, venv: Path, env: dict[str, str], pytest_args: list[str]) 
             "-q",
             # two workers, as the main run's first pass: the Airflow deployment's browser checks on one, the
             # line's smoke and the unit tests on the other (tests/conftest.py groups them)
-            "-n",
-            os.environ.get("AKO_TEST_WORKERS", "2"),
+            *(["-n", workers] if (workers := os.environ.get("AKO_TEST_WORKERS", "2")) != "1" else []),
             "tests/unit",
             *LINE_TESTS,
             *pytest_args,
