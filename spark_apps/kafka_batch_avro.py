@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -44,6 +45,8 @@ GUID_FORM = (
 # marker is true only for a record that decoded.
 DECODED_MARKER = "__kafka_offsets_decoded"
 REGISTRY_TIMEOUT_S = 30.0
+# A request whose connection the registry closed before answering is asked again after these pauses.
+DROPPED_PAUSES_S = (0.2, 0.5)
 # How many of the reader subject's newest versions an Avro batch decodes with before reading any record
 # (fetch_subject_writer_schemas); a record of another writer schema costs its batch a second write.
 CANDIDATE_VERSIONS = 20
@@ -184,6 +187,25 @@ def _urlopen(request: urllib.request.Request, timeout: float, context: ssl.SSLCo
         return body
 
 
+def _dropped(exc: BaseException) -> bool:
+    """The connection was closed or reset before an answer came ("Remote end closed connection without
+    response"): a registry shedding load or restarting, not one that is down or silent."""
+    return isinstance(getattr(exc, "reason", exc), (ConnectionResetError, ConnectionAbortedError))
+
+
+def _fetch_again_if_dropped(fetch: Fetch, request: urllib.request.Request, context: ssl.SSLContext | None) -> bytes:
+    """``fetch`` once, and again after each of ``DROPPED_PAUSES_S`` while the connection is dropped before an
+    answer; a refusal, a timeout or an HTTP error is not asked again (the batch's retry is what follows)."""
+    for pause in DROPPED_PAUSES_S:
+        try:
+            return fetch(request, REGISTRY_TIMEOUT_S, context)
+        except (urllib.error.URLError, OSError) as exc:
+            if isinstance(exc, urllib.error.HTTPError) or not _dropped(exc):
+                raise
+        time.sleep(pause)
+    return fetch(request, REGISTRY_TIMEOUT_S, context)
+
+
 def registry_headers(access: Mapping[str, Any]) -> dict[str, str]:
     """The registry request's headers: basic auth or a bearer token (secrets: never log them)."""
     headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
@@ -210,7 +232,7 @@ def _get(access: Mapping[str, Any], path: str, what: str, fetch: Fetch) -> bytes
     for url in urls:
         request = urllib.request.Request(f"{url}{path}", headers=registry_headers(access))
         try:
-            return fetch(request, REGISTRY_TIMEOUT_S, context if url.startswith("https:") else None)
+            return _fetch_again_if_dropped(fetch, request, context if url.startswith("https:") else None)
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None

@@ -164,6 +164,29 @@ def test_a_registry_that_refuses_or_does_not_answer_fails_the_batch() -> None:
     assert contract.fetch_writer_schemas({"urls": ["http://sr"]}, [], FakeRegistry({}, status=500)) == ({}, {}, set())
 
 
+def test_a_request_whose_connection_the_registry_dropped_is_asked_again_a_refused_one_is_not() -> None:
+    import http.client
+
+    registry = FakeRegistry({1: ("AVRO", json.dumps(ORDER))})
+    drops = [http.client.RemoteDisconnected("Remote end closed connection without response")] * 2
+
+    def dropping(request: urllib.request.Request, timeout: float, context: Any) -> bytes:
+        if drops:
+            registry.asked.append(request.full_url)
+            raise drops.pop()
+        return registry(request, timeout, context)
+
+    assert contract.fetch_writer_schemas({"urls": ["http://sr"]}, [1], dropping)[0] == {1: json.dumps(ORDER)}
+    assert registry.asked == ["http://sr/schemas/ids/1"] * 3
+    drops[:] = [http.client.RemoteDisconnected("Remote end closed connection without response")] * 3
+    with pytest.raises(ConnectionError, match=r"did not answer for writer schema id 1.*Remote end closed"):
+        contract.fetch_writer_schemas({"urls": ["http://sr"]}, [1], dropping)
+    refused = FakeRegistry({}, down=("http://sr",))
+    with pytest.raises(ConnectionError, match="Connection refused"):
+        contract.fetch_writer_schemas({"urls": ["http://sr"]}, [1], refused)
+    assert refused.asked == ["http://sr/schemas/ids/1"]
+
+
 class FakeSubjects:
     """Answers a registry's subject requests: GET <url>/subjects/<subject>/versions[/<n>]."""
 
