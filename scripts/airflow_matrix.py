@@ -114,9 +114,9 @@ def _pytest(line: str, venv: Path, env: dict[str, str], pytest_args: list[str]) 
             "-p",
             "no:cacheprovider",
             "-q",
-            # two workers, as the main run's first pass: the Airflow deployment's browser checks on one, the
+            # with AKO_TEST_WORKERS=2 (as the main run): the Airflow deployment's browser checks on one worker, the
             # line's smoke and the unit tests on the other (tests/conftest.py groups them)
-            *(["-n", workers] if (workers := os.environ.get("AKO_TEST_WORKERS", "2")) != "1" else []),
+            *(["-n", workers] if (workers := os.environ.get("AKO_TEST_WORKERS", "1")) != "1" else []),
             "tests/unit",
             *LINE_TESTS,
             *pytest_args,
