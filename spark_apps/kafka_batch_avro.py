@@ -199,8 +199,8 @@ def _fetch_again_if_dropped(fetch: Fetch, request: urllib.request.Request, conte
     for pause in DROPPED_PAUSES_S:
         try:
             return fetch(request, REGISTRY_TIMEOUT_S, context)
-        except (urllib.error.URLError, OSError) as exc:
-            if isinstance(exc, urllib.error.HTTPError) or not _dropped(exc):
+        except OSError as exc:  # urllib's errors among them (an HTTPError's reason is its text: not dropped)
+            if not _dropped(exc):
                 raise
         time.sleep(pause)
     return fetch(request, REGISTRY_TIMEOUT_S, context)

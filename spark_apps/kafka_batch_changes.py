@@ -22,8 +22,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 if __package__:
+    from . import kafka_batch_avro as avro
     from . import kafka_batch_contract as contract
 else:
+    import kafka_batch_avro as avro
     import kafka_batch_contract as contract
 
 ORDER = "_order"
@@ -104,7 +106,7 @@ def _debezium_changes(records: DataFrame, key: list[str]) -> DataFrame:
 
 
 # A record key in the Confluent wire format (magic byte 0, then a 4-byte schema id): Avro, not read as a key.
-AVRO_WIRE_KEY = "substring(key, 1, 1) = X'00' AND length(key) >= 5"
+AVRO_WIRE_KEY = f"substring(key, 1, 1) = X'{avro.MAGIC_BYTE:02X}' AND length(key) >= {avro.WIRE_HEADER_BYTES}"
 UPSERT_KEYS = (
     "an upsert's tombstone names its row by the record key: a JSON object of the key columns (or Kafka "
     'Connect\'s {"schema": ..., "payload": {...}}), or for a one-column merge_key the key itself as a string or '
