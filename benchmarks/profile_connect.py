@@ -5,8 +5,8 @@ uncounted batch, then runs ``--batches`` batches of ``--records`` fresh records 
 partitions each) through ``plan_batch``, ``run_batch`` and ``commit_batch`` with the
 ``spark_connect_default`` connection, as ``connect_latency.py`` does. The app's functions are
 wrapped with timers (its code is unchanged), so each batch splits into: session and settings,
-version check, parallelism, the Kafka read + Parquet write job, the read-back check job, the
-output's size, the report, and the ledger's steps around them. Prints the median of each step.
+version check, parallelism, the Kafka read + Parquet write job, the footers of its proof (or the
+read-back check job of a batch of many ranges), the output's size, the report, and the ledger's steps around them. Prints the median of each step.
 With ``--against-available-now``, one topic of ``--records`` records is read in turn by the package's
 batch and by Structured Streaming's AvailableNow on the same server (``benchmarks/streaming_app.py``),
 ``--batches`` rounds after an uncounted one: wall seconds and the CPU seconds the server's JVM used
@@ -78,7 +78,7 @@ def timers(steps: Steps) -> Iterator[None]:
         (spark_connect.ConnectRuntime, "parallelism", "parallelism"),
         (DataFrameWriter, "parquet", "Kafka read + Parquet write job"),
         (check, "summarize", "read-back check job"),
-        (check, "summarize_collected", "read-back check job"),
+        (spark_connect.ConnectRuntime, "footers", "footers (proof)"),
         (spark_connect.ConnectRuntime, "output_bytes", "output size"),
         (spark_connect.ConnectRuntime, "write_report", "report"),
         (spark_connect, "_release", "session release"),
@@ -161,11 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument(
-        "--collected-check-max-offsets",
-        type=int,
-        help="the app's COLLECTED_CHECK_MAX_OFFSETS for this run (0: every batch checked by the aggregate)",
-    )
-    parser.add_argument(
         "--against-available-now",
         action="store_true",
         help="time the package's batch and AvailableNow in turn on one topic of --records records over "
@@ -180,10 +175,6 @@ def main(argv: list[str] | None = None) -> int:
         prepare_environment(info)
         print(json.dumps(against_available_now(info, args.records, args.partitions, args.batches), indent=1))
         return 0
-    if args.collected_check_max_offsets is not None:
-        from airflow_kafka_offsets.spark_apps import kafka_batch_check as check
-
-        check.COLLECTED_CHECK_MAX_OFFSETS = args.collected_check_max_offsets
     import devstack
     from benchmarks.common import bench_ledger, drop_ledger
 

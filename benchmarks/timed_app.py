@@ -87,9 +87,8 @@ def package_app() -> ModuleType:
     timed(app.read_step.JvmRuntime, "parallelism", "default parallelism")
     timed(app.read_step, "read_ranges", "build Kafka DataFrame")
     timed(DataFrameWriter, "parquet", "Parquet write")
-    timed(app.check, "summarize", "read-back summary")
-    timed(app.check, "summarize_collected", "read-back summary (collected)")
-    timed(app.check, "check_against_ranges", "range check")
+    timed(app.read_step.JvmRuntime, "footers", "read footers")
+    timed(app.check, "prove_written", "proof")
     timed(app.read_step.JvmRuntime, "output_bytes", "output size")
     timed(app.read_step.JvmRuntime, "write_report", "report write")
     return app

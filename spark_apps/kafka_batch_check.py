@@ -1,5 +1,10 @@
-"""The Spark app's check of a batch's written files against its planned ranges (the read-back), and the
-key + value bytes per range it reports.
+"""The Spark app's check of a batch's written files against its planned ranges, and the key + value bytes
+per range it reports.
+
+A batch of at most OBSERVED_RANGES_MAX ranges is proved from what the write left behind
+(``kafka_batch_proof.py``): the Kafka read's records and key + value bytes per range, counted as the write
+runs (an observed metric), against the files' Parquet footers. A batch of more ranges (one sum per range
+would not fit Spark's generated code) is checked by reading its offsets back (:func:`summarize`).
 
 Part of the app (``kafka_range_batch.py``), shipped beside it with ``--py-files``; imports nothing from Airflow.
 """
@@ -11,45 +16,26 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-if __package__:  # imported by the package (Spark Connect mode): the contract is its sibling
+if __package__:  # imported by the package (Spark Connect mode): its modules are siblings
     from . import kafka_batch_contract as contract
-else:  # spark-submit ships it beside this file (--py-files)
+    from . import kafka_batch_proof as proof
+else:  # spark-submit ships them beside this file (--py-files)
     import kafka_batch_contract as contract
+    import kafka_batch_proof as proof
 
-# A batch of at most this many planned offsets is checked from its collected rows: one Spark job
-# without a shuffle instead of the aggregate's three stages. On a warm Spark Connect server
-# (medians, seconds, collected against aggregate): 10,000 records 0.24-0.30 against 0.45-0.63,
-# 30,000 0.48-0.51 against 0.60-0.70, 100,000 0.99-1.29 against 0.72-0.78 (benchmarks/README.md).
-COLLECTED_CHECK_MAX_OFFSETS = 50_000
-# A larger batch of at most this many ranges counts its key + value bytes while it is written.
-OBSERVED_PAYLOAD_MAX_RANGES = 256
+# A batch of at most this many ranges counts its records and key + value bytes per range while it is written.
+OBSERVED_RANGES_MAX = 256
 
 
 class BatchCheckError(RuntimeError):
     """What was written does not match the requested ranges."""
 
 
-def planned_offsets(job: dict) -> int:
-    return sum(int(r["end"]) - int(r["start"]) for r in job["ranges"])
-
-
 def payload_bytes() -> Column:
     return F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
 
 
-def read_back_check(job: dict) -> Callable[..., list[dict]]:
-    """How the batch's written files are summarized: from collected rows when it is small."""
-    return summarize_collected if planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS else summarize
-
-
 Counted = Callable[[], dict[tuple[str, int], int]]
-
-
-def summarize_collected(written: DataFrame, decoding: bool = False, payload: Counted | None = None) -> list[dict]:
-    """:func:`summarize` of a small batch, computed on the driver from the rows' offsets and sizes."""
-    decode_error = F.col("decode_error").isNotNull() if decoding else F.lit(False)
-    rows = written.select("topic", "partition", "offset", payload_bytes(), decode_error).collect()
-    return with_counted_payload(contract.summarize_rows((tuple(row) for row in rows), decoding), payload)
 
 
 def with_counted_payload(partitions: list[dict], payload: Counted | None) -> list[dict]:
@@ -95,31 +81,42 @@ def summarize(written: DataFrame, decoding: bool = False, payload: Counted | Non
     return with_counted_payload(partitions, payload)
 
 
-def with_payload_metric(records: DataFrame, job: dict) -> tuple[DataFrame, Counted | None]:
-    """The records with their key + value bytes per planned range counted as the write runs (an
-    observed metric), and how to get the counts after it; no metric for a batch of many ranges
-    (one sum per range), nor for one small enough to be checked from its collected rows unless its
-    written values are not all there (:func:`kafka_batch_contract.keeps_raw_values`)."""
+RangeCounts = Callable[[], dict[tuple[str, int], dict[str, int]]]
+
+
+def with_range_metrics(records: DataFrame, job: dict) -> tuple[DataFrame, RangeCounts | None]:
+    """The records with their count and key + value bytes per planned range taken as the write runs (an
+    observed metric: no second pass), and how to get them after it; None for a batch of more than
+    OBSERVED_RANGES_MAX ranges."""
     ranges = sorted({(str(r["topic"]), int(r["partition"])) for r in job["ranges"]})
-    small = planned_offsets(job) <= COLLECTED_CHECK_MAX_OFFSETS and contract.keeps_raw_values(job)
-    if small or len(ranges) > OBSERVED_PAYLOAD_MAX_RANGES:
+    if len(ranges) > OBSERVED_RANGES_MAX:
         return records, None
     from pyspark.sql import Observation
 
-    observation = Observation("kafka_batch_payload_bytes")
+    observation = Observation("kafka_batch_ranges")
     size = payload_bytes()
-    sums = [
-        F.sum(F.when((F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition)), size)).alias(
-            f"range_{index}"
-        )
-        for index, (topic, partition) in enumerate(ranges)
-    ]
+    metrics = []
+    for index, (topic, partition) in enumerate(ranges):
+        in_range = (F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition))
+        metrics.append(F.count(F.when(in_range, F.lit(1))).alias(f"records_{index}"))
+        metrics.append(F.sum(F.when(in_range, size)).alias(f"bytes_{index}"))
 
-    def counted() -> dict[tuple[str, int], int]:
-        metrics = observation.get
-        return {key: int(metrics.get(f"range_{index}") or 0) for index, key in enumerate(ranges)}
+    def counted() -> dict[tuple[str, int], dict[str, int]]:
+        found = observation.get
+        return {
+            key: {"records": int(found.get(f"records_{i}") or 0), "payload_bytes": int(found.get(f"bytes_{i}") or 0)}
+            for i, key in enumerate(ranges)
+        }
 
-    return records.observe(observation, *sums), counted
+    return records.observe(observation, *metrics), counted
+
+
+def prove_written(job: dict, footers: list[dict], counted: RangeCounts, decoding: bool) -> list[dict]:
+    """The batch's per-partition summary, proved from the files' footers and the read's counts."""
+    partitions, problems = proof.prove(job["ranges"], footers, counted(), decoding)
+    if problems:
+        raise BatchCheckError("; ".join(problems))
+    return partitions
 
 
 def check_against_ranges(job: dict, partitions: list[dict]) -> None:

@@ -234,8 +234,8 @@ def range_problems(ranges: Iterable[Mapping[str, Any]], partitions: Iterable[Map
 
 
 def summarize_rows(rows: Iterable[tuple[str, int, int, int, bool]], decoding: bool = False) -> list[dict[str, Any]]:
-    """The read-back summary of a small batch from its collected ``(topic, partition, offset,
-    key + value bytes, has a decode error)`` rows: the same figures as the app's Spark aggregate."""
+    """A batch's per-partition summary from its ``(topic, partition, offset, key + value bytes, has a decode
+    error)`` rows (the in-memory twin's runner): the same figures as the app's report."""
     summaries: dict[tuple[str, int], dict[str, Any]] = {}
     offsets: dict[tuple[str, int], set[int]] = {}
     for topic, partition, offset, payload_bytes, decode_error in rows:

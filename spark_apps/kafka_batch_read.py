@@ -12,10 +12,12 @@ from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
-if __package__:  # imported by the package (Spark Connect mode): the contract is its sibling
+if __package__:  # imported by the package (Spark Connect mode): its modules are siblings
     from . import kafka_batch_contract as contract
-else:  # spark-submit ships it beside this file (--py-files)
+    from . import kafka_batch_proof as proof
+else:  # spark-submit ships them beside this file (--py-files)
     import kafka_batch_contract as contract
+    import kafka_batch_proof as proof
 
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
@@ -85,6 +87,10 @@ class Runtime(Protocol):
 
     def output_bytes(self, uri: str) -> int: ...
 
+    def footers(self, uri: str) -> list[dict]:
+        """The footers of the data files under ``uri`` (``kafka_batch_proof.py`` says what they hold)."""
+        ...
+
     def write_report(self, staging_uri: str, text: str) -> None: ...
 
 
@@ -104,6 +110,28 @@ class JvmRuntime:
         path, fs = hadoop_path(self.spark, uri)
         return int(fs.getContentSummary(path).getLength())
 
+    def footers(self, uri: str) -> list[dict]:
+        """Read with the Parquet library Spark writes with (the driver reads only the files' footers)."""
+        path, fs = hadoop_path(self.spark, uri)
+        jvm = self.spark.sparkContext._jvm
+        conf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        base = str(fs.makeQualified(path).toUri().getPath()).rstrip("/") + "/"
+        found = []
+        listing = fs.listFiles(path, True)
+        while listing.hasNext():
+            status = listing.next()
+            relative = str(status.getPath().toUri().getPath())[len(base) :]
+            if proof.is_data_file(relative):
+                reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+                    jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromStatus(status, conf)
+                )
+                try:
+                    blocks = reader.getFooter().getBlocks()
+                finally:
+                    reader.close()
+                found.append({"path": relative, "row_groups": [_row_group(block) for block in blocks]})
+        return found
+
     def write_report(self, staging_uri: str, text: str) -> None:
         path, fs = hadoop_path(self.spark, staging_uri.rstrip("/") + "/" + contract.REPORT_NAME)
         stream = fs.create(path, True)
@@ -111,6 +139,25 @@ class JvmRuntime:
             stream.write(bytearray(text.encode("utf-8")))
         finally:
             stream.close()
+
+
+def _row_group(block) -> dict:
+    """A row group's record count and (min, max, nulls) of the proof's columns, from parquet-java's metadata."""
+    columns = {}
+    for chunk in block.getColumns():
+        name = str(chunk.getPath().toDotString())
+        if name not in proof.FOOTER_COLUMNS:
+            continue
+        stats = chunk.getStatistics()
+        nulls = int(stats.getNumNulls()) if stats.isNumNullsSet() else None
+        if not stats.hasNonNullValue():
+            columns[name] = [None, None, nulls]
+            continue
+        low, high = stats.genericGetMin(), stats.genericGetMax()
+        if name == "topic":  # a Binary
+            low, high = str(low.toStringUsingUTF8()), str(high.toStringUsingUTF8())
+        columns[name] = [low, high, nulls]
+    return {"records": int(block.getRowCount()), "columns": columns}
 
 
 def hadoop_path(spark: SparkSession, uri: str):

@@ -10,7 +10,8 @@ the names and the range check in ``kafka_batch_contract.py`` beside it. Its othe
 it with ``--py-files`` too: ``kafka_batch_read.py`` (the read step: the version checks and the Kafka
 read), ``kafka_batch_decode.py`` (the JSON and Avro decode step), ``kafka_batch_avro.py`` (the Confluent
 wire format and the schema registry's answers), ``kafka_batch_routes.py`` (the many-tables step),
-``kafka_batch_changes.py`` (the merge step) and ``kafka_batch_check.py`` (the read-back check).
+``kafka_batch_changes.py`` (the merge step), ``kafka_batch_check.py`` (the check of what was written) and
+``kafka_batch_proof.py`` (its proof from the files' footers).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def write_errors(written: DataFrame, staging: str, decode: dict | None, routing:
 
 def write_staged(records: DataFrame, job: dict) -> tuple[DataFrame, Callable[[], dict] | None]:
     """Write the records to the job's staging location (a directory per table or per day when asked); the
-    frame written and how to get its payload metric (:func:`kafka_batch_check.with_payload_metric`)."""
+    frame written and how to get its counts per range (:func:`kafka_batch_check.with_range_metrics`)."""
     routing = job.get("routing")
     partition_columns: list[str] = []
     if routing:
@@ -98,12 +99,12 @@ def write_staged(records: DataFrame, job: dict) -> tuple[DataFrame, Callable[[],
             contract.DAY_COLUMN, F.expr("date_from_unix_date(CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
         )
         partition_columns = [contract.DAY_COLUMN]
-    records, payload = check.with_payload_metric(records, job)
+    records, counted = check.with_range_metrics(records, job)
     if not contract.keeps_raw_values(job):  # the decoded content is in `decoded`; after the bytes are counted
         records = records.withColumn("value", F.when(F.col("decode_error").isNotNull(), F.col("value")))
     writer = records.write.mode("overwrite").options(**WRITE_OPTIONS)
     (writer.partitionBy(*partition_columns) if partition_columns else writer).parquet(job["staging_uri"])
-    return records, payload
+    return records, counted
 
 
 def run(job: dict, spark: SparkSession, runtime: read_step.Runtime) -> dict:
@@ -112,18 +113,20 @@ def run(job: dict, spark: SparkSession, runtime: read_step.Runtime) -> dict:
     decode = job.get("decode")
     routing = job.get("routing")
     read = read_step.read_ranges(spark, job, runtime)
-    records, payload = (
+    records, counted = (
         decode_step.write_decoded(read, job, spark.version, write_staged) if decode else write_staged(read, job)
     )
-    if payload is None and not contract.keeps_raw_values(job):
-        payload = check.counted_from_read(read)
-    # Read back what was written (the checks are on the files), with the known schema: no footer-reading job.
-    written = spark.read.schema(records.schema).parquet(staging)
-    partitions = check.read_back_check(job)(written, decoding=bool(decode), payload=payload)
-    check.check_against_ranges(job, partitions)
+    # What was written, read back (with the known schema) only for the side outputs and a batch of many ranges.
+    written = spark.read.schema(records.schema).parquet(staging) if decode or routing or counted is None else None
+    if counted is not None:
+        partitions = check.prove_written(job, runtime.footers(staging), counted, decoding=bool(decode))
+    else:
+        payload = None if contract.keeps_raw_values(job) else check.counted_from_read(read)
+        partitions = check.summarize(written, decoding=bool(decode), payload=payload)
+        check.check_against_ranges(job, partitions)
     if decode or routing:
         write_errors(written, staging, decode, routing, sum(p.get("decode_errors") or 0 for p in partitions))
-    merged = changes_step.write_changes(written, job) if job.get("merge") else None
+    merged = changes_step.write_changes(written, job) if job.get("merge") else None  # merge decodes: written
     report = {
         "format": contract.REPORT_FORMAT,
         "pipeline": job["pipeline"],

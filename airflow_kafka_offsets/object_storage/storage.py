@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 from airflow_kafka_offsets.errors import OutputLocationError
 from airflow_kafka_offsets.object_storage.access import S3_SCHEMES, S3Access
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
+from airflow_kafka_offsets.spark_apps.kafka_batch_proof import FOOTER_COLUMNS, is_data_file
 
 
 def location_uri(location: str) -> str:
@@ -152,19 +154,30 @@ class Storage:
 
     def parquet_files(self, staging_uri: str) -> list[DataFile]:
         """The data files of an attempt, sorted; hidden and side outputs (``_*``, ``.*``) are left out."""
+        found = [
+            DataFile(join(staging_uri, relative), int(info.size or 0), metadata.num_rows, _modified_ms(info))
+            for relative, info, metadata in self._data_files(staging_uri)
+        ]
+        return sorted(found, key=lambda f: f.uri)
+
+    def footers(self, staging_uri: str) -> list[dict[str, Any]]:
+        """The footers of an attempt's data files, as the Spark app's proof reads them (``kafka_batch_proof``)."""
+        return [
+            {
+                "path": relative,
+                "row_groups": [_row_group(metadata.row_group(i)) for i in range(metadata.num_row_groups)],
+            }
+            for relative, _, metadata in self._data_files(staging_uri)
+        ]
+
+    def _data_files(self, staging_uri: str) -> Iterator[tuple[str, pafs.FileInfo, pq.FileMetaData]]:
+        """Each data file of an attempt: its path under ``staging_uri``, its file info and its Parquet footer."""
         fs, base = self.filesystem(staging_uri)
-        found = []
         for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
             relative = posixpath.relpath(info.path, base)
-            if info.type != pafs.FileType.File or not relative.endswith(".parquet"):
-                continue
-            if any(part.startswith(("_", ".")) for part in relative.split("/")):
-                continue
-            with fs.open_input_file(info.path) as handle:
-                records = pq.ParquetFile(handle).metadata.num_rows
-            modified = int(info.mtime.timestamp() * 1000) if info.mtime else 0
-            found.append(DataFile(join(staging_uri, relative), int(info.size or 0), records, modified))
-        return sorted(found, key=lambda f: f.uri)
+            if info.type == pafs.FileType.File and is_data_file(relative):
+                with fs.open_input_file(info.path) as handle:
+                    yield relative, info, pq.ParquetFile(handle).metadata
 
     def batch_attempts(self, root: str) -> dict[int, list[str]]:
         """The attempt directories holding files under ``<root>/batch=<N>/``, per batch number.
@@ -220,3 +233,23 @@ class Storage:
         parent = posixpath.dirname(path.rstrip("/"))
         if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
             fs.delete_dir(parent)
+
+
+def _modified_ms(info: pafs.FileInfo) -> int:
+    return int(info.mtime.timestamp() * 1000) if info.mtime else 0
+
+
+def _row_group(group: Any) -> dict[str, Any]:
+    """A row group's record count and (min, max, nulls) of the proof's columns, from Arrow's metadata."""
+    columns: dict[str, list[Any]] = {}
+    for index in range(group.num_columns):
+        chunk = group.column(index)
+        if chunk.path_in_schema not in FOOTER_COLUMNS:
+            continue
+        stats = chunk.statistics if chunk.is_stats_set else None
+        if stats is None:
+            columns[chunk.path_in_schema] = [None, None, None]
+            continue
+        nulls = stats.null_count if stats.has_null_count else None
+        columns[chunk.path_in_schema] = [stats.min, stats.max, nulls] if stats.has_min_max else [None, None, nulls]
+    return {"records": group.num_rows, "columns": columns}

@@ -195,6 +195,9 @@ class ConnectRuntime:
     def output_bytes(self, uri: str) -> int:
         return self.storage.tree_size(uri)
 
+    def footers(self, uri: str) -> list[dict[str, Any]]:
+        return self.storage.footers(uri)
+
     def write_report(self, staging_uri: str, text: str) -> None:
         from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
 

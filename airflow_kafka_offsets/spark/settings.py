@@ -19,6 +19,7 @@ APP_MODULES = (
     "kafka_batch_avro.py",
     "kafka_batch_read.py",
     "kafka_batch_check.py",
+    "kafka_batch_proof.py",
     "kafka_batch_decode.py",
     "kafka_batch_routes.py",
     "kafka_batch_changes.py",

@@ -277,21 +277,15 @@ def test_a_writer_schema_of_another_subject_is_met_in_the_write_and_lands_typed_
 
 
 # How the ledger's key + value bytes are counted when the written values are not all there: observed while
-# writing (any batch of at most OBSERVED_PAYLOAD_MAX_RANGES ranges, small ones too), or summed over a second
-# Kafka read for a batch of more ranges. The app's constants, lowered for a small topic (Spark Connect: the
-# app runs in this process).
-COUNTING = {
-    "observed": {},
-    "observed-large": {"COLLECTED_CHECK_MAX_OFFSETS": 1},
-    "summed-from-the-read": {"COLLECTED_CHECK_MAX_OFFSETS": 1, "OBSERVED_PAYLOAD_MAX_RANGES": 1},
-}
+# writing (any batch of at most OBSERVED_RANGES_MAX ranges), or summed over a second Kafka read for a batch
+# of more ranges. The app's constant, lowered for a small topic (Spark Connect: the app runs in this process).
+COUNTING = {"observed": {}, "summed-from-the-read": {"OBSERVED_RANGES_MAX": 1}}
 
 
 @pytest.mark.parametrize(
     ("sink_format", "counting", "mode"),
     [
         ("directory", "observed", "spark-connect"),
-        ("directory", "observed-large", "spark-connect"),
         ("directory", "summed-from-the-read", "spark-connect"),
         # spark-submit's Avro path runs in test_spark_submit_adds_spark_avro_by_packages...
         pytest.param("directory", "observed", "spark-submit", marks=pytest.mark.long),

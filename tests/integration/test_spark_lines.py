@@ -46,6 +46,7 @@ from .helpers import (
     refused,
 )
 from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_of
+from .test_batch_proof_spark import fail_then_retry_through_spark_submit
 
 # The lines the test command runs (the worker's own 4.2 runs in every other test); scripts/spark-matrix
 # runs every line (AKO_SPARK_LINES=3.5,4.0,4.1,4.2) and writes the README's compatibility table.
@@ -133,21 +134,21 @@ def test_a_batch_runs_on_the_clusters_spark_line_in_every_sink(
 
 
 @pytest.mark.integration
-def test_a_large_batch_counts_its_bytes_while_writing_on_the_clusters_spark_line(
-    stack, ledger, make_topic, tmp_path, on_path
+def test_a_batch_proves_its_files_and_counts_its_bytes_while_writing_on_the_clusters_spark_line(
+    stack, ledger, make_topic, tmp_path, monkeypatch, on_path
 ):
-    """Above 50,000 offsets the app counts key + value bytes as an observed metric of the write (a
-    classic session's Observation on this line's Spark) and reads back only the offsets' columns."""
+    """The app proves its files from their footers (read by this line's parquet-java) against its read's counts
+    per range, observed as the write runs with the key + value bytes (a classic session's Observation on this
+    line's Spark): an attempt whose files were tampered with fails naming each problem, and the retry commits
+    every record once, its bytes per partition exact."""
     version, _, connector = on_path
-    topic = make_topic(partitions=2)
     name = f"line_bytes_{version.replace('.', '_')}"
-    spec = build_spec(name, [topic], str(tmp_path / "out"))
-    produced = produce(stack.bootstrap_servers, topic, 51_000, 2)
-    _, report = run_line_batch(stack, ledger, spec, SparkSettings(jars=tuple(connector)))
-    assert report.spark_version == version
-    expected = payload_per_partition(produced, 2)
-    assert range_bytes(ledger, name) == [(0, 25_500, expected[0]), (1, 25_500, expected[1])]
-    assert_exactly_once(committed_rows(ledger, name), produced)
+    ran, produced = fail_then_retry_through_spark_submit(
+        stack, ledger, make_topic, tmp_path, monkeypatch, name, connector, records=51_000
+    )
+    assert ran == version
+    expected = payload_per_partition(produced, 3)
+    assert range_bytes(ledger, name) == [(p, 17_000, expected[p]) for p in range(3)]
 
 
 @pytest.mark.integration

@@ -154,7 +154,7 @@ def test_reader_options_read_the_exact_ranges_with_read_tuned_fetches_that_the_c
     assert read_step.reader_options(job, tasks=6)["minPartitions"] == "6"
 
 
-def test_a_small_batchs_collected_rows_summarize_to_the_aggregates_figures() -> None:
+def test_the_twins_summary_of_rows_counts_records_offsets_duplicates_and_errors() -> None:
     rows = [("a", 0, 64, 3, False), ("a", 0, 0, 2, True), ("a", 0, 64, 3, False), ("b", 1, 9, 0, False)]
     rows += [("a", 1, offset, 1, False) for offset in range(5, 105, 10)]
     assert contract.summarize_rows(rows, decoding=True) == [
@@ -170,10 +170,3 @@ def test_a_small_batchs_collected_rows_summarize_to_the_aggregates_figures() -> 
         "payload_bytes": 8,
     }  # fmt: skip
     assert contract.summarize_rows([]) == []
-
-
-@pytest.mark.parametrize(("end", "collected"), [(50_000, True), (50_001, False)])
-def test_batches_up_to_50000_planned_offsets_are_checked_from_collected_rows(end: int, collected: bool) -> None:
-    job = {"ranges": [{"topic": "t", "partition": 0, "start": 10, "end": end}, RANGES[0]]}
-    assert check.planned_offsets(job) == end - 10 + 10
-    assert check.read_back_check(job) is (check.summarize_collected if collected else check.summarize)

@@ -1,0 +1,159 @@
+"""The proof that a batch's written files hold exactly its planned Kafka ranges, from what the write left
+behind: each file's Parquet footer and the Kafka read's own count of records per range. No second pass over
+the data.
+
+Why the footers suffice: a write task holds the records of one Kafka range (the Kafka scan's input split, read
+in offset order; there is no shuffle before the write), so each file holds one Kafka partition, and its
+footer's statistics give its record count and its lowest and highest offset. Then:
+
+- a file of another write (another attempt, a stray copy) is caught by its name: Spark names every file a
+  write commits ``part-<task>-<write id>...``, with one write id per write;
+- a record outside its range, by the footers' offsets;
+- a record written twice, by files of a partition in one directory whose offsets overlap, and by the count:
+  the files' records per partition must be what the Kafka read returned for its range (counted as the write
+  ran: :func:`kafka_batch_check.with_range_metrics`);
+- a file missing, by the same count.
+
+Plain Python (standard library only), shared like the contract: the app proves its write with it, and the
+package's tests prove the proof. Each footer is a mapping: ``{"path": "<dir>/<name>" relative to the
+staging location, "row_groups": [{"records": int, "columns": {column: [min, max, nulls]}}]}``, only the
+columns of :data:`FOOTER_COLUMNS` (a missing statistic is None).
+"""
+
+from __future__ import annotations
+
+import itertools
+import posixpath
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING or __package__:  # imported by the package (or the app in Spark Connect mode): a sibling
+    from . import kafka_batch_contract as contract
+else:  # spark-submit ships it beside the app (--py-files)
+    import kafka_batch_contract as contract
+
+# The columns whose statistics the proof reads; the decode error's null count gives the decode errors.
+FOOTER_COLUMNS = ("topic", "partition", "offset", "decode_error")
+# Spark's name for a file a write task commits: part-<task>-<write id>-c<file of the task>.<extension> (what
+# follows the write id is left to the committer: some add a job id of their own).
+PART_FILE = re.compile(r"^part-(?P<task>\d+)-(?P<write>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+Counted = Mapping[tuple[str, int], Mapping[str, int]]
+
+
+def is_data_file(relative: str) -> bool:
+    """A Parquet file of the batch's output, by its path under the staging location, by Spark's own rule for
+    what a read skips: not a side output (``_errors/``, ``_changes/``), a commit's leftover (``_temporary/``)
+    or a checksum (``.*``); a directory per table or day (``_kafka_offsets_table=<table>``) is output."""
+    hidden = (part.startswith(".") or (part.startswith("_") and "=" not in part) for part in relative.split("/"))
+    return relative.endswith(".parquet") and not any(hidden)
+
+
+def _merged(row_groups: Iterable[Mapping[str, Any]], column: str) -> tuple[Any, Any, int | None]:
+    """A column's (min, max, nulls) over a file's row groups; min and max None when any group lacks them."""
+    lows: list[Any] = []
+    highs: list[Any] = []
+    nulls: int | None = 0
+    for group in row_groups:
+        low, high, null = group["columns"].get(column) or (None, None, None)
+        if int(group["records"]) - int(null or 0) > 0:  # a group of nulls only has no min or max
+            lows.append(low)
+            highs.append(high)
+        nulls = None if nulls is None or null is None else nulls + int(null)
+    if any(value is None for value in lows + highs) or not lows:
+        return None, None, nulls
+    return min(lows), max(highs), nulls
+
+
+def prove(
+    ranges: Iterable[Mapping[str, Any]], footers: Iterable[Mapping[str, Any]], counted: Counted, decoding: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The batch's per-partition summary (the report's ``partitions``) and what is wrong with its files.
+
+    ``counted`` is the Kafka read's ``{(topic, partition): {"records", "payload_bytes"}}`` per planned range.
+    """
+    problems: list[str] = []
+    parts: dict[tuple[str, int], dict[str, Any]] = {}
+    spans: dict[tuple[str, int, str], list[tuple[int, int, str]]] = defaultdict(list)
+    writes: dict[str, list[str]] = defaultdict(list)
+    for footer in sorted(footers, key=lambda f: str(f["path"])):
+        path = str(footer["path"])
+        named = PART_FILE.match(posixpath.basename(path))
+        if named is None:
+            problems.append(f"{path}: not a file the batch's write names (part-<task>-<write id>...)")
+            continue
+        writes[named.group("write")].append(path)
+        groups = list(footer["row_groups"])
+        records = sum(int(g["records"]) for g in groups)
+        if records == 0:
+            continue
+        topic_low, topic_high, _ = _merged(groups, "topic")
+        partition_low, partition_high, _ = _merged(groups, "partition")
+        low, high, _ = _merged(groups, "offset")
+        if None in (topic_low, partition_low, low):
+            problems.append(f"{path}: its footer has no statistics of topic, partition and offset")
+            continue
+        if (topic_low, partition_low) != (topic_high, partition_high):
+            problems.append(
+                f"{path}: records of more than one Kafka partition "
+                f"({topic_low}-{partition_low} to {topic_high}-{partition_high})"
+            )
+            continue
+        key = (str(topic_low), int(partition_low))
+        part = parts.setdefault(key, _empty(key, decoding))
+        part["records"] += records
+        part["min_offset"] = int(low) if part["min_offset"] is None else min(part["min_offset"], int(low))
+        part["max_offset"] = int(high) if part["max_offset"] is None else max(part["max_offset"], int(high))
+        if decoding:
+            _, _, nulls = _merged(groups, "decode_error")
+            part["decode_errors"] += records - int(nulls if nulls is not None else records)
+        spans[(*key, posixpath.dirname(path))].append((int(low), int(high), path))
+    if len(writes) > 1:
+        fewest = min(writes, key=lambda w: (len(writes[w]), w))
+        problems.append(f"files of {len(writes)} writes, not one: {', '.join(writes[fewest])} of write {fewest}")
+    problems += _overlaps(spans)
+    problems += _count_problems(parts, counted)
+    summaries = [parts[key] for key in sorted(parts)]
+    for part in summaries:
+        # Files of one partition with disjoint offsets (per directory) holding as many records as the read
+        # returned (which reads each offset once): as many distinct offsets.
+        part["distinct_offsets"] = part["records"]
+        part["payload_bytes"] = int((counted.get((part["topic"], part["partition"])) or {}).get("payload_bytes", 0))
+    problems += contract.range_problems(ranges, summaries)
+    return summaries, problems
+
+
+def _empty(key: tuple[str, int], decoding: bool) -> dict[str, Any]:
+    return {
+        "topic": key[0],
+        "partition": key[1],
+        "records": 0,
+        "min_offset": None,
+        "max_offset": None,
+        **({"decode_errors": 0} if decoding else {}),
+    }
+
+
+def _overlaps(spans: Mapping[tuple[str, int, str], list[tuple[int, int, str]]]) -> list[str]:
+    """Files of one partition in one directory whose offsets overlap: a record there twice."""
+    problems = []
+    for (topic, partition, _), files in sorted(spans.items()):
+        files = sorted(files)
+        for (_, high, path), (low, next_high, next_path) in itertools.pairwise(files):
+            if low <= high:
+                problems.append(
+                    f"{topic}-{partition}: {path} and {next_path} overlap in offsets [{low}, {min(high, next_high)}]"
+                )
+    return problems
+
+
+def _count_problems(parts: Mapping[tuple[str, int], Mapping[str, Any]], counted: Counted) -> list[str]:
+    """Partitions whose files hold another number of records than the Kafka read returned."""
+    problems = []
+    for key in sorted(set(parts) | {k for k, v in counted.items() if int(v.get("records", 0))}):
+        written = int(parts[key]["records"]) if key in parts else 0
+        read = int((counted.get(key) or {}).get("records", 0))
+        if written != read:
+            problems.append(f"{key[0]}-{key[1]}: the files hold {written} records but the Kafka read returned {read}")
+    return problems
