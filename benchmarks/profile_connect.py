@@ -6,7 +6,8 @@ partitions each) through ``plan_batch``, ``run_batch`` and ``commit_batch`` with
 ``spark_connect_default`` connection, as ``connect_latency.py`` does. The app's functions are
 wrapped with timers (its code is unchanged), so each batch splits into: session and settings,
 version check, parallelism, the Kafka read + Parquet write job, the footers of its proof (or the
-read-back check job of a batch of many ranges), the output's size, the report, and the ledger's steps around them. Prints the median of each step.
+read-back check job of a batch of many ranges), the output's size, the report, and the ledger's steps
+around them. Prints the median of each step.
 With ``--against-available-now``, one topic of ``--records`` records is read in turn by the package's
 batch and by Structured Streaming's AvailableNow on the same server (``benchmarks/streaming_app.py``),
 ``--batches`` rounds after an uncounted one: wall seconds and the CPU seconds the server's JVM used

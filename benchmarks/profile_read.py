@@ -8,8 +8,11 @@ stack runs, alternately and ``--repeat`` times, on one topic produced once:
   per poll (500: the Java client's default);
 - ``write_parquet_<codec>``: the read + Parquet write the app does, with
   the package's zstd and with the alternatives in CODECS;
-- ``read_back``: the app's ``summarize`` over the written files (its check of what they hold);
-  ``read_back_narrow``: the same without the key and value columns (what the payload bytes cost).
+- ``read_back``: the app's ``summarize`` over the written files (the check of a batch of more ranges than
+  its write counts); ``read_back_narrow``: the same without the key and value columns;
+- ``observed``: the zstd1 write with the app's counts per range (``with_range_metrics``: the records and
+  key + value bytes its proof needs, an observed metric) against the same write without (``plain``), in
+  turn: what the counts cost the write's tasks.
 
 The reads, and the writes, reverse their order every run (the first job of a JVM pays for its
 compilation). It prints, per step, the median wall clock and, from Spark's event log, its tasks'
@@ -86,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument(
-        "--steps", type=lambda v: v.split(","), default=["read", *CODECS, "read_back"], help="comma list (default all)"
+        "--steps",
+        type=lambda v: v.split(","),
+        default=["read", *CODECS, "read_back", "observed"],
+        help="comma list (default all)",
     )
     args = parser.parse_args(argv)
 
@@ -151,6 +157,17 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
                 writer = writer.option(key, value)
             writer.parquet(out)
 
+        ranges = [{"topic": dataset.topic, "partition": p} for p in range(dataset.partitions)]
+
+        def write_counted(out: str, observed: bool) -> None:
+            records = kafka(read_step.READ_DEFAULTS)
+            counted = None
+            if observed:
+                records, counted = check.with_range_metrics(records, {"ranges": ranges})
+            records.write.mode("overwrite").option("parquet.compression.codec.zstd.level", "1").parquet(out)
+            if counted is not None:
+                assert sum(c["records"] for c in counted().values()) == args.records
+
         def read_noop(fetch: dict[str, str]) -> None:
             kafka(fetch).write.format("noop").mode("overwrite").save()
 
@@ -168,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
             for name, codec in list(CODECS.items())[:: 1 if rep % 2 == 0 else -1]:
                 if name in args.steps:
                     timed(f"write_parquet_{name}", functools.partial(write, f"{out}-{name}", codec))
+            if "observed" in args.steps:
+                for name, observed in [("plain", False), ("observed", True)][:: 1 if rep % 2 == 0 else -1]:
+                    timed(f"write_parquet_{name}", functools.partial(write_counted, f"{out}-{name}", observed))
             if "read_back" in args.steps:
                 write(out, {})
                 written = spark.read.schema(kafka({}).schema).parquet(out)

@@ -205,12 +205,14 @@ def test_quick_profile_against_available_now(spark_connect: str) -> None:
 
 
 def test_quick_profile_read(stack) -> None:
-    """The app's Parquet write and read-back check as their own Spark jobs in a local session: the names
-    it uses from the Spark app (its columns, read settings, summarize) still exist."""
-    args = ("--records", "400", "--repeat", "1", "--steps", "zstd,read_back")
+    """The app's Parquet write, read-back check and counts per range as their own Spark jobs in a local session:
+    the names it uses from the Spark app (its columns, read settings, summarize, with_range_metrics) still exist,
+    and the observed counts add up to the records produced."""
+    args = ("--records", "400", "--repeat", "1", "--steps", "zstd,read_back,observed")
     out = run_benchmark("profile_read", *args, timeout=240).stdout
     steps = json.loads(out[out.index("{") :])
-    assert set(steps) == {"write_parquet_zstd", "read_back", "read_back_narrow"}, out
+    want = {"write_parquet_zstd", "read_back", "read_back_narrow", "write_parquet_plain", "write_parquet_observed"}
+    assert set(steps) == want, out
     assert all(step["seconds"] > 0 for step in steps.values())
 
 
