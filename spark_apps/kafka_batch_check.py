@@ -2,8 +2,8 @@
 per range it reports.
 
 A batch of at most OBSERVED_RANGES_MAX ranges is proved from what the write left behind
-(``kafka_batch_proof.py``): the Kafka read's records and key + value bytes per range, counted as the write
-runs (an observed metric), against the files' Parquet footers. A batch of more ranges (one sum per range
+(``kafka_batch_proof.py``): the Kafka read's records, and its key + value bytes per range, counted as the
+write runs (an observed metric), against the files' Parquet footers. A batch of more ranges (one sum per range
 would not fit Spark's generated code) is checked by reading its offsets back (:func:`summarize`).
 
 Part of the app (``kafka_range_batch.py``), shipped beside it with ``--py-files``; imports nothing from Airflow.
@@ -23,7 +23,7 @@ else:  # spark-submit ships them beside this file (--py-files)
     import kafka_batch_contract as contract
     import kafka_batch_proof as proof
 
-# A batch of at most this many ranges counts its records and key + value bytes per range while it is written.
+# A batch of at most this many ranges counts its key + value bytes per range while it is written.
 OBSERVED_RANGES_MAX = 256
 
 
@@ -81,37 +81,35 @@ def summarize(written: DataFrame, decoding: bool = False, payload: Counted | Non
     return with_counted_payload(partitions, payload)
 
 
-RangeCounts = Callable[[], dict[tuple[str, int], dict[str, int]]]
+ReadCounts = Callable[[], dict]
 
 
-def with_range_metrics(records: DataFrame, job: dict) -> tuple[DataFrame, RangeCounts | None]:
-    """The records with their count and key + value bytes per planned range taken as the write runs (an
-    observed metric: no second pass), and how to get them after it; None for a batch of more than
-    OBSERVED_RANGES_MAX ranges."""
+def with_range_metrics(records: DataFrame, job: dict) -> tuple[DataFrame, ReadCounts | None]:
+    """The records with their count and their key + value bytes per planned range taken as the write runs (an
+    observed metric: no second pass), and how to get them after it (``kafka_batch_proof.Read``); None for a
+    batch of more than OBSERVED_RANGES_MAX ranges."""
     ranges = sorted({(str(r["topic"]), int(r["partition"])) for r in job["ranges"]})
     if len(ranges) > OBSERVED_RANGES_MAX:
         return records, None
     from pyspark.sql import Observation
 
-    observation = Observation("kafka_batch_ranges")
+    observation = Observation("kafka_batch_read")
     size = payload_bytes()
-    metrics = []
-    for index, (topic, partition) in enumerate(ranges):
-        in_range = (F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition))
-        metrics.append(F.count(F.when(in_range, F.lit(1))).alias(f"records_{index}"))
-        metrics.append(F.sum(F.when(in_range, size)).alias(f"bytes_{index}"))
+    in_range = [
+        (F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition)) for topic, partition in ranges
+    ]
+    metrics = [F.count(F.lit(1)).alias("records")]
+    metrics += [F.sum(F.when(condition, size)).alias(f"bytes_{index}") for index, condition in enumerate(in_range)]
 
-    def counted() -> dict[tuple[str, int], dict[str, int]]:
+    def counted() -> dict:
         found = observation.get
-        return {
-            key: {"records": int(found.get(f"records_{i}") or 0), "payload_bytes": int(found.get(f"bytes_{i}") or 0)}
-            for i, key in enumerate(ranges)
-        }
+        sizes = {key: int(found.get(f"bytes_{index}") or 0) for index, key in enumerate(ranges)}
+        return {"records": int(found.get("records") or 0), "payload_bytes": sizes}
 
     return records.observe(observation, *metrics), counted
 
 
-def prove_written(job: dict, footers: list[dict], counted: RangeCounts, decoding: bool) -> list[dict]:
+def prove_written(job: dict, footers: list[dict], counted: ReadCounts, decoding: bool) -> list[dict]:
     """The batch's per-partition summary, proved from the files' footers and the read's counts."""
     partitions, problems = proof.prove(job["ranges"], footers, counted(), decoding)
     if problems:

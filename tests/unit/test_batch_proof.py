@@ -36,8 +36,8 @@ def footer(task: int, *groups: dict[str, Any], directory: str = "", write: str =
     return {"path": f"{directory}/{name}" if directory else name, "row_groups": list(groups)}
 
 
-def counts(**per_partition: tuple[int, int]) -> dict[tuple[str, int], dict[str, int]]:
-    return {("t", int(p[1:])): {"records": r, "payload_bytes": b} for p, (r, b) in per_partition.items()}
+def counts(records: int, **bytes_per_partition: int) -> dict[str, Any]:
+    return {"records": records, "payload_bytes": {("t", int(p[1:])): b for p, b in bytes_per_partition.items()}}
 
 
 # A good write: partition 0 read in two tasks (100-149, 150-199, with a gap of markers at 120-121 and 199),
@@ -47,7 +47,7 @@ GOOD = [
     footer(1, group(49, 150, 198)),
     footer(2, group(50, 0, 49, partition=1)),
 ]
-GOOD_COUNTS = counts(p0=(97, 9700), p1=(50, 500))
+GOOD_COUNTS = counts(147, p0=9700, p1=500)
 
 
 def problems(footers: list[dict[str, Any]], counted: dict = GOOD_COUNTS, ranges: list = RANGES) -> list[str]:
@@ -70,7 +70,7 @@ def test_a_partition_written_twice_is_caught_by_overlapping_files_and_by_the_cou
     assert problems(twice) == [
         f"t-1: part-00002-{WRITE}-c000.zstd.parquet and part-00002-{WRITE}-c001.zstd.parquet"
         " overlap in offsets [0, 49]",
-        "t-1: the files hold 100 records but the Kafka read returned 50",
+        "the files hold 197 records but the Kafka read returned 147",
         "t-1: 100 records exceed the planned span 50",
     ]
 
@@ -84,14 +84,14 @@ def test_a_copy_in_another_directory_is_caught_by_the_count() -> None:
     assert problems([*GOOD[:2], *by_day]) == []
     copied = [*by_day, footer(2, group(20, 1, 48, partition=1), directory="d=3")]
     assert problems([*GOOD[:2], *copied]) == [
-        "t-1: the files hold 70 records but the Kafka read returned 50",
+        "the files hold 167 records but the Kafka read returned 147",
         "t-1: 70 records exceed the planned span 50",
     ]
 
 
 def test_a_missing_file_is_caught_by_the_count() -> None:
-    assert problems(GOOD[1:]) == ["t-0: the files hold 49 records but the Kafka read returned 97"]
-    assert problems(GOOD[:2]) == ["t-1: the files hold 0 records but the Kafka read returned 50"]
+    assert problems(GOOD[1:]) == ["the files hold 99 records but the Kafka read returned 147"]
+    assert problems(GOOD[:2]) == ["the files hold 97 records but the Kafka read returned 147"]
 
 
 def test_a_file_of_another_attempts_write_is_named_as_such() -> None:
@@ -100,7 +100,7 @@ def test_a_file_of_another_attempts_write_is_named_as_such() -> None:
         f"files of 2 writes, not one: part-00007-{OTHER_WRITE}-c000.zstd.parquet of write {OTHER_WRITE}",
         f"t-1: part-00007-{OTHER_WRITE}-c000.zstd.parquet and part-00002-{WRITE}-c000.zstd.parquet"
         " overlap in offsets [0, 2]",
-        "t-1: the files hold 53 records but the Kafka read returned 50",
+        "the files hold 150 records but the Kafka read returned 147",
         "t-1: 53 records exceed the planned span 50",
     ]
     # the other write's file in place of this one's: same records, still not this write's
@@ -131,7 +131,7 @@ def test_a_record_outside_its_range_is_caught_by_the_footers_offsets(low: int, h
 def test_a_partition_not_in_the_plan_is_refused() -> None:
     other = footer(3, group(5, 0, 4, partition=9))
     assert problems([*GOOD, other]) == [
-        "t-9: the files hold 5 records but the Kafka read returned 0",
+        "the files hold 152 records but the Kafka read returned 147",
         "t-9: 5 records from a partition not in the plan",
     ]
 
@@ -161,7 +161,7 @@ def test_row_groups_and_rolled_over_files_of_one_task_add_up() -> None:
 def test_empty_files_and_an_empty_batch_prove_nothing_wrong() -> None:
     empty = footer(5, {"records": 0, "columns": {}})
     assert problems([*GOOD, empty]) == []
-    assert proof.prove(RANGES, [empty], {}) == ([], [])
+    assert proof.prove(RANGES, [empty], counts(0)) == ([], [])
 
 
 def test_decode_errors_are_the_records_with_a_decode_error() -> None:
