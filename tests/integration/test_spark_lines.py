@@ -36,6 +36,7 @@ from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_
 from devstack import jars, spark_lines
 from faults_harness import lake_readers
 
+from .batch_proof import fail_then_retry_through_spark_submit
 from .helpers import (
     assert_exactly_once,
     committed_rows,
@@ -46,7 +47,6 @@ from .helpers import (
     refused,
 )
 from .pipeline import ACTOR, commit, commit_dies_at, plan, read, run_once, sink_of
-from .test_batch_proof_spark import fail_then_retry_through_spark_submit
 
 # The lines the test command runs (the worker's own 4.2 runs in every other test); scripts/spark-matrix
 # runs every line (AKO_SPARK_LINES=3.5,4.0,4.1,4.2) and writes the README's compatibility table.
