@@ -10,9 +10,10 @@ stack runs, alternately and ``--repeat`` times, on one topic produced once:
   the package's zstd and with the alternatives in CODECS;
 - ``read_back``: the app's ``summarize`` over the written files (the check of a batch of more ranges than
   its write counts); ``read_back_narrow``: the same without the key and value columns;
-- ``observed``: the zstd1 write with the app's counts (``with_range_metrics``: the records its proof needs
-  and the key + value bytes per range, an observed metric) against the same write without (``plain``), in
-  turn: what the counts cost the write's tasks.
+- ``observed``: the zstd1 write with the app's counts (``with_range_metrics``: the records its proof needs,
+  an observed metric, the key + value bytes coming from the files' size statistics as on Spark 4), with
+  them and the bytes per range summed too (``observed_sums``: the app on Spark 3.5, or when it decodes), and
+  without (``plain``), in turn: what the counts cost the write's tasks.
 
 The reads, and the writes, reverse their order every run (the first job of a JVM pays for its
 compilation). It prints, per step, the median wall clock and, from Spark's event log, its tasks'
@@ -159,12 +160,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
 
         ranges = [{"topic": dataset.topic, "partition": p} for p in range(dataset.partitions)]
 
-        def write_counted(out: str, observed: bool) -> None:
+        def write_counted(out: str, observed: bool, sums: bool) -> None:
             records = kafka(read_step.READ_DEFAULTS)
             counted = None
             if observed:
-                records, counted = check.with_range_metrics(records, {"ranges": ranges})
-            records.write.mode("overwrite").option("parquet.compression.codec.zstd.level", "1").parquet(out)
+                records, counted = check.with_range_metrics(records, {"ranges": ranges}, sizes_from_footers=not sums)
+            writer = records.write.mode("overwrite").option("parquet.compression.codec.zstd.level", "1")
+            writer.options(**check.SIZE_STATISTICS_OPTIONS).parquet(out)
             if counted is not None:
                 assert counted()["records"] == args.records
 
@@ -186,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
                 if name in args.steps:
                     timed(f"write_parquet_{name}", functools.partial(write, f"{out}-{name}", codec))
             if "observed" in args.steps:
-                for name, observed in [("plain", False), ("observed", True)][:: 1 if rep % 2 == 0 else -1]:
-                    timed(f"write_parquet_{name}", functools.partial(write_counted, f"{out}-{name}", observed))
+                kinds = [("plain", False, False), ("observed", True, False), ("observed_sums", True, True)]
+                for name, observed, sums in kinds[:: 1 if rep % 2 == 0 else -1]:
+                    timed(f"write_parquet_{name}", functools.partial(write_counted, f"{out}-{name}", observed, sums))
             if "read_back" in args.steps:
                 write(out, {})
                 written = spark.read.schema(kafka({}).schema).parquet(out)

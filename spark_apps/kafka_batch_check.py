@@ -1,10 +1,12 @@
 """The Spark app's check of a batch's written files against its planned ranges, and the key + value bytes
 per range it reports.
 
-A batch of at most OBSERVED_RANGES_MAX ranges is proved from what the write left behind
-(``kafka_batch_proof.py``): the Kafka read's records, and its key + value bytes per range, counted as the
-write runs (an observed metric), against the files' Parquet footers. A batch of more ranges (one sum per range
-would not fit Spark's generated code) is checked by reading its offsets back (:func:`summarize`).
+A batch is proved from what the write left behind (``kafka_batch_proof.py``): the Kafka read's records
+counted as the write runs (an observed metric), against the files' Parquet footers. Its key + value bytes per
+range are the footers' size statistics when the files hold the raw key and value and Spark writes them
+(:func:`sizes_in_footers`), else one more observed sum per range; a batch of more than OBSERVED_RANGES_MAX
+ranges to sum (one sum per range would not fit Spark's generated code) is checked by reading its offsets back
+(:func:`summarize`).
 
 Part of the app (``kafka_range_batch.py``), shipped beside it with ``--py-files``; imports nothing from Airflow.
 """
@@ -25,6 +27,9 @@ else:  # spark-submit ships them beside this file (--py-files)
 
 # A batch of at most this many ranges counts its key + value bytes per range while it is written.
 OBSERVED_RANGES_MAX = 256
+# The writer options that keep the key and value columns' size statistics on (parquet-java's default from
+# 1.14; older versions ignore them) whatever the cluster's Hadoop configuration says.
+SIZE_STATISTICS_OPTIONS = {f"parquet.size.statistics.enabled#{column}": "true" for column in proof.PAYLOAD_COLUMNS}
 
 
 class BatchCheckError(RuntimeError):
@@ -84,34 +89,48 @@ def summarize(written: DataFrame, decoding: bool = False, payload: Counted | Non
 ReadCounts = Callable[[], dict]
 
 
-def with_range_metrics(records: DataFrame, job: dict) -> tuple[DataFrame, ReadCounts | None]:
-    """The records with their count and their key + value bytes per planned range taken as the write runs (an
-    observed metric: no second pass), and how to get them after it (``kafka_batch_proof.Read``); None for a
-    batch of more than OBSERVED_RANGES_MAX ranges."""
+def sizes_in_footers(job: dict, spark_version: str) -> bool:
+    """Whether the files' footers will give the batch's key + value bytes: its records are written as read (no
+    decoding) by Spark 4.0 or later (parquet-java 1.14+, which records the unencoded bytes of byte arrays)."""
+    return not job.get("decode") and int(spark_version.split(".")[0]) >= 4
+
+
+def with_range_metrics(records: DataFrame, job: dict, sizes_from_footers: bool) -> tuple[DataFrame, ReadCounts | None]:
+    """The records with their count, and unless ``sizes_from_footers`` their key + value bytes per planned range,
+    taken as the write runs (an observed metric: no second pass), and how to get them after it
+    (``kafka_batch_proof.Read``); None for a batch of more than OBSERVED_RANGES_MAX ranges to sum."""
     ranges = sorted({(str(r["topic"]), int(r["partition"])) for r in job["ranges"]})
-    if len(ranges) > OBSERVED_RANGES_MAX:
+    if not sizes_from_footers and len(ranges) > OBSERVED_RANGES_MAX:
         return records, None
     from pyspark.sql import Observation
 
     observation = Observation("kafka_batch_read")
-    size = payload_bytes()
-    in_range = [
-        (F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition)) for topic, partition in ranges
-    ]
     metrics = [F.count(F.lit(1)).alias("records")]
-    metrics += [F.sum(F.when(condition, size)).alias(f"bytes_{index}") for index, condition in enumerate(in_range)]
+    if not sizes_from_footers:
+        size = payload_bytes()
+        in_range = [
+            (F.col("topic") == F.lit(topic)) & (F.col("partition") == F.lit(partition)) for topic, partition in ranges
+        ]
+        metrics += [F.sum(F.when(condition, size)).alias(f"bytes_{i}") for i, condition in enumerate(in_range)]
 
     def counted() -> dict:
         found = observation.get
-        sizes = {key: int(found.get(f"bytes_{index}") or 0) for index, key in enumerate(ranges)}
+        sizes = None if sizes_from_footers else {key: int(found.get(f"bytes_{i}") or 0) for i, key in enumerate(ranges)}
         return {"records": int(found.get("records") or 0), "payload_bytes": sizes}
 
     return records.observe(observation, *metrics), counted
 
 
-def prove_written(job: dict, footers: list[dict], counted: ReadCounts, decoding: bool) -> list[dict]:
-    """The batch's per-partition summary, proved from the files' footers and the read's counts."""
-    partitions, problems = proof.prove(job["ranges"], footers, counted(), decoding)
+def prove_written(
+    job: dict, footers: list[dict], counted: ReadCounts, decoding: bool, written: Callable[[], DataFrame]
+) -> list[dict]:
+    """The batch's per-partition summary, proved from the files' footers and the read's counts. Footers without
+    the size statistics the write expected (a writer configured otherwise) leave the bytes to a sum over the
+    ``written`` files' keys and values."""
+    read = counted()
+    if read["payload_bytes"] is None and not proof.sizes_recorded(footers):
+        read = {**read, "payload_bytes": counted_from_read(written())()}
+    partitions, problems = proof.prove(job["ranges"], footers, read, decoding)
     if problems:
         raise BatchCheckError("; ".join(problems))
     return partitions

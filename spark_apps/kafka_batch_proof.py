@@ -15,10 +15,16 @@ footer's statistics give its record count and its lowest and highest offset. The
   0.15 CPU s per million records each, the bytes per range the same);
 - a file missing, by the same count.
 
+The key + value bytes per partition come from the footers too when the files hold the key and value as read
+(Parquet's size statistics, which Spark 4.0 and later write), and otherwise from a sum per range the write takes
+as it runs.
+
 Plain Python (standard library only), shared like the contract: the app proves its write with it, and the
 package's tests prove the proof. Each footer is a mapping: ``{"path": "<dir>/<name>" relative to the
-staging location, "row_groups": [{"records": int, "columns": {column: [min, max, nulls]}}]}``, only the
-columns of :data:`FOOTER_COLUMNS` (a missing statistic is None).
+staging location, "row_groups": [{"records": int, "columns": {column: [min, max, nulls]}, "payload_bytes": int |
+None}]}``, only the columns of :data:`FOOTER_COLUMNS` (a missing statistic is None); ``payload_bytes`` are the
+group's key + value bytes from Parquet's size statistics, which a raw batch's proof takes instead of a sum the
+write computes.
 """
 
 from __future__ import annotations
@@ -40,8 +46,23 @@ FOOTER_COLUMNS = ("topic", "partition", "offset", "decode_error")
 # Spark's name for a file a write task commits: part-<task>-<write id>-c<file of the task>.<extension> (what
 # follows the write id is left to the committer: some add a job id of their own).
 PART_FILE = re.compile(r"^part-(?P<task>\d+)-(?P<write>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
-# What the Kafka read returned, counted as the write ran: {"records": int, "payload_bytes": {(topic, partition): int}}
+# The columns whose unencoded bytes (Parquet's size statistics) are a record's key + value bytes.
+PAYLOAD_COLUMNS = ("key", "value")
+# What the Kafka read returned, counted as the write ran: {"records": int, "payload_bytes": {(topic, partition):
+# int}, or None when the files' footers give them}
 Read = Mapping[str, Any]
+
+
+def payload_bytes(sizes: Mapping[str, int | None]) -> int | None:
+    """A row group's key + value bytes from its columns' unencoded sizes; None when one is not recorded."""
+    found = [sizes.get(column) for column in PAYLOAD_COLUMNS]
+    return None if any(size is None for size in found) else sum(int(size or 0) for size in found)
+
+
+def sizes_recorded(footers: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether every row group of records has its key + value bytes (Parquet 1.14 writes them: Spark 4.0+)."""
+    groups = (group for footer in footers for group in footer["row_groups"] if int(group["records"]))
+    return all(group.get("payload_bytes") is not None for group in groups)
 
 
 def is_data_file(relative: str) -> bool:
@@ -76,7 +97,10 @@ def prove(
     parts: dict[tuple[str, int], dict[str, Any]] = {}
     spans: dict[tuple[str, int, str], list[tuple[int, int, str]]] = defaultdict(list)
     writes: dict[str, list[str]] = defaultdict(list)
-    for footer in sorted(footers, key=lambda f: str(f["path"])):
+    footers = sorted(footers, key=lambda f: str(f["path"]))
+    if read.get("payload_bytes") is None and not sizes_recorded(footers):
+        problems.append("the files' footers have no size statistics of key and value, and the read counted no bytes")
+    for footer in footers:
         path = str(footer["path"])
         named = PART_FILE.match(posixpath.basename(path))
         if named is None:
@@ -102,6 +126,7 @@ def prove(
         key = (str(topic_low), int(partition_low))
         part = parts.setdefault(key, _empty(key, decoding))
         part["records"] += records
+        part["payload_bytes"] += sum(int(g.get("payload_bytes") or 0) for g in groups)
         part["min_offset"] = int(low) if part["min_offset"] is None else min(part["min_offset"], int(low))
         part["max_offset"] = int(high) if part["max_offset"] is None else max(part["max_offset"], int(high))
         if decoding:
@@ -120,7 +145,8 @@ def prove(
         # Files of one partition with disjoint offsets (per directory), all of them holding as many records as
         # the read returned (which reads each offset once): as many distinct offsets.
         part["distinct_offsets"] = part["records"]
-        part["payload_bytes"] = int(read["payload_bytes"].get((part["topic"], part["partition"]), 0))
+        if read.get("payload_bytes") is not None:  # else the footers' own (sizes_recorded says they are there)
+            part["payload_bytes"] = int(read["payload_bytes"].get((part["topic"], part["partition"]), 0))
     problems += contract.range_problems(ranges, summaries)
     return summaries, problems
 
@@ -130,6 +156,7 @@ def _empty(key: tuple[str, int], decoding: bool) -> dict[str, Any]:
         "topic": key[0],
         "partition": key[1],
         "records": 0,
+        "payload_bytes": 0,
         "min_offset": None,
         "max_offset": None,
         **({"decode_errors": 0} if decoding else {}),

@@ -142,10 +142,14 @@ class JvmRuntime:
 
 
 def _row_group(block) -> dict:
-    """A row group's record count and (min, max, nulls) of the proof's columns, from parquet-java's metadata."""
+    """A row group's record count, (min, max, nulls) of the proof's columns and its key + value bytes, from
+    parquet-java's metadata."""
     columns = {}
+    sizes: dict[str, int | None] = {}
     for chunk in block.getColumns():
         name = str(chunk.getPath().toDotString())
+        if name in proof.PAYLOAD_COLUMNS:
+            sizes[name] = _unencoded_bytes(chunk)
         if name not in proof.FOOTER_COLUMNS:
             continue
         stats = chunk.getStatistics()
@@ -157,7 +161,22 @@ def _row_group(block) -> dict:
         if name == "topic":  # a Binary
             low, high = str(low.toStringUsingUTF8()), str(high.toStringUsingUTF8())
         columns[name] = [low, high, nulls]
-    return {"records": int(block.getRowCount()), "columns": columns}
+    return {"records": int(block.getRowCount()), "columns": columns, "payload_bytes": proof.payload_bytes(sizes)}
+
+
+def _unencoded_bytes(chunk) -> int | None:
+    """A byte-array column chunk's unencoded bytes (Parquet's size statistics); None before parquet-java 1.14
+    (Spark 3.5) or when the writer did not record them."""
+    from py4j.protocol import Py4JError  # spark-submit's driver: py4j is there
+
+    try:
+        stats = chunk.getSizeStatistics()
+    except Py4JError:  # parquet-java 1.13: no such method
+        return None
+    if stats is None or not stats.isValid():
+        return None
+    found = stats.getUnencodedByteArrayDataBytes()
+    return int(found.get()) if found.isPresent() else None
 
 
 def hadoop_path(spark: SparkSession, uri: str):

@@ -99,10 +99,13 @@ def write_staged(records: DataFrame, job: dict) -> tuple[DataFrame, Callable[[],
             contract.DAY_COLUMN, F.expr("date_from_unix_date(CAST(floor(unix_micros(timestamp) / 86400000000) AS INT))")
         )
         partition_columns = [contract.DAY_COLUMN]
-    records, counted = check.with_range_metrics(records, job)
+    sizes_from_footers = check.sizes_in_footers(job, records.sparkSession.version)
+    records, counted = check.with_range_metrics(records, job, sizes_from_footers)
     if not contract.keeps_raw_values(job):  # the decoded content is in `decoded`; after the bytes are counted
         records = records.withColumn("value", F.when(F.col("decode_error").isNotNull(), F.col("value")))
     writer = records.write.mode("overwrite").options(**WRITE_OPTIONS)
+    if sizes_from_footers:
+        writer = writer.options(**check.SIZE_STATISTICS_OPTIONS)
     (writer.partitionBy(*partition_columns) if partition_columns else writer).parquet(job["staging_uri"])
     return records, counted
 
@@ -116,10 +119,14 @@ def run(job: dict, spark: SparkSession, runtime: read_step.Runtime) -> dict:
     records, counted = (
         decode_step.write_decoded(read, job, spark.version, write_staged) if decode else write_staged(read, job)
     )
-    # What was written, read back (with the known schema) only for the side outputs and a batch of many ranges.
-    written = spark.read.schema(records.schema).parquet(staging) if decode or routing or counted is None else None
+
+    def written_files() -> DataFrame:  # with the known schema: no inference pass
+        return spark.read.schema(records.schema).parquet(staging)
+
+    # What was written, read back only for the side outputs and a batch of many ranges.
+    written = written_files() if decode or routing or counted is None else None
     if counted is not None:
-        partitions = check.prove_written(job, runtime.footers(staging), counted, decoding=bool(decode))
+        partitions = check.prove_written(job, runtime.footers(staging), counted, bool(decode), written_files)
     else:
         payload = None if contract.keeps_raw_values(job) else check.counted_from_read(read)
         partitions = check.summarize(written, decoding=bool(decode), payload=payload)

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlsplit
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from airflow_kafka_offsets.errors import OutputLocationError
+from airflow_kafka_offsets.object_storage import parquet_sizes
 from airflow_kafka_offsets.object_storage.access import S3_SCHEMES, S3Access
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REPORT_NAME
-from airflow_kafka_offsets.spark_apps.kafka_batch_proof import FOOTER_COLUMNS, is_data_file
+from airflow_kafka_offsets.spark_apps.kafka_batch_proof import FOOTER_COLUMNS, is_data_file, payload_bytes
 
 
 def location_uri(location: str) -> str:
@@ -156,28 +158,30 @@ class Storage:
         """The data files of an attempt, sorted; hidden and side outputs (``_*``, ``.*``) are left out."""
         found = [
             DataFile(join(staging_uri, relative), int(info.size or 0), metadata.num_rows, _modified_ms(info))
-            for relative, info, metadata in self._data_files(staging_uri)
+            for relative, info, metadata, _ in self._data_files(staging_uri)
         ]
         return sorted(found, key=lambda f: f.uri)
 
     def footers(self, staging_uri: str) -> list[dict[str, Any]]:
         """The footers of an attempt's data files, as the Spark app's proof reads them (``kafka_batch_proof``)."""
-        return [
-            {
-                "path": relative,
-                "row_groups": [_row_group(metadata.row_group(i)) for i in range(metadata.num_row_groups)],
-            }
-            for relative, _, metadata in self._data_files(staging_uri)
-        ]
+        found = []
+        for relative, _, metadata, footer in self._data_files(staging_uri):
+            sizes = parquet_sizes.unencoded_sizes(footer)
+            groups = [_row_group(metadata.row_group(i), sizes[i]) for i in range(metadata.num_row_groups)]
+            found.append({"path": relative, "row_groups": groups})
+        return found
 
-    def _data_files(self, staging_uri: str) -> Iterator[tuple[str, pafs.FileInfo, pq.FileMetaData]]:
-        """Each data file of an attempt: its path under ``staging_uri``, its file info and its Parquet footer."""
+    def _data_files(self, staging_uri: str) -> Iterator[tuple[str, pafs.FileInfo, pq.FileMetaData, bytes]]:
+        """Each data file of an attempt: its path under ``staging_uri``, its file info, its Parquet footer (as
+        Arrow reads it, and its Thrift bytes), from one read of the file's tail."""
         fs, base = self.filesystem(staging_uri)
         for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
             relative = posixpath.relpath(info.path, base)
             if info.type == pafs.FileType.File and is_data_file(relative):
                 with fs.open_input_file(info.path) as handle:
-                    yield relative, info, pq.ParquetFile(handle).metadata
+                    footer = parquet_sizes.read_footer(handle.size(), handle.read_at)
+                metadata = pq.read_metadata(pa.BufferReader(parquet_sizes.as_metadata_file(footer)))
+                yield relative, info, metadata, footer
 
     def batch_attempts(self, root: str) -> dict[int, list[str]]:
         """The attempt directories holding files under ``<root>/batch=<N>/``, per batch number.
@@ -239,8 +243,9 @@ def _modified_ms(info: pafs.FileInfo) -> int:
     return int(info.mtime.timestamp() * 1000) if info.mtime else 0
 
 
-def _row_group(group: Any) -> dict[str, Any]:
-    """A row group's record count and (min, max, nulls) of the proof's columns, from Arrow's metadata."""
+def _row_group(group: Any, sizes: Mapping[str, int | None]) -> dict[str, Any]:
+    """A row group's record count, (min, max, nulls) of the proof's columns, from Arrow's metadata, and its
+    key + value bytes from the footer's size statistics (``parquet_sizes``)."""
     columns: dict[str, list[Any]] = {}
     for index in range(group.num_columns):
         chunk = group.column(index)
@@ -252,4 +257,4 @@ def _row_group(group: Any) -> dict[str, Any]:
             continue
         nulls = stats.null_count if stats.has_null_count else None
         columns[chunk.path_in_schema] = [stats.min, stats.max, nulls] if stats.has_min_max else [None, None, nulls]
-    return {"records": group.num_rows, "columns": columns}
+    return {"records": group.num_rows, "columns": columns, "payload_bytes": payload_bytes(sizes)}

@@ -9,13 +9,14 @@ lines: ``test_spark_lines.py``; the proof's every case on footers as the runtime
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import Producer
 
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkJobError
 
 from .batch_mutations import KINDS, mutate
 from .batch_proof import assert_naming, assert_nothing_committed, fail_then_retry_through_spark_submit
-from .helpers import assert_exactly_once, committed_rows, ledger_ranges, produce
+from .helpers import assert_exactly_once, committed_rows, ledger_ranges, payload_per_partition, produce, range_bytes
 from .pipeline import commit, plan, read
 
 
@@ -55,3 +56,43 @@ def test_through_spark_submit_every_write_gone_wrong_is_named_and_the_retry_comm
     fail_then_retry_through_spark_submit(
         stack, ledger, make_topic, tmp_path, monkeypatch, "proof_submit", stack.connector_jars
     )
+
+
+@pytest.mark.parametrize("size_statistics", ["written", "turned-off"])
+def test_on_spark_connect_a_batchs_bytes_come_from_its_footers_or_else_from_its_files_exactly(
+    stack, ledger, spark_connect, make_topic, tmp_path, monkeypatch, size_statistics
+):
+    """A raw batch on Spark 4 takes each partition's key + value bytes from its files' size statistics (no sum in
+    the write); files written without them (a writer configured otherwise) have theirs summed from the files."""
+    from airflow_kafka_offsets.spark_apps import kafka_batch_check as check
+
+    topic = make_topic(partitions=3)
+    produced = produce(stack.bootstrap_servers, topic, 300, 3, "b-")
+    keyless = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    for i in range(30):  # records without a key: no key bytes
+        keyless.produce(topic, value=b"v" * i, partition=0)
+    assert keyless.flush(30) == 0
+    expected = payload_per_partition(produced, 3)
+    expected[0] += sum(range(30))
+    if size_statistics == "turned-off":
+        monkeypatch.setattr(check, "SIZE_STATISTICS_OPTIONS", {"parquet.size.statistics.enabled": "false"})
+    summed_from_files = []
+    counted_from_read = check.counted_from_read
+
+    def summed(frame):
+        summed_from_files.append(frame)
+        return counted_from_read(frame)
+
+    monkeypatch.setattr(check, "counted_from_read", summed)
+    spec = build_spec(f"proof_bytes_{size_statistics.replace('-', '_')}", [topic], str(tmp_path / "out"))
+    outcome = plan(ledger, spec, stack)
+    read(ledger, spec, stack, outcome, spark_connect)
+    commit(ledger, spec, outcome.plan.batch_id)
+
+    assert len(summed_from_files) == (0 if size_statistics == "written" else 1)
+    assert range_bytes(ledger, spec.name) == [(0, 130, expected[0]), (1, 100, expected[1]), (2, 100, expected[2])]
+    rows = committed_rows(ledger, spec.name)
+    assert_exactly_once([r for r in rows if r["key"] is not None], produced)
+    assert sorted((r["partition"], r["offset"], r["value"]) for r in rows if r["key"] is None) == [
+        (0, 100 + i, b"v" * i) for i in range(30)
+    ]

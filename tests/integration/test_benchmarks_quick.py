@@ -211,7 +211,8 @@ def test_quick_profile_read(stack) -> None:
     args = ("--records", "400", "--repeat", "1", "--steps", "zstd,read_back,observed")
     out = run_benchmark("profile_read", *args, timeout=240).stdout
     steps = json.loads(out[out.index("{") :])
-    want = {"write_parquet_zstd", "read_back", "read_back_narrow", "write_parquet_plain", "write_parquet_observed"}
+    want = {"write_parquet_zstd", "read_back", "read_back_narrow", "write_parquet_plain", "write_parquet_observed",
+            "write_parquet_observed_sums"}  # fmt: skip
     assert set(steps) == want, out
     assert all(step["seconds"] > 0 for step in steps.values())
 

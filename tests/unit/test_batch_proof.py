@@ -175,3 +175,39 @@ def test_only_the_batchs_data_files_are_proved() -> None:
     assert proof.is_data_file("timestamp_date=2026-01-01/part-0.parquet")
     for side in ("_errors/p.parquet", "_changes/p.parquet", "_temporary/0/p.parquet", ".p.parquet.crc", "_SUCCESS"):
         assert not proof.is_data_file(side)
+
+
+def sized(g: dict[str, Any], payload: int | None) -> dict[str, Any]:
+    return {**g, "payload_bytes": payload}
+
+
+def test_without_the_reads_bytes_each_partitions_bytes_are_its_footers_size_statistics() -> None:
+    footers = [
+        footer(0, sized(group(20, 100, 119), 2000), sized(group(28, 122, 149), 2800)),
+        footer(1, sized(group(49, 150, 198), 4900)),
+        footer(2, sized(group(50, 0, 49, partition=1), 500)),
+        footer(3, sized({"records": 0, "columns": {}}, None)),  # an empty file records nothing
+    ]
+    partitions, found = proof.prove(RANGES, footers, {"records": 147, "payload_bytes": None})
+    assert found == []
+    assert [(p["partition"], p["records"], p["payload_bytes"]) for p in partitions] == [(0, 97, 9700), (1, 50, 500)]
+    # the read's own sums, when it took them, are the ledger's
+    partitions, _ = proof.prove(RANGES, footers, GOOD_COUNTS)
+    assert [p["payload_bytes"] for p in partitions] == [9700, 500]
+
+
+def test_footers_without_size_statistics_prove_no_bytes_when_the_read_counted_none() -> None:
+    footers = [footer(0, sized(group(48, 100, 149), None)), *GOOD[1:]]
+    assert not proof.sizes_recorded(footers)
+    assert proof.sizes_recorded([footer(0, sized(group(48, 100, 149), 4800))])
+    assert problems(footers, {"records": 147, "payload_bytes": None}) == [
+        "the files' footers have no size statistics of key and value, and the read counted no bytes"
+    ]
+    assert problems(footers) == []  # the read's sums stand in
+
+
+def test_a_row_groups_bytes_are_its_key_and_values_unencoded_sizes() -> None:
+    assert proof.payload_bytes({"key": 10, "value": 90, "offset": None}) == 100
+    assert proof.payload_bytes({"key": 0, "value": 5}) == 5
+    assert proof.payload_bytes({"key": None, "value": 5}) is None
+    assert proof.payload_bytes({"value": 5}) is None
