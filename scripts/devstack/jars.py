@@ -378,7 +378,7 @@ def _mvn_copy(pom: Path, dest: Path, props: dict[str, str], pattern: str = "*.ja
             f"-DoutputDirectory={tmp}",
         ]
         argv += [f"-D{k}={v}" for k, v in props.items()]
-        procs.run(argv, f"mvn dependency:copy-dependencies ({pom.name})", cwd=POM_DIR, timeout=1800)
+        procs.run(argv, f"mvn dependency:copy-dependencies ({pom.name})", cwd=POM_DIR, env=_maven_env(), timeout=1800)
         jars = sorted(p.name for p in tmp.glob(pattern))
         if not jars:
             raise StackError(f"mvn copied no {pattern} from {pom.name}")
@@ -388,6 +388,15 @@ def _mvn_copy(pom: Path, dest: Path, props: dict[str, str], pattern: str = "*.ja
         return jars
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _maven_env() -> dict[str, str]:
+    """Maven with a local repository of the cache's own, not ``~/.m2``: it keeps the poms of the artifacts a pom
+    excludes without their jars, and Spark's ``--packages`` (Ivy) reads ``~/.m2`` first, then fails on a pom
+    whose jar is not beside it (``download failed: ...kafka-clients.jar``)."""
+    repository = state.cache_dir() / "maven-repository"
+    options = f"{os.environ.get('MAVEN_OPTS', '')} -Dmaven.repo.local={repository}".strip()
+    return {**os.environ, "MAVEN_OPTS": options}
 
 
 def _artifact(jar: str) -> tuple[str, str]:

@@ -618,9 +618,11 @@ def test_iceberg_rest_image_is_the_stacks(services, monkeypatch, tmp_path):
 
     # what jars.fetch_iceberg_rest runs, captured instead of run
     ran: list[list[str]] = []
+    environments: list[dict[str, str] | None] = []
 
-    def run(argv, *_args, **_kwargs):
+    def run(argv, *_args, **kwargs):
         ran.append([str(a) for a in argv])
+        environments.append(kwargs.get("env"))
         out = [a.split("=", 1)[1] for a in argv if str(a).startswith("-DoutputDirectory=")]
         for directory in out:
             Path(directory, "iceberg-core.jar").write_text("")
@@ -630,6 +632,8 @@ def test_iceberg_rest_image_is_the_stacks(services, monkeypatch, tmp_path):
     monkeypatch.setattr(procs, "run", run)
     dest = jars.fetch_iceberg_rest(jars.ICEBERG_REST_VERSION, quiet=True)
     stack_mvn, stack_javac = ran
+    # Maven's local repository is the cache's, never ~/.m2 (where Spark's --packages would find poms without jars)
+    assert environments[0]["MAVEN_OPTS"].endswith(f"-Dmaven.repo.local={tmp_path / 'maven-repository'}")
     stack_out = next(a.split("=", 1)[1] for a in stack_mvn if a.startswith("-DoutputDirectory="))
 
     libs = next(a.split("=", 1)[1] for a in mvn if a.startswith("-DoutputDirectory="))
