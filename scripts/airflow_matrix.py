@@ -114,9 +114,9 @@ def _pytest(line: str, venv: Path, env: dict[str, str], pytest_args: list[str]) 
             "-p",
             "no:cacheprovider",
             "-q",
-            # with AKO_TEST_WORKERS=2 (as the main run): the Airflow deployment's browser checks on one worker, the
-            # line's smoke and the unit tests on the other (tests/conftest.py groups them)
-            *(["-n", workers] if (workers := os.environ.get("AKO_TEST_WORKERS", "1")) != "1" else []),
+            # on AKO_TEST_WORKERS workers (2 unless set, as the main run): the Airflow deployment's browser checks
+            # on one worker, the line's smoke and the unit tests on the other (tests/conftest.py groups them)
+            *(["-n", workers] if (workers := os.environ.get("AKO_TEST_WORKERS", "2")) != "1" else []),
             "tests/unit",
             *LINE_TESTS,
             *pytest_args,

@@ -30,7 +30,7 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 LONG_ENV = "AKO_LONG_TESTS"
 
 
-# With pytest-xdist (scripts/test with AKO_TEST_WORKERS=2: ``-n 2 -m "not serial"``) a file's tests stay on one
+# With pytest-xdist (a full scripts/test: ``-n 2 -m "not serial"``, AKO_TEST_WORKERS) a file's tests stay on one
 # worker (its module fixtures are set up once), and the files of tests on the session's real Airflow deployment
 # (``airflow_ui``: one scheduler, one browser, one ledger schema that some of them drop; a file that names the
 # fixture) go to one worker together, first: the longest group, it would otherwise be the run's tail. (xdist's own
