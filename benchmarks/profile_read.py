@@ -165,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 - a profiling scri
             counted = None
             if observed:
                 records, counted = check.with_range_metrics(records, {"ranges": ranges}, sizes_from_footers=not sums)
-            writer = records.write.mode("overwrite").option("parquet.compression.codec.zstd.level", "1")
-            writer.options(**check.SIZE_STATISTICS_OPTIONS).parquet(out)
+            records.write.mode("overwrite").option("parquet.compression.codec.zstd.level", "1").parquet(out)
             if counted is not None:
                 assert counted()["records"] == args.records
 

@@ -27,9 +27,6 @@ else:  # spark-submit ships them beside this file (--py-files)
 
 # A batch of at most this many ranges counts its key + value bytes per range while it is written.
 OBSERVED_RANGES_MAX = 256
-# The writer options that keep the key and value columns' size statistics on (parquet-java's default from
-# 1.14; older versions ignore them) whatever the cluster's Hadoop configuration says.
-SIZE_STATISTICS_OPTIONS = {f"parquet.size.statistics.enabled#{column}": "true" for column in proof.PAYLOAD_COLUMNS}
 
 
 class BatchCheckError(RuntimeError):

@@ -104,8 +104,6 @@ def write_staged(records: DataFrame, job: dict) -> tuple[DataFrame, Callable[[],
     if not contract.keeps_raw_values(job):  # the decoded content is in `decoded`; after the bytes are counted
         records = records.withColumn("value", F.when(F.col("decode_error").isNotNull(), F.col("value")))
     writer = records.write.mode("overwrite").options(**WRITE_OPTIONS)
-    if sizes_from_footers:
-        writer = writer.options(**check.SIZE_STATISTICS_OPTIONS)
     (writer.partitionBy(*partition_columns) if partition_columns else writer).parquet(job["staging_uri"])
     return records, counted
 
