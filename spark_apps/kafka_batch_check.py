@@ -122,7 +122,7 @@ def prove_written(
     job: dict, footers: list[dict], counted: ReadCounts, decoding: bool, written: Callable[[], DataFrame]
 ) -> list[dict]:
     """The batch's per-partition summary, proved from the files' footers and the read's counts. Footers without
-    the size statistics the write expected (a writer configured otherwise) leave the bytes to a sum over the
+    the size statistics the write expected (another writer) leave the bytes to a sum over the
     ``written`` files' keys and values."""
     read = counted()
     if read["payload_bytes"] is None and not proof.sizes_recorded(footers):
