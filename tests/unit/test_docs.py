@@ -377,3 +377,18 @@ def test_the_iceberg_rest_connection_table_is_the_forms_fields() -> None:
     expected = standard | {field["label"]: f"extra `{key}`" for key, field in FIELDS.items()}
     assert {label: stored.removesuffix(" (masked)") for label, stored in documented.items()} == expected
     assert documented["Bearer token"] == "extra `token` (masked)" and FIELDS["token"]["schema"]["format"] == "password"
+
+
+def test_the_full_runs_workers_are_the_test_commands_default() -> None:
+    """The README and the contributing page say a full run uses two pytest-xdist workers, the older Airflow
+    lines too: what scripts/test and scripts/airflow_matrix.py take when AKO_TEST_WORKERS is not set."""
+    words = {"1": "one", "2": "two", "3": "three", "4": "four"}
+    script = re.search(r'workers="\$\{AKO_TEST_WORKERS:-(\d+)\}"', (ROOT / "scripts" / "test").read_text())
+    matrix = re.search(
+        r'os\.environ\.get\("AKO_TEST_WORKERS", "(\d+)"\)', (ROOT / "scripts/airflow_matrix.py").read_text()
+    )
+    assert script and matrix and script.group(1) == matrix.group(1)
+    for page in (README, DOCS / "contributing.md"):
+        assert f"{words[script.group(1)]} pytest-xdist workers" in " ".join(page.read_text().split()), page
+    contributing = " ".join((DOCS / "contributing.md").read_text().split())
+    assert f"runs each older line's tests on {words[matrix.group(1)]} workers" in contributing
