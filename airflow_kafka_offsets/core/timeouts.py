@@ -5,7 +5,9 @@ reset) must cost a stated number of seconds, not the operating system's two hour
 connect timeout, TCP keepalives and TCP user timeout bound the worker's side; the session's
 ``statement_timeout`` bounds a statement the server runs too long, and its
 ``idle_in_transaction_session_timeout`` (with server-side keepalives mirroring the client's) lets
-the server roll back a dead worker's transaction and release the pipeline's locks on its own.
+the server roll back a dead worker's transaction and release the pipeline's locks on its own. The
+``answer_timeout`` is the worker's own bound on each answer, for the peer no TCP deadline can see:
+a middlebox (a proxy, a pooler, a load balancer) that acknowledges TCP for a server gone silent.
 
 The extra's keys are libpq's and PostgreSQL's own names and units (seconds for the connect timeout
 and keepalives, milliseconds for the rest); ``0`` turns a deadline off. Plain values: no I/O here.
@@ -43,6 +45,9 @@ class LedgerTimeouts:
     """ms a statement may run; longer than the lock timeout, so a lock wait still ends as PipelineBusyError."""
     idle_in_transaction_session_timeout: int = 300_000
     """ms a transaction may sit idle (its worker publishing output, or gone) before the server ends it."""
+    answer_timeout: int = 30_000
+    """ms the worker waits for an answer beyond what the server may take: a COMMIT's for this long, a statement's
+    for ``statement_timeout`` plus this; then it shuts the connection's socket."""
 
     @classmethod
     def from_extra(cls, extra: Mapping[str, Any]) -> LedgerTimeouts:
@@ -73,6 +78,17 @@ class LedgerTimeouts:
                 f"ledger connection extra statement_timeout is {self.statement_timeout} ms, not longer than the "
                 f"ledger's lock timeout of {lock_timeout_s * 1000:.0f} ms: raise it (or set 0 to turn it off)"
             )
+
+    def commit_deadline_s(self) -> float | None:
+        """Seconds the worker waits for the answer to a COMMIT (or a ROLLBACK); None: no client-side bound."""
+        return self.answer_timeout / 1000 if self.answer_timeout else None
+
+    def statement_deadline_s(self) -> float | None:
+        """Seconds the worker waits for a statement's answer: the server's own limit first (its cancel is an
+        answer), then ``answer_timeout``; None when either is off (a statement may then run as long as it takes)."""
+        if not self.answer_timeout or not self.statement_timeout:
+            return None
+        return (self.statement_timeout + self.answer_timeout) / 1000
 
     def libpq_parameters(self) -> dict[str, int]:
         """What the worker's libpq applies (connection keywords of psycopg2 / a SQLAlchemy URL's query)."""
@@ -113,9 +129,7 @@ CLIENT_KEYS = (
 )
 """The keys libpq takes itself."""
 KEYS = tuple(f.name for f in fields(LedgerTimeouts))
-"""Every key of the connection extra that sets a ledger deadline."""
-SESSION_KEYS = tuple(k for k in KEYS if k not in CLIENT_KEYS)
-"""The keys that are server settings, not libpq's: never passed to the driver as connection keywords."""
+"""Every key of the connection extra that sets a ledger deadline (never passed to the driver but CLIENT_KEYS)."""
 UNITS = {
     "connect_timeout": "seconds",
     "keepalives": "0 or 1",
@@ -125,4 +139,5 @@ UNITS = {
     "tcp_user_timeout": "milliseconds",
     "statement_timeout": "milliseconds",
     "idle_in_transaction_session_timeout": "milliseconds",
+    "answer_timeout": "milliseconds",
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from airflow_kafka_offsets.core.timeouts import LedgerTimeouts
+from airflow_kafka_offsets.ledger.answer_deadline import AnswerDeadlineExpired
 
 _SECRET = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
 CONNECT_EXPIRED = "timeout expired"
@@ -78,6 +79,17 @@ def deadline_fired(exc: BaseException, timeouts: LedgerTimeouts) -> str:
     """Which deadline ended the connection, as far as the driver's text tells."""
     text = str(exc).lower()
     t = timeouts
+    if isinstance(exc, AnswerDeadlineExpired):
+        waited = (
+            f"answer_timeout {t.answer_timeout} ms"
+            if exc.seconds * 1000 <= t.answer_timeout
+            else f"statement_timeout {t.statement_timeout} ms + answer_timeout {t.answer_timeout} ms"
+        )
+        return (
+            f"no answer came within {waited} (keys of the ledger connection's extra) while the link stayed up: "
+            "something between them (a proxy, a pooler, a load balancer) keeps the connection open for a server "
+            "that no longer answers"
+        )
     if IDLE_ENDED in text:
         return (
             f"the server ended the transaction after idle_in_transaction_session_timeout "

@@ -29,6 +29,7 @@ from airflow_kafka_offsets.errors import (
     LedgerUnreachableError,
     PipelineBusyError,
 )
+from airflow_kafka_offsets.ledger.answer_deadline import AnswerDeadlineExpired, BoundedCursor, answer_within
 from airflow_kafka_offsets.ledger.attempts import AttemptStatements
 from airflow_kafka_offsets.ledger.batches import BatchRecord, BatchStatements
 from airflow_kafka_offsets.ledger.commits import CommitStatements
@@ -104,9 +105,11 @@ class Ledger(OwnTransactionReads):
         session deadlines set (one round trip)."""
         with self._idle_lock:
             conn, self._idle = self._idle, None
+        statement_s = self.timeouts.statement_deadline_s()
         if conn is not None:
             try:
-                conn.cursor().execute(self._session_sql)
+                with answer_within(conn, statement_s):
+                    conn.cursor().execute(self._session_sql)
                 return conn
             except Exception:  # the server restarted or dropped it since: nothing ran on it yet
                 _close_quietly(conn)
@@ -117,9 +120,10 @@ class Ledger(OwnTransactionReads):
                 raise LedgerUnreachableError(connect_failed_message(self.address, exc, self.timeouts)) from exc
             raise
         try:
-            conn.cursor().execute(self._session_sql)
+            with answer_within(conn, statement_s):
+                conn.cursor().execute(self._session_sql)
         except BaseException as exc:
-            lost = isinstance(exc, Exception) and _broken(conn)
+            lost = isinstance(exc, Exception) and (_broken(conn) or isinstance(exc, AnswerDeadlineExpired))
             _close_quietly(conn)
             if lost:  # opened, then silent or closed before its first statement was answered
                 raise LedgerConnectionLostError(lost_message(self.address, exc, False, self.timeouts)) from exc
@@ -140,24 +144,30 @@ class Ledger(OwnTransactionReads):
             _close_quietly(conn)
 
     @contextmanager
-    def transaction(self, read_only: bool = False) -> Iterator[LedgerTransaction]:
+    def transaction(self, read_only: bool = False, long_statements: bool = False) -> Iterator[LedgerTransaction]:
         """One transaction: committed on success, rolled back on any error (and its connection dropped).
 
         ``read_only``: PostgreSQL refuses any write in it (for pages and reports that only look).
+        ``long_statements``: its statements may run past ``statement_timeout`` (a migration), so the worker
+        sets no deadline on their answers (the COMMIT's stays).
         """
         conn = self._checkout()
         committing = False
+        commit_s = self.timeouts.commit_deadline_s()
         try:
-            cursor = conn.cursor()
+            statement_s = None if long_statements else self.timeouts.statement_deadline_s()
+            cursor = BoundedCursor(conn.cursor(), conn, statement_s)
             if read_only:
                 cursor.execute("SET TRANSACTION READ ONLY")
             yield LedgerTransaction(cursor, self.schema)
             committing = True
-            conn.commit()
+            with answer_within(conn, commit_s):
+                conn.commit()
         except BaseException as exc:
-            lost = isinstance(exc, Exception) and _broken(conn)
+            lost = isinstance(exc, Exception) and (_broken(conn) or isinstance(exc, AnswerDeadlineExpired))
             try:
-                conn.rollback()
+                with answer_within(conn, commit_s):
+                    conn.rollback()
             except Exception:  # connection lost (server restart): the server rolled back; report the cause
                 pass
             _close_quietly(conn)
@@ -185,7 +195,7 @@ class Ledger(OwnTransactionReads):
 
     def migrate(self) -> int:
         """Create or upgrade the ledger schema; safe to call from many runs at once."""
-        with self.transaction() as tx:
+        with self.transaction(long_statements=True) as tx:
             # a migration of a large ledger may rewrite tables for longer than a statement's usual deadline
             tx.execute("SET LOCAL statement_timeout = 0")
             # The extension is the database's, shared by every ledger schema in it: two first migrations of two

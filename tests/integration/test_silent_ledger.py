@@ -109,11 +109,26 @@ def commit_in_namespace(
 ) -> tuple[str, float, T]:
     """The commit of ``batch_id`` by a worker in ``link``'s namespace, paused with its transaction open, ``cut``
     then resumed: what it printed, its seconds from the cut, and ``then()`` as soon as it printed."""
-    host, port = link.forwarder.address
-    connection = {**stack_ledger_connection(), "host": host, "port": port, "extra": EXTRA}
+    return commit_through(link.forwarder, link.command, EXTRA, schema, root, batch_id, cut, then)
+
+
+def commit_through(
+    forwarder: Forwarder,
+    command: Callable[..., list[str]],
+    extra: dict,
+    schema: str,
+    root: Path,
+    batch_id: int,
+    cut: Callable[[], None],
+    then: Callable[[], T],
+) -> tuple[str, float, T]:
+    """The commit of ``batch_id`` by a worker started by ``command`` whose ledger is reached through
+    ``forwarder`` with ``extra``, paused with its transaction open, ``cut`` then resumed."""
+    host, port = forwarder.address
+    connection = {**stack_ledger_connection(), "host": host, "port": port, "extra": extra}
     env = {**os.environ, "AIRFLOW_CONN_LEDGER_SILENT": json.dumps(connection)}
     worker = subprocess.Popen(
-        link.command(sys.executable, "-c", WORKER, schema, str(root), "silent", str(batch_id)),
+        command(sys.executable, "-c", WORKER, schema, str(root), "silent", str(batch_id)),
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -171,6 +186,23 @@ def test_a_commit_whose_ledger_goes_silent_fails_in_seconds_and_the_next_run_com
     assert ledger.contiguity_problems("silent") == []
 
 
+def the_next_try_finds_it_committed_by_the_silent_worker(
+    ledger: Ledger, sink: LocalDirectorySink, batch_id: int
+) -> None:
+    """The silent worker's COMMIT made it: the next try commits nothing twice, the ledger's rows exact."""
+    silent_worker = Actor.from_json({"worker": "silent"})
+    assert ledger.batch("silent", batch_id).committed_by == silent_worker  # its COMMIT made it
+    again = commit_batch(ledger, sink, "silent", batch_id, ACTOR)  # the next try
+    assert not again.committed_now
+    with ledger.transaction() as tx:
+        assert tx.fetchall("SELECT batch_id, state FROM {s}.batches WHERE pipeline = %s", ("silent",)) == [
+            (batch_id, "committed")
+        ]
+    assert ledger.batch("silent", batch_id).committed_by == silent_worker  # not committed twice
+    assert ledger.cursors("silent") == {tp: o.latest for tp, o in OFFSETS.items()}
+    assert ledger.contiguity_problems("silent") == []
+
+
 def answers_dropped(link: SilentLink) -> None:
     link.drop_answers()
 
@@ -199,17 +231,32 @@ def test_a_commit_whose_answer_never_comes_back_fails_in_seconds_and_the_next_tr
     assert "LedgerConnectionLostError lost the connection to the ledger database while committing" in outcome
     assert "Connection timed out" in outcome and "this worker gave up after tcp_user_timeout 2000 ms of" in outcome
     assert EXTRA["tcp_user_timeout"] / 1000 - 0.5 < waited < 12, outcome
-    silent_worker = Actor.from_json({"worker": "silent"})
-    assert ledger.batch("silent", batch_id).committed_by == silent_worker  # its COMMIT made it
-    again = commit_batch(ledger, sink, "silent", batch_id, ACTOR)  # the next try
-    assert not again.committed_now
-    with ledger.transaction() as tx:
-        assert tx.fetchall("SELECT batch_id, state FROM {s}.batches WHERE pipeline = %s", ("silent",)) == [
-            (batch_id, "committed")
-        ]
-    assert ledger.batch("silent", batch_id).committed_by == silent_worker  # not committed twice
-    assert ledger.cursors("silent") == {tp: o.latest for tp, o in OFFSETS.items()}
-    assert ledger.contiguity_problems("silent") == []
+    the_next_try_finds_it_committed_by_the_silent_worker(ledger, sink, batch_id)
+
+
+def test_a_commit_whose_answer_a_proxy_holds_fails_after_answer_timeout_and_the_next_try_finds_it_committed(
+    stack, ledger: Ledger, schema: str, tmp_path: Path
+) -> None:
+    """A proxy between the worker and PostgreSQL keeps acknowledging TCP, but the COMMIT's answer never comes
+    back: the worker's kernel sees every byte acknowledged and every keepalive answered, so no TCP deadline
+    fires (without ``answer_timeout`` the worker waits forever). ``answer_timeout`` (2 s here, 30 s by default)
+    shuts the connection; the COMMIT made it, and the next try finds the batch committed once."""
+    sink, batch_id = planned_and_read(ledger, tmp_path)
+    proxy = Forwarder("127.0.0.1", (stack.pg_host, stack.pg_port))
+    try:
+        extra = {**EXTRA, "answer_timeout": 2000}
+        outcome, waited, _ = commit_through(
+            proxy, lambda *argv: list(argv), extra, schema, tmp_path, batch_id, proxy.hold_answers, lambda: None
+        )
+    finally:
+        proxy.close()
+    print(f"answer held by a proxy: worker failed {waited:.2f}s after sending its COMMIT: {outcome}")
+    assert outcome.startswith("failed after "), outcome
+    assert "LedgerConnectionLostError lost the connection to the ledger database while committing" in outcome
+    assert "(AnswerDeadlineExpired: the worker shut the connection after 2 s without an answer, ledger at " in outcome
+    assert "No answer came within answer_timeout 2000 ms (keys of the ledger connection's extra)" in outcome
+    assert 1.9 < waited < 12, outcome
+    the_next_try_finds_it_committed_by_the_silent_worker(ledger, sink, batch_id)
 
 
 def test_leaving_a_lease_keeper_does_not_wait_for_a_renewal_stuck_on_a_silent_ledger(

@@ -9,6 +9,7 @@ import pytest
 from airflow_kafka_offsets.core.timeouts import LedgerTimeouts
 from airflow_kafka_offsets.errors import LedgerConnectionLostError, LedgerUnreachableError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.ledger.answer_deadline import AnswerDeadlineExpired
 from airflow_kafka_offsets.ledger.link_errors import (
     cause,
     connect_failed_message,
@@ -128,3 +129,21 @@ def test_a_connection_error_that_is_not_the_drivers_is_not_renamed() -> None:
     with pytest.raises(ValueError, match="bad argument"):
         with Ledger(connect).transaction():
             pass
+
+
+@pytest.mark.parametrize(
+    ("seconds", "waited"),
+    [(2.0, "answer_timeout 2000 ms"), (302.0, "statement_timeout 300000 ms + answer_timeout 2000 ms")],
+    ids=["commit", "statement"],
+)
+def test_an_answer_past_its_deadline_names_the_deadline_and_what_keeps_the_link_up(seconds: float, waited: str) -> None:
+    expired = AnswerDeadlineExpired(seconds)
+    message = lost_message("10.0.0.2:5432", expired, True, LedgerTimeouts.from_extra({"answer_timeout": 2000}))
+    assert message == (
+        "lost the connection to the ledger database while committing: the COMMIT may or may not have reached "
+        "the database; the next run reads the outcome from the ledger (a committed batch is never committed "
+        f"again, a batch still planned is replayed) (AnswerDeadlineExpired: the worker shut the connection after "
+        f"{seconds:g} s without an answer, ledger at 10.0.0.2:5432). No answer came within {waited} (keys of the "
+        "ledger connection's extra) while the link stayed up: something between them (a proxy, a pooler, a load "
+        "balancer) keeps the connection open for a server that no longer answers; retry once the database answers"
+    )
