@@ -44,6 +44,7 @@ SPARK_PROCESS_KINDS = (
 S3_KINDS = ("s3_restart", "s3_blackhole")  # need the output on the stack's S3 server
 AVRO_KINDS = ("registry_cut",)  # need an Avro pipeline (its schema registry)
 REST_KINDS = ("catalog_restart",)  # need a sink in the stack's REST catalog (REST_SINKS)
+CONNECT_KINDS = ("connect_reset",)  # need the reads on the Spark Connect server (its link)
 
 
 def parse_kinds(value: str) -> list[str]:
@@ -86,14 +87,14 @@ def run(
     the stack's schema registry (:mod:`faults_harness.avro_values`); ``keep_raw_value`` False writes their
     values only where they did not decode. ``form``: the DAG's task form,
     ``three-task`` (plan >> read >> commit) or ``one-task`` (``KafkaBatchOperator``). ``network``: every
-    worker's connections go through the stack's toxiproxy (started here if needed; with ``spark_connect``)
-    and the kinds are the network kinds (:mod:`faults_harness.network_kinds`) unless ``kinds`` says.
+    worker's connections go through the stack's toxiproxy (started here if needed; with ``spark_connect``, the
+    Connect server's link too, else spark-submit's Kafka, S3 and registry links) and the kinds are the network
+    kinds (:mod:`faults_harness.network_kinds`) unless ``kinds`` says.
     """
-    if network and not spark_connect:
-        raise ValueError("the network kinds read on the Spark Connect server: give spark_connect")
     left_out = (
         (tuple(NETWORK_KINDS) if not network else ())
         + (SPARK_PROCESS_KINDS if spark_connect else ())
+        + (CONNECT_KINDS if not spark_connect else ())
         + (S3_KINDS if storage != "s3" else ())
         + (REST_KINDS if sink not in REST_SINKS else ())
         + (AVRO_KINDS if not avro else ())
@@ -125,7 +126,9 @@ def run(
         proxied = devstack.start_toxiproxy()
         ctx.links = Links(Client(proxied.api_url), proxied.env)
         ctx.links.heal()
-        ctx.env |= proxied.env | {"AIRFLOW_CONN_SPARK_DEFAULT": proxied.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"]}
+        ctx.env |= proxied.env
+        if spark_connect:
+            ctx.env["AIRFLOW_CONN_SPARK_DEFAULT"] = proxied.env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"]
     ctx.ledger().migrate()
     order = [(kind, i) for i in range(trials) for kind in kinds]
     if shuffle:
@@ -169,8 +172,12 @@ def refusal(args: argparse.Namespace) -> str | None:
 
     checks = [
         (
-            (args.spark_connect or args.network) and of(SPARK_PROCESS_KINDS),
+            args.spark_connect and of(SPARK_PROCESS_KINDS),
             "{} kill or wait for spark-submit's processes: not with --spark-connect",
+        ),
+        (
+            not args.spark_connect and of(CONNECT_KINDS),
+            "{} resets the Spark Connect server's link: only with --spark-connect",
         ),
         (args.storage != "s3" and of(S3_KINDS), "{} faults the S3 server under the output: only with --storage s3"),
         (not args.avro and of(AVRO_KINDS), "{} cuts an Avro pipeline's schema registry: only with --avro"),
@@ -212,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--network",
         action="store_true",
-        help="every worker's links through the stack's toxiproxy (started if needed; reads on the Spark Connect "
-        f"server): the network fault kinds {', '.join(NETWORK_KINDS)} (default all of them)",
+        help="every worker's links through the stack's toxiproxy (started if needed): the network fault kinds "
+        f"{', '.join(NETWORK_KINDS)} (default all of them; {', '.join(CONNECT_KINDS)} with --spark-connect only); "
+        "the reads run through spark-submit, or on the Spark Connect server with --spark-connect",
     )
     parser.add_argument(
         "--form",
@@ -284,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         started_here = not devstack.status().get("up")
     except devstack.StackError:
         started_here = True
-    info = devstack.up(spark_connect_server=args.spark_connect or args.network)
+    info = devstack.up(spark_connect_server=args.spark_connect)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     # verify's sweep: noise
@@ -295,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in the finally blocks
     try:
-        connect = info.spark_connect if args.spark_connect or args.network else None
+        connect = info.spark_connect if args.spark_connect else None
         _, _, ok = run(
             args.trials,
             args.kinds,

@@ -73,7 +73,13 @@ def during_read(
         links.add("kafka", [Toxic("slow_kafka", "latency", "downstream", {"latency": KAFKA_LATENCY_MS})])
         w.resume()
         try:
-            if not wait_until(lambda: p.attempt_running(w), w, SPARK_START_TIMEOUT_S, poll=0.05):
+            # through spark-submit, once its app runs (the JVM up): the read is next, not the JVM's start
+            started = (
+                (lambda: p.attempt_running(w))
+                if p.ctx.on_spark_connect
+                else (lambda: p.attempt_running(w) and w.spark_app_running())
+            )
+            if not wait_until(started, w, SPARK_START_TIMEOUT_S, poll=0.05):
                 return f"{MISSED}no Spark attempt ran (worker ended {w.poll()})"
             phase = p.spark_phase(w)
             if phase == "staged":

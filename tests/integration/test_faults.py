@@ -1,8 +1,9 @@
 """The fault-injection harness (scripts/faults) on the real stack.
 
-The test command runs two kinds: PostgreSQL restarted and the lost answer of the ledger's COMMIT; the others are
-long tests (``AKO_LONG_TESTS=1 scripts/test tests/integration/test_faults.py``), each beside the faster test
-that proves the same in CI, named where it is marked.
+The test command runs PostgreSQL restarted (the lost answer of the ledger's COMMIT on every sink family is
+test_network_faults_sinks.py's); the others are long tests
+(``AKO_LONG_TESTS=1 scripts/test tests/integration/test_faults.py``), each beside the faster test that proves the
+same in CI, named where it is marked.
 
 A trial produces records with unique ids, runs plan -> read -> commit as separate worker
 processes, injects its fault, recovers like Airflow (task retry or next run) and verifies
@@ -98,7 +99,9 @@ def test_avro_values_through_crashes_between_the_table_commit_and_the_ledgers(
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)" for kind in kinds]
 
 
-@pytest.mark.parametrize("sink", [pytest.param("directory", marks=pytest.mark.long), "delta"])
+# Long: every sink family's lost answer (after a Kafka cut in the read) is test_network_faults_sinks.py's
+@pytest.mark.long
+@pytest.mark.parametrize("sink", ["directory", "delta"])
 def test_a_lost_acknowledgment_of_the_ledgers_commit_commits_the_batch_once(stack, spark_connect, tmp_path, sink):
     """The COMMIT reaches PostgreSQL, its answer is lost (a wire-protocol proxy resets the link as the answer
     comes back): the try fails saying so, its retry finds the batch committed (the Delta table agrees by its

@@ -24,7 +24,7 @@ NEEDS_OPTIONS: dict[str, dict] = {"s3_blackhole": {"storage": "s3"}, "registry_c
 """The options a kind needs besides --network (faults_harness.service_links.NEEDS)."""
 
 
-def run_network(kind: str, workdir, connect: dict, **options):
+def run_network(kind: str, workdir, connect: dict | None, **options):
     seed = int(os.environ["FAULTS_SEED"]) if os.environ.get("FAULTS_SEED") else None
     results, summary, ok = run(
         trials=1,
@@ -64,4 +64,13 @@ def test_a_kafka_cut_in_the_read_and_a_silent_ledger_in_the_commit_commit_the_ba
 def test_each_network_fault_kind_commits_the_batch_once(stack, spark_connect, tmp_path, kind, form):
     connect = json.loads(os.environ[f"AIRFLOW_CONN_{spark_connect.upper()}"])
     summary, _ = run_network(kind, tmp_path / "faults", connect, form=form, **NEEDS_OPTIONS.get(kind, {}))
+    assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("kind", [kind for kind in NETWORK_KINDS if kind != "connect_reset"])
+def test_each_network_fault_kind_through_spark_submit_commits_the_batch_once(stack, tmp_path, kind):
+    """The reads through spark-submit: its driver and executors reach Kafka, S3 and the registry through the
+    proxy by the worker's connections (connect_reset has no link to cut there)."""
+    summary, _ = run_network(kind, tmp_path / "faults", None, **NEEDS_OPTIONS.get(kind, {}))
     assert summary == [f"{kind}: trials 1, lost 0, duplicated 0 (failed 0, faults fired 1/1)"]

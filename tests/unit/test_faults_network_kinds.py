@@ -48,6 +48,16 @@ def test_the_service_kinds_are_network_kinds_each_naming_what_it_needs() -> None
         ),
         ({"kinds": ["s3_blackhole", "registry_cut"], "storage": "s3", "avro": True}, None),
         ({"kinds": ["ledger_blackhole"]}, None),
+        (
+            {"kinds": ["connect_reset"]},
+            "connect_reset resets the Spark Connect server's link: only with --spark-connect",
+        ),
+        ({"kinds": ["connect_reset"], "spark_connect": True}, None),
+        (
+            {"kinds": ["kafka_cut", "spark_orphaned"], "spark_connect": True},
+            "spark_orphaned kill or wait for spark-submit's processes: not with --spark-connect",
+        ),
+        ({"kinds": ["kafka_cut", "spark_orphaned"]}, None),  # through spark-submit, its processes too
     ],
 )
 def test_a_kind_without_what_it_needs_is_refused_naming_it(given: dict, refused: str | None) -> None:
