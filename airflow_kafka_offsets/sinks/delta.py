@@ -251,15 +251,30 @@ class DeltaSink:
             actions += [RemoveAction(path, True, now_ms) for path in self._batch_files(table, plan.batch_id)]
         else:
             transactions = [Transaction(app_id(publication.pipeline_uid), plan.batch_id)]
-        table.create_write_transaction(
-            actions,
-            mode="append",
-            schema=table.schema(),
-            partition_by=self.partition_columns or None,
-            commit_properties=CommitProperties(
-                custom_metadata=publication.commit_properties(), app_transactions=transactions
-            ),
-        )
+        try:
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=table.schema(),
+                partition_by=self.partition_columns or None,
+                commit_properties=CommitProperties(
+                    custom_metadata=publication.commit_properties(), app_transactions=transactions
+                ),
+            )
+        except CommitFailedError as exc:
+            if self._landed(publication):
+                return  # the log entry was written, its answer lost: the client asked again and met it
+            raise OutputLocationError(
+                f"Delta table {self.location}: the commit of batch {plan.batch_id} failed ({exc}) and the table "
+                "does not hold it: nothing of it was committed, the batch stays planned; run the step again"
+            ) from exc
+
+    def _landed(self, publication: Publication) -> bool:
+        """The table's log holds this attempt's commit of the batch (after a lost answer, a client's second PUT
+        of the same log entry fails as a concurrent transaction: its own)."""
+        batch, attempt = str(publication.plan.batch_id), publication.attempt_id
+        commits = self._commits(self.table(), publication.pipeline_uid)
+        return any(c.get(BATCH) == batch and c.get(ATTEMPT) == attempt for c in commits)
 
     def commit_once(self, publication: Publication, files_uri: str) -> int:
         """A sink of many tables: this table's part of a batch (the Parquet files under ``files_uri``)

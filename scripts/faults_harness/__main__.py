@@ -25,7 +25,7 @@ from typing import Any
 
 import devstack
 from devstack.toxiproxy_api import Client
-from faults_harness.context import FORMS, MODES, REST_SINKS, SINKS, STORAGES, Context
+from faults_harness.context import FORMS, MODES, REST_SINKS, S3_COMMIT_SINKS, SINKS, STORAGES, Context
 from faults_harness.kinds import CHAINABLE, KINDS
 from faults_harness.links import Links
 from faults_harness.network_kinds import NETWORK_KINDS
@@ -45,6 +45,7 @@ S3_KINDS = ("s3_restart", "s3_blackhole")  # need the output on the stack's S3 s
 AVRO_KINDS = ("registry_cut",)  # need an Avro pipeline (its schema registry)
 REST_KINDS = ("catalog_restart",)  # need a sink in the stack's REST catalog (REST_SINKS)
 CONNECT_KINDS = ("connect_reset",)  # need the reads on the Spark Connect server (its link)
+S3_COMMIT_KINDS = ("s3_lost_answer",)  # need a sink whose commit is a PUT to S3 (S3_COMMIT_SINKS)
 
 
 def parse_kinds(value: str) -> list[str]:
@@ -97,6 +98,7 @@ def run(
         + (CONNECT_KINDS if not spark_connect else ())
         + (S3_KINDS if storage != "s3" else ())
         + (REST_KINDS if sink not in REST_SINKS else ())
+        + (S3_COMMIT_KINDS if storage != "s3" or sink not in S3_COMMIT_SINKS else ())
         + (AVRO_KINDS if not avro else ())
     )
     kinds = kinds or [k for k in (NETWORK_KINDS if network else KINDS) if k not in left_out]
@@ -184,6 +186,11 @@ def refusal(args: argparse.Namespace) -> str | None:
         (
             args.sink in REST_SINKS and args.storage != "s3",
             f"--sink {args.sink}: the REST catalog's tables are on the stack's S3: only with --storage s3",
+        ),
+        (
+            (args.storage != "s3" or args.sink not in S3_COMMIT_SINKS) and of(S3_COMMIT_KINDS),
+            "{} loses the answer of a batch's commit PUT to S3: only with --storage s3 and --sink "
+            + " or ".join(S3_COMMIT_SINKS),
         ),
         (
             args.sink not in REST_SINKS and of(REST_KINDS),

@@ -34,6 +34,8 @@ SINKS = (
 REST_SINKS = ("iceberg-rest", "iceberg-rest-multi", "iceberg-rest-merge")
 # mirror tables: keyed upserts and tombstones (faults_harness.records.produce_changes) merged by the key "id"
 MERGE_SINKS = ("iceberg-merge", "delta-merge", "iceberg-rest-merge")
+S3_COMMIT_SINKS = ("directory", "delta", "delta-multi", "delta-merge")
+"""Sinks whose batch commit is a PUT to the object store (a manifest, a Delta log entry): ``s3_lost_answer``."""
 MIRROR_SCHEMA = "id STRING, n INT"
 ROUTED_TABLES = 4  # the multi-table sinks: records go to one of 4 tables by their header "table"
 MISSED = "MISSED: "  # how a monitor says the moment for its fault never came

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from airflow_kafka_offsets.service.faults import CRASH_ENV
-from faults_harness.catalog_cut import MOMENTS, CatalogCommitHolder
-from faults_harness.context import MISSED, TrialError
+from faults_harness.commit_hold import MOMENTS, S3_COMMIT, CommitHolder
+from faults_harness.context import MISSED, S3_COMMIT_SINKS, TrialError
 from faults_harness.driver import check_replayed, run_dag
 from faults_harness.fault import Fault, in_one_task
 from faults_harness.lake_readers import REST_CONN_ENV
@@ -258,12 +258,12 @@ def lost_commit_ack(pipe: Pipeline) -> Fault:
 def catalog_restart(pipe: Pipeline) -> Fault:
     """The REST catalog SIGKILLed and restarted with the batch's table commit in flight: the request
     held before it reached the server, or the server's answer (it committed) held; the try fails not
-    knowing which, and the next one must commit the batch once (faults_harness.catalog_cut)."""
+    knowing which, and the next one must commit the batch once (faults_harness.commit_hold)."""
     moment = pipe.rng.choice(MOMENTS)
     connection = json.loads(os.environ[REST_CONN_ENV])
     upstream = urlsplit(connection["host"])
     assert upstream.hostname and upstream.port, f"{REST_CONN_ENV} names no host and port"
-    holder = CatalogCommitHolder((upstream.hostname, upstream.port), moment)
+    holder = CommitHolder((upstream.hostname, upstream.port), moment)
     through_holder = json.dumps(connection | {"host": f"http://127.0.0.1:{holder.port}"})
 
     def restart_mid_commit(p: Pipeline, w: Worker) -> str:
@@ -291,6 +291,50 @@ def catalog_restart(pipe: Pipeline) -> Fault:
     return fault
 
 
+S3_CONN_ENV = "AIRFLOW_CONN_KAFKA_OFFSETS_S3"
+
+
+def s3_lost_answer(pipe: Pipeline) -> Fault:
+    """The object store's PUT that commits the batch (a Delta log entry, a directory's manifest) reaches the
+    S3 server, which stores it and answers; the answer never reaches the worker, whose connection is then
+    reset. The client may ask again (a conditional PUT then finds the entry there) or the try fails; either
+    way the next try must find the batch committed, never commit it twice (faults_harness.commit_hold)."""
+    if pipe.ctx.storage != "s3" or pipe.ctx.sink not in S3_COMMIT_SINKS:
+        raise TrialError(
+            f"s3_lost_answer loses the answer of a commit PUT to S3: --storage s3 and --sink {S3_COMMIT_SINKS}"
+        )
+    connection = json.loads(pipe.ctx.env.get(S3_CONN_ENV) or os.environ[S3_CONN_ENV])
+    upstream = urlsplit(connection["extra"]["endpoint_url"])
+    assert upstream.hostname and upstream.port, f"{S3_CONN_ENV} names no endpoint host and port"
+    holder = CommitHolder((upstream.hostname, upstream.port), "answer", S3_COMMIT)
+    through_holder = json.dumps(
+        connection | {"extra": connection["extra"] | {"endpoint_url": f"http://127.0.0.1:{holder.port}"}}
+    )
+
+    def answer_lost(p: Pipeline, w: Worker) -> str:
+        if not wait_until(holder.held.is_set, w, WORKER_TIMEOUT_S):
+            return f"{MISSED}no commit PUT reached the S3 server (worker ended {w.poll()})"
+        holder.cut()
+        return f"S3 stored {holder.request_line.decode()} and answered; the answer was lost, the connection reset"
+
+    fault = Fault(
+        "commit",
+        {S3_CONN_ENV: through_holder},
+        monitor=answer_lost,
+        description="lost answer of the object store's commit PUT",
+    )
+
+    def check() -> None:
+        holder.close()
+        (worker,) = [w for w in pipe.workers if w.env.get(S3_CONN_ENV) == through_holder]
+        fault.outcome += (
+            f"; the try {'failed: ' + str(worker.error) if not worker.ok else 'finished: its client asked again'}"
+        )
+
+    fault.after = check
+    return fault
+
+
 KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "after_plan": crash("plan", "after_plan"),
     "during_spark_read": spark_kill("read", whole_group=True),
@@ -306,6 +350,7 @@ KINDS: dict[str, Callable[[Pipeline], Fault | list[Fault]] | None] = {
     "stale_worker": stale_worker,
     "lost_commit_ack": lost_commit_ack,
     "catalog_restart": catalog_restart,
+    "s3_lost_answer": s3_lost_answer,
     "concurrent_runs": None,  # two runs started together, no other fault
     **NETWORK_KINDS,  # --network only: the workers' links through toxiproxy
 }

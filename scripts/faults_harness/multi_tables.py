@@ -14,15 +14,13 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyiceberg.exceptions import NoSuchTableError
 
 from airflow_kafka_offsets.core.model import PipelineSpec, SinkFormat, SinkSpec, TopicPartition
 from airflow_kafka_offsets.ledger import BatchRecord, Ledger
-from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.readers import committed_outputs
-from faults_harness.lake_readers import COMMIT_KEYS, iceberg_catalog, read_table, table_commits
+from faults_harness.lake_readers import COMMIT_KEYS, delta_table, iceberg_catalog, read_table, table_commits
 
 COLUMNS = ["key", "topic", "partition", "offset"]
 OPERATION, BATCH, _ATTEMPT = COMMIT_KEYS
@@ -42,7 +40,9 @@ def rows_at(ledger: Ledger, spec: PipelineSpec, table: str, at: int | None) -> l
         catalog = iceberg_catalog(ledger.catalog_uri, ledger.schema, table_spec(spec, table))
         arrow = catalog.load_table(table).scan(snapshot_id=at).to_arrow()
     else:
-        arrow = DeltaTable(files.join(files.location_uri(spec.output_root), table), version=at).to_pyarrow_table()
+        delta = delta_table(table_spec(spec, table))  # with the storage's options: the table may be on S3
+        delta.load_as_version(at)
+        arrow = delta.to_pyarrow_table()
     rows: list[dict[str, Any]] = arrow.select(COLUMNS).to_pylist()
     return rows
 

@@ -1,5 +1,5 @@
 """A loopback TCP listener that relays each client connection to an upstream server through a handler
-of its own: the base of the harness's protocol-aware proxies (``lost_ack``, ``catalog_cut``)."""
+of its own: the base of the harness's protocol-aware proxies (``lost_ack``, ``commit_hold``)."""
 
 from __future__ import annotations
 

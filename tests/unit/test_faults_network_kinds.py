@@ -8,6 +8,7 @@ import argparse
 import pytest
 
 from faults_harness.__main__ import refusal
+from faults_harness.commit_hold import CATALOG_COMMIT, S3_COMMIT
 from faults_harness.network_kinds import NETWORK_KINDS
 from faults_harness.service_links import NEEDS, names_component, verdict
 
@@ -58,6 +59,17 @@ def test_the_service_kinds_are_network_kinds_each_naming_what_it_needs() -> None
             "spark_orphaned kill or wait for spark-submit's processes: not with --spark-connect",
         ),
         ({"kinds": ["kafka_cut", "spark_orphaned"]}, None),  # through spark-submit, its processes too
+        (
+            {"kinds": ["s3_lost_answer"], "sink": "delta"},
+            "s3_lost_answer loses the answer of a batch's commit PUT to S3: only with --storage s3 and --sink "
+            "directory or delta or delta-multi or delta-merge",
+        ),
+        (
+            {"kinds": ["s3_lost_answer"], "sink": "iceberg", "storage": "s3"},
+            "s3_lost_answer loses the answer of a batch's commit PUT to S3: only with --storage s3 and --sink "
+            "directory or delta or delta-multi or delta-merge",
+        ),
+        ({"kinds": ["kafka_cut+s3_lost_answer"], "sink": "delta-merge", "storage": "s3"}, None),
     ],
 )
 def test_a_kind_without_what_it_needs_is_refused_naming_it(given: dict, refused: str | None) -> None:
@@ -89,3 +101,19 @@ def test_a_failed_try_must_name_the_component_whose_link_failed(
     said = verdict(ok, error, proxy, must_fail)
     assert said == wrong if wrong is None or not wrong.endswith(": ") else said.startswith(wrong)
     assert names_component("PUT s3://bucket/key timed out", "s3")
+
+
+@pytest.mark.parametrize(
+    ("request_line", "held"),
+    [
+        (b"PUT /bucket/out/events/_delta_log/00000000000000000007.json HTTP/1.1", True),
+        (b"PUT /bucket/out/events/_delta_log/00000000000000000000.json HTTP/1.1", False),  # creates the table
+        (b"PUT /bucket/out/p/batch%3D000000000003/_manifest HTTP/1.1", True),
+        (b"GET /bucket/out/p/batch%3D000000000003/_manifest HTTP/1.1", False),
+        (b"PUT /bucket/out/events/batch%3D000000000003/a1/part-00000.parquet HTTP/1.1", False),
+        (b"PUT /bucket/out/events/_delta_log/_last_checkpoint HTTP/1.1", False),
+    ],
+)
+def test_only_the_puts_that_commit_a_batch_to_s3_are_held(request_line: bytes, held: bool) -> None:
+    assert bool(S3_COMMIT.match(request_line)) is held
+    assert not CATALOG_COMMIT.match(request_line)
