@@ -116,8 +116,9 @@ class ManifestDirectorySink:
     def _send(self, method: str, uri: str, body: bytes = b"", headers: dict[str, str] | None = None) -> S3Response:
         """One signed request; refusals that retrying cannot fix become errors naming the bucket."""
         req = S3Request(method, "/" + uri.split("://", 1)[1], body, headers or {})
+        access = self.storage.s3_access(uri)
         try:
-            response = send(signing_credentials(self.storage.s3_access(uri), uri), req)
+            response = send(signing_credentials(access, uri), req, access.request_timeout_s)
         except OSError as exc:  # stays an OSError: the task's retry tries again
             raise OSError(f"S3 did not answer {method} {uri}: {exc}") from exc
         if response.status in (401, 403) or (response.status == NOT_FOUND and _code(response) == NO_SUCH_BUCKET):
