@@ -201,6 +201,12 @@ class SchemaRegistryUnavailableError(KafkaOffsetsError):
     """The schema registry did not answer, or failed to (a retry may find it back)."""
 
 
+class ObjectStoreUnavailableError(KafkaOffsetsError, OSError):
+    """S3 did not answer a request of this worker within the connection's timeout, dropped or refused its
+    connection, or answered with a server error (5xx). An OSError too, so code that retries OSErrors
+    still does; a write whose answer was lost is found by the next run, never made twice."""
+
+
 # Errors a retry cannot fix: the operators fail the task at once instead of retrying.
 NOT_RETRYABLE: tuple[type[KafkaOffsetsError], ...] = (
     InvalidPipelineSpecError,

@@ -82,13 +82,14 @@ def schema_registry_access(conn_id: str) -> dict[str, Any]:
 
 def spark_settings(options: SparkJobOptions, output_root: str | None = None) -> SparkSettings:
     """Spark settings with the connector jars or packages of the config section as defaults; S3A
-    settings for an ``s3://`` ``output_root`` go in the private conf (the job file, never argv)."""
+    settings for an ``s3://`` ``output_root`` go in the private conf (the job file, never argv), less
+    the deadlines the options' own conf sets (which would otherwise be replaced)."""
     storage = object_storage(output_root) if output_root else None
     return options.settings(
         default_jars=split_list(config_value("spark_jars", "")),
         default_packages=split_list(config_value("spark_packages", "")),
         storage=storage,
-        private_conf=s3a_spark_conf(storage) if storage is not None else None,
+        private_conf=s3a_spark_conf(storage, options.conf) if storage is not None else None,
         class_archive_dir=config_value("spark_class_archive_dir", "") or None,
         spark_version=config_value("spark_version", "") or None,
         registry_access=schema_registry_access,

@@ -16,13 +16,18 @@ or a repr.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_kafka_offsets.core.catalogs import REST_TIMEOUT_S, RestCatalogConfig
-from airflow_kafka_offsets.core.connection_form import ConnectionForm, extra_text, text_field
+from airflow_kafka_offsets.core.connection_form import (
+    ConnectionForm,
+    extra_object,
+    extra_seconds,
+    extra_text,
+    text_field,
+)
 from airflow_kafka_offsets.errors import ConfigurationError
 
 CONN_TYPE = "kafka_offsets_iceberg_rest"
@@ -121,20 +126,12 @@ def _text(extra: Mapping[str, Any], key: str, conn_id: str) -> str | None:
 
 def _object(extra: Mapping[str, Any], key: str, conn_id: str) -> dict[str, str]:
     """A JSON object of text values, given as an object or as its JSON text (what the form stores)."""
-    value: Any = extra.get(key)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except ValueError as exc:
-            raise ConfigurationError(
-                f"Iceberg REST catalog connection {conn_id!r} has {key} that is not JSON: give an object"
-            ) from exc
-    value = value or {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+    value = extra_object(extra, key, f"Iceberg REST catalog connection {conn_id!r}")
+    if not all(isinstance(v, str) for v in value.values()):
         raise ConfigurationError(
             f"Iceberg REST catalog connection {conn_id!r} has {key} that is not a JSON object of text values"
         )
-    return {str(k): v for k, v in value.items()}
+    return value
 
 
 def _uri(conn_id: str, host: str | None, key: str = "URI (host)") -> str:
@@ -198,18 +195,7 @@ def rest_catalog_config(
 
 
 def _timeout(extra: Mapping[str, Any], conn_id: str) -> float:
-    value = extra.get(TIMEOUT)
-    if value is None or str(value).strip() == "":
-        return REST_TIMEOUT_S
-    try:
-        seconds = float(str(value).strip())
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):
-        raise ConfigurationError(
-            f"Iceberg REST catalog connection {conn_id!r} has {TIMEOUT} {value!r}: give a number of seconds above 0"
-        )
-    return seconds
+    return extra_seconds(extra, TIMEOUT, REST_TIMEOUT_S, f"Iceberg REST catalog connection {conn_id!r}")
 
 
 def secrets(config: RestCatalogConfig) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ The S3 and schema registry types share this shape; only their fields and labels 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,36 @@ def extra_text(extra: Mapping[str, Any], key: str, connection: str) -> str | Non
     if not isinstance(value, str):
         raise ConfigurationError(f"{connection} has a {key} that is not text")
     return value.strip() or None
+
+
+def extra_seconds(extra: Mapping[str, Any], key: str, default: float, connection: str) -> float:
+    """A number of seconds above 0 in a connection's extra (``default`` when empty); ``connection`` names
+    the connection in the ``ConfigurationError`` that refuses anything else."""
+    value = extra.get(key)
+    if value is None or str(value).strip() == "":
+        return default
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigurationError(f"{connection} has {key} {value!r}: give a number of seconds above 0")
+    return seconds
+
+
+def extra_object(extra: Mapping[str, Any], key: str, connection: str) -> dict[str, Any]:
+    """A JSON object in a connection's extra, given as an object or as its JSON text (what a form field
+    stores); empty when not given."""
+    value: Any = extra.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError as exc:
+            raise ConfigurationError(f"{connection} has {key} that is not JSON: give an object") from exc
+    value = value or {}
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"{connection} has {key} that is not a JSON object")
+    return {str(k): v for k, v in value.items()}
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ or of the Amazon provider's ``aws`` type, so users of that provider define it on
 alike: login = access key id, password = secret access key (or ``aws_access_key_id`` /
 ``aws_secret_access_key`` in the extra), and in the extra ``aws_session_token``, ``region_name``,
 ``endpoint_url`` (or ``service_config: {"s3": {"endpoint_url": ...}}``) and ``addressing_style``
-(or ``config_kwargs: {"s3": {"addressing_style": ...}}``): ``path``, ``virtual`` or ``auto``. The settings hold the
+(or ``config_kwargs: {"s3": {"addressing_style": ...}}``): ``path``, ``virtual`` or ``auto``; ``timeout`` and
+``s3a`` bound how long the clients wait (:mod:`~airflow_kafka_offsets.object_storage.deadlines`). The settings hold the
 secret: hand them to :class:`~airflow_kafka_offsets.spark.submit.SparkSettings` as
 ``private_conf``, which ships them in the private job file, never on the command line.
 """
@@ -24,6 +25,12 @@ from airflow_kafka_offsets.object_storage.connection import (
     ENDPOINT_URL,
     REGION,
     SESSION_TOKEN,
+)
+from airflow_kafka_offsets.object_storage.deadlines import (
+    REQUEST_TIMEOUT_S,
+    request_timeout_s,
+    s3a_deadlines,
+    s3a_settings,
 )
 from airflow_kafka_offsets.object_storage.refusals import CONNECTION_HINT
 from airflow_kafka_offsets.object_storage.signing import S3Credentials
@@ -46,6 +53,8 @@ class S3Access:
     endpoint_url: str | None = None
     region: str | None = None
     path_style: bool = False
+    request_timeout_s: float = REQUEST_TIMEOUT_S  # each socket operation of the package's own requests
+    s3a: tuple[tuple[str, str], ...] = ()  # the connection's S3A settings over the package's deadlines
 
 
 def is_object_store(location: str) -> bool:
@@ -92,12 +101,19 @@ def s3_access(conn_id: str, login: str | None, password: str | None, extra: Mapp
         region=extra.get(REGION) or (DEFAULT_ENDPOINT_REGION if endpoint else None),
         # 'auto' on a custom endpoint means path style: host:port servers have no per-bucket host names
         path_style=style == "path" or (style == "auto" and endpoint is not None),
+        request_timeout_s=request_timeout_s(conn_id, extra),
+        s3a=s3a_settings(conn_id, extra, has_key=bool(access_key)),
     )
 
 
-def s3a_spark_conf(access: S3Access) -> dict[str, str]:
-    """Spark settings (``spark.hadoop.fs.s3a.*``) for S3A; they include the secret when there is one."""
+def s3a_spark_conf(access: S3Access, spark_conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Spark settings (``spark.hadoop.fs.s3a.*``) for S3A; they include the secret when there is one.
+
+    The deadlines (:mod:`~airflow_kafka_offsets.object_storage.deadlines`) leave out any key that
+    ``spark_conf``, the task's own Spark settings, gives: these are applied after it and would replace it.
+    """
     conf: dict[str, str] = {
+        **s3a_deadlines(access.s3a, spark_conf or {}),
         "fs.s3a.path.style.access": str(access.path_style).lower(),
         # s3:// URIs too (the form PyIceberg, delta-rs and Arrow use): one location, every reader.
         "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",

@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_kafka_offsets.core.connection_form import ConnectionForm, text_field
 from airflow_kafka_offsets.errors import ConfigurationError
+from airflow_kafka_offsets.object_storage.deadlines import REQUEST_TIMEOUT_S, S3A, TIMEOUT
 
 CONN_TYPE = "kafka_offsets_object_storage"
 AWS_CONN_TYPE = "aws"
@@ -47,6 +48,17 @@ FIELDS: dict[str, dict[str, Any]] = {
         "Session token",
         "Only for temporary credentials (AWS STS); they need the access key ID and the secret too.",
         secret=True,
+    ),
+    TIMEOUT: text_field(
+        "Request timeout (seconds)",
+        "How long each wait of a request this worker sends S3 itself (a batch manifest's read or write) "
+        "may last before the step fails; a write whose answer was lost is found by the retry. "
+        f"Empty: {REQUEST_TIMEOUT_S:g}.",
+    ),
+    S3A: text_field(
+        "Spark S3A settings",
+        "A JSON object of Hadoop S3A settings for Spark, over the package's timeouts and retries, e.g. "
+        '{"fs.s3a.connection.timeout": "60000", "fs.s3a.retry.limit": "5"}. A task\'s own spark_conf wins.',
     ),
 }
 FORM = ConnectionForm(

@@ -15,6 +15,8 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from airflow_kafka_offsets.object_storage.deadlines import REQUEST_TIMEOUT_S
+
 SERVICE = "s3"
 
 
@@ -97,8 +99,9 @@ def signed_headers(creds: S3Credentials, req: S3Request, now: datetime.datetime 
     return all_headers
 
 
-def send(creds: S3Credentials, req: S3Request, timeout: float = 10.0) -> S3Response:
-    """Send one signed request; raises OSError when nothing answers."""
+def send(creds: S3Credentials, req: S3Request, timeout: float = REQUEST_TIMEOUT_S) -> S3Response:
+    """Send one signed request; each socket operation (connect, send, each read) waits at most ``timeout``
+    seconds. Raises OSError when nothing answers (TimeoutError when the wait ran out)."""
     parts = urllib.parse.urlsplit(creds.endpoint)
     conn_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = conn_class(parts.netloc, timeout=timeout)

@@ -28,11 +28,12 @@ import pyarrow.parquet as pq
 
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.core.spec import validate_pipeline_name
-from airflow_kafka_offsets.errors import OutputLocationError
+from airflow_kafka_offsets.errors import ObjectStoreUnavailableError, OutputLocationError
 from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.object_storage.access import S3Access, signing_credentials
 from airflow_kafka_offsets.object_storage.refusals import NO_SUCH_BUCKET, s3_refusal
 from airflow_kafka_offsets.object_storage.signing import S3Request, S3Response, send
+from airflow_kafka_offsets.object_storage.unavailable import server_error, unanswered
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
 from airflow_kafka_offsets.sinks.local import EMPTY_ATTEMPT, STAGING_DIR
 from airflow_kafka_offsets.sinks.schema import output_schema
@@ -114,12 +115,17 @@ class ManifestDirectorySink:
     # -- objects ---------------------------------------------------------------------------------
 
     def _send(self, method: str, uri: str, body: bytes = b"", headers: dict[str, str] | None = None) -> S3Response:
-        """One signed request; refusals that retrying cannot fix become errors naming the bucket."""
+        """One signed request; refusals that retrying cannot fix become errors naming the bucket, and no
+        answer an :class:`ObjectStoreUnavailableError` (an OSError: the task's retry tries again)."""
         req = S3Request(method, "/" + uri.split("://", 1)[1], body, headers or {})
+        access = self.storage.s3_access(uri)
+        creds = signing_credentials(access, uri)
         try:
-            response = send(signing_credentials(self.storage.s3_access(uri), uri), req)
-        except OSError as exc:  # stays an OSError: the task's retry tries again
-            raise OSError(f"S3 did not answer {method} {uri}: {exc}") from exc
+            response = send(creds, req, access.request_timeout_s)
+        except OSError as exc:
+            raise ObjectStoreUnavailableError(
+                unanswered(creds.endpoint, method, uri, access.request_timeout_s, exc)
+            ) from exc
         if response.status in (401, 403) or (response.status == NOT_FOUND and _code(response) == NO_SUCH_BUCKET):
             raise OutputLocationError(s3_refusal(uri, _code(response) or str(response.status)))
         return response
@@ -259,10 +265,10 @@ def _code(response: S3Response) -> str | None:
 
 
 def _expect(response: S3Response, uri: str, method: str) -> None:
-    """A server error (5xx) is an OSError, which the task's retry tries again; any other refusal is final."""
+    """A server error (5xx) is an :class:`ObjectStoreUnavailableError`, which the task's retry tries again;
+    any other refusal is final."""
     if 200 <= response.status < 300:
         return
-    what = f"S3 answered {response.status} {_code(response) or ''} to {method} {uri}"
     if response.status >= 500:
-        raise OSError(what)
-    raise OutputLocationError(what)
+        raise ObjectStoreUnavailableError(server_error(response.status, _code(response), method, uri))
+    raise OutputLocationError(f"S3 answered {response.status} {_code(response) or ''} to {method} {uri}")

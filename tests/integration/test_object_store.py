@@ -2,12 +2,14 @@
 
 pyarrow's S3 filesystem checks the server from outside Spark; a tiny PySpark app submitted through
 SparkBatchSubmitter writes Parquet to s3a:// with the S3A settings of the stack's ``aws`` connection
-(carried in the private job file) and pyarrow reads exactly those rows back. Conditional puts are
+(carried in the private job file), reports the timeouts and retries its S3A file system got (the
+package's, and the task's own conf where it gives one), and pyarrow reads exactly those rows back. Conditional puts are
 sent as signed requests (pyarrow cannot send If-None-Match).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import textwrap
@@ -22,6 +24,8 @@ import pytest
 
 import devstack
 from airflow_kafka_offsets.hooks.object_storage import ObjectStorageHook
+from airflow_kafka_offsets.object_storage.access import s3a_spark_conf
+from airflow_kafka_offsets.object_storage.deadlines import S3A_DEADLINES
 from airflow_kafka_offsets.runtime import settings_runner
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from devstack.info import S3_CONN_ID
@@ -118,11 +122,16 @@ APP = textwrap.dedent(
     spark = SparkSession.builder.getOrCreate()
     with open(sys.argv[sys.argv.index("--job-file") + 1], encoding="utf-8") as handle:
         job = json.load(handle)
-    apply_private_conf(job, spark.sparkContext._jsc.hadoopConfiguration())
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    apply_private_conf(job, hadoop)
     rows = [(i, f"id-{i}") for i in range(job["rows"])]
     spark.createDataFrame(rows, "id long, name string").repartition(3).write.parquet(job["output"])
     back = spark.read.parquet(job["output"])
     print(f"s3a-app: wrote and read back {back.count()} rows", flush=True)
+    # the S3A file system that wrote them (Hadoop's cache hands back the same one) and its settings
+    fs = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(job["output"]).getFileSystem(hadoop)
+    settings = {key: fs.getConf().get(key) for key in job["keys"]}
+    print("s3a-app: " + json.dumps({"class": fs.getClass().getName(), "settings": settings}), flush=True)
     spark.stop()
     """
 )
@@ -134,16 +143,23 @@ def test_spark_writes_parquet_to_s3a_with_the_connections_key_and_pyarrow_reads_
     app = tmp_path / "s3a_app.py"
     app.write_text(APP)
     prefix = f"{stack.s3_bucket}/spark/{uuid.uuid4().hex}"
+    mine = {"spark.hadoop.fs.s3a.retry.limit": "2"}  # the task's own conf: it wins over the package's deadlines
+    private = s3a_spark_conf(ObjectStorageHook(S3_CONN_ID).get_conn(), mine)
     settings = SparkSettings(
-        jars=(*stack.connector_jars, *stack.s3a_jars),
-        application=str(app),
-        private_conf=ObjectStorageHook(S3_CONN_ID).get_spark_conf(),
+        jars=(*stack.connector_jars, *stack.s3a_jars), application=str(app), conf=mine, private_conf=private
     )
     job = {"pipeline": "s3a", "batch_id": 1, "attempt_id": uuid.uuid4().hex, "rows": 2500, "output": f"s3a://{prefix}"}
-    settings_runner(settings)(job)
+    settings_runner(settings)({**job, "keys": list(S3A_DEADLINES)})
 
     task_log = capsys.readouterr().out  # the hook logs spark-submit's command line and its output
     assert "s3a-app: wrote and read back 2500 rows" in task_log and "Spark-Submit cmd:" in task_log
+    (line,) = [line for line in task_log.splitlines() if "s3a-app: {" in line]
+    reported, _ = json.JSONDecoder().raw_decode(line.split("s3a-app: ", 1)[1])  # the log line may go on
+    assert "spark.hadoop.fs.s3a.retry.limit" not in private  # the task's own, from the command line
+    assert reported == {
+        "class": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "settings": {key: private.get(f"spark.hadoop.{key}", "2") for key in S3A_DEADLINES},
+    }
     assert stack.s3_secret_key and stack.s3_secret_key not in task_log
     fs = s3fs(stack)
     parts = [i.path for i in fs.get_file_info(pafs.FileSelector(prefix)) if i.path.endswith(".parquet")]

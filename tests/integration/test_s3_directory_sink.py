@@ -1,10 +1,11 @@
 """The directory sink on the stack's S3 server: published by a manifest, not a rename.
 
 Spark writes each attempt under its own prefix; the commit writes the batch's ``_manifest`` once
-(conditional put) in the ledger's commit. Two Spark batches: one whose commit dies after publishing
-and inside the ledger's transaction before it commits once, one that dies after publishing and is
-aborted. Two readers check every id exactly once: the package's (ledger, then manifest) and plain
-pyarrow listing the manifests under the output root.
+(conditional put) in the ledger's commit. Two Spark batches: one whose commit loses S3's answer to
+the manifest's put (the stack's fault proxy black-holes it), then dies after publishing and inside
+the ledger's transaction before it commits once, one that dies after publishing and is aborted.
+Two readers check every id exactly once: the package's (ledger, then manifest) and plain pyarrow
+listing the manifests under the output root.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ import pytest
 import devstack
 from airflow_kafka_offsets.core.model import BatchState
 from airflow_kafka_offsets.core.spec import build_spec
-from airflow_kafka_offsets.errors import OutputLocationError, SparkJobError
+from airflow_kafka_offsets.errors import ObjectStoreUnavailableError, OutputLocationError, SparkJobError
 from airflow_kafka_offsets.ledger import Ledger
+from airflow_kafka_offsets.object_storage.access import S3Access, s3_access
 from airflow_kafka_offsets.readers import committed_outputs, output_files, read_output
 from airflow_kafka_offsets.runtime import object_storage
 from airflow_kafka_offsets.service import faults
+from airflow_kafka_offsets.service.commit import commit_batch
 from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
 from airflow_kafka_offsets.service.operations.sweep import sweep
 from airflow_kafka_offsets.sinks import ManifestDirectorySink, Publication
+from devstack.toxiproxy_api import Client, Toxic
 from faults_harness.lake_readers import manifest_listing
 
 from .helpers import assert_exactly_once, produce, refused
@@ -36,6 +40,7 @@ from .pipeline import ACTOR, commit, commit_dies_at, operation_context, plan, re
 from .test_object_store import s3fs
 
 pytestmark = pytest.mark.integration
+ANSWER_TIMEOUT_S = 1  # the proxied connection's extra timeout: how long the lost answer is waited for
 
 
 def rows_listing_manifests(stack, prefix: str) -> tuple[list[str], list[dict]]:
@@ -56,6 +61,40 @@ def attempt_of(ledger: Ledger, pipeline: str, batch_id: int):
     return attempt
 
 
+class AnswerLostFromTheManifestPut(ManifestDirectorySink):
+    """The sink through the stack's fault proxy, whose S3 link stops S3's answers (toxiproxy's ``timeout``
+    toxic on the downstream) from the manifest's put on: S3 gets the put and stores the manifest, this
+    worker never hears so. Only this sink's connections pass the proxy."""
+
+    def __init__(self, root: str, access: S3Access, links: Client) -> None:
+        super().__init__(root, access)
+        self.links = links
+
+    def _send(self, method: str, uri: str, body: bytes = b"", headers: dict[str, str] | None = None):
+        if method == "PUT" and uri.endswith("/_manifest"):
+            self.links.add("s3", Toxic("answer-lost", "timeout", "downstream", {"timeout": 0}))
+        return super()._send(method, uri, body, headers)
+
+
+def commit_losing_the_put_answer(ledger: Ledger, spec, batch_id: int) -> tuple[str, float, str]:
+    """A commit of ``batch_id`` whose manifest put is answered into a black hole: its error, seconds, endpoint."""
+    proxied = devstack.start_toxiproxy()
+    links = Client(proxied.api_url)
+    connection = json.loads(proxied.env["AIRFLOW_CONN_KAFKA_OFFSETS_S3"])
+    extra = {**connection["extra"], "timeout": ANSWER_TIMEOUT_S}
+    access = s3_access("s3_proxied", connection["login"], connection["password"], extra)
+    sink = AnswerLostFromTheManifestPut(spec.output_root, access, links)
+    started = time.monotonic()
+    try:
+        with refused(ObjectStoreUnavailableError) as lost:
+            commit_batch(ledger, sink, spec.name, batch_id, ACTOR)
+    finally:
+        links.remove("s3", "answer-lost")
+    assert isinstance(lost.value, OSError)  # what retries of OSErrors still catch
+    assert connection["password"] not in str(lost.value)
+    return str(lost.value), time.monotonic() - started, connection["extra"]["endpoint_url"]
+
+
 def test_batches_publish_by_manifest_once_through_crashes_and_an_abort(stack, ledger, make_topic) -> None:
     topic = make_topic(partitions=2)
     base = f"{stack.s3_bucket}/{uuid.uuid4().hex}"
@@ -69,6 +108,27 @@ def test_batches_publish_by_manifest_once_through_crashes_and_an_abort(stack, le
     read(ledger, spec, stack, outcome)
     attempt = attempt_of(ledger, spec.name, 1)
     assert attempt.staging_uri == f"s3://{base}/out/_staging/s3dir/batch=000000000001/{attempt.attempt_id}"
+    planned_cursors = ledger.cursors(spec.name)
+
+    # the manifest's put reaches S3, its answer does not: the try fails naming S3, the put and the timeout;
+    # the batch stays planned, and each next try finds the manifest published (a second put would be refused)
+    message, took, endpoint = commit_losing_the_put_answer(ledger, spec, 1)
+    print(f"lost answer: the commit try failed {took:.2f}s after it started: {message}")
+    assert message == (
+        f"S3 at {endpoint} did not answer PUT s3://{base}/out/s3dir/batch=000000000001/_manifest within 1 s (the "
+        "object storage connection's extra key timeout, default 10 s). Whether S3 applied the PUT is unknown; "
+        "nothing of this step is committed in the ledger (a batch being committed stays planned), and the next run "
+        "reads the manifest to find whether the batch was published, never twice. Next: check that this worker "
+        f"reaches S3 at {endpoint}, or raise timeout for a slow link, then retry the task"
+    )
+    assert ANSWER_TIMEOUT_S <= took < ANSWER_TIMEOUT_S + 10
+    with ledger.transaction() as tx:
+        rows = tx.fetchall(
+            "SELECT batch_id, state, records_committed, committed_at FROM {s}.batches WHERE pipeline = %s",
+            (spec.name,),
+        )
+    assert rows == [(1, "planned", None, None)]
+    assert ledger.cursors(spec.name) == planned_cursors
     for point in ("after_publish", "in_commit_transaction"):
         commit_dies_at(ledger, spec, 1, point)
         assert ledger.batch(spec.name, 1).state is BatchState.PLANNED

@@ -42,7 +42,14 @@ def test_the_connection_type_validates_against_airflows_provider_schema() -> Non
     assert entry == connection_type_info()
     assert entry["hook-class-name"] == f"{ObjectStorageHook.__module__}.{ObjectStorageHook.__qualname__}"
     assert ObjectStorageHook.conn_type == CONN_TYPE
-    assert set(entry["conn-fields"]) == {"endpoint_url", "region_name", "addressing_style", "aws_session_token"}
+    assert set(entry["conn-fields"]) == {
+        "endpoint_url",
+        "region_name",
+        "addressing_style",
+        "aws_session_token",
+        "timeout",
+        "s3a",
+    }
     assert all(field["description"] for field in FIELDS.values())
     assert FIELDS["aws_session_token"]["schema"]["format"] == "password"  # masked in the form
 
@@ -69,6 +76,23 @@ def test_addressing_style_from_the_form(style: str, endpoint: str | None, path_s
 
 def set_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, conn: dict[str, Any]) -> None:
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
+
+
+def test_the_form_stores_timeout_and_s3a_as_text_and_they_read_like_json_values() -> None:
+    """The form keeps every field as text; an ``aws`` connection written by hand may give numbers and an object."""
+    as_form = {"timeout": "2.5", "s3a": '{"fs.s3a.connection.timeout": "60000", "fs.s3a.retry.limit": 5}'}
+    by_hand = {"timeout": 2.5, "s3a": {"fs.s3a.retry.limit": "5", "fs.s3a.connection.timeout": 60000}}
+    ours = s3_access("lake", None, None, as_form)
+    assert ours == s3_access("lake", None, None, by_hand)
+    assert ours.request_timeout_s == 2.5
+    assert ours.s3a == (("fs.s3a.connection.timeout", "60000"), ("fs.s3a.retry.limit", "5"))
+    assert s3_access("lake", None, None, {"timeout": "", "s3a": ""}) == S3Access()  # empty fields: the defaults
+    # without a key, S3A's credential chain may be chosen here (an instance or web identity role)
+    role = {"s3a": {"fs.s3a.aws.credentials.provider": "x.WebIdentityTokenCredentialsProvider", "fs.s3a.x": True}}
+    assert s3_access("lake", None, None, role).s3a == (
+        ("fs.s3a.aws.credentials.provider", "x.WebIdentityTokenCredentialsProvider"),
+        ("fs.s3a.x", "true"),
+    )
 
 
 def test_the_hook_reads_both_types_through_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,6 +133,41 @@ def test_the_hook_reads_both_types_through_airflow(monkeypatch: pytest.MonkeyPat
         (
             {"conn_type": CONN_TYPE, "login": "K", "password": SECRET, "extra": {"addressing_style": "dns"}},
             "S3 connection 'lake' has addressing_style 'dns': use 'path', 'virtual' or 'auto'",
+        ),
+        (
+            {"conn_type": CONN_TYPE, "login": "K", "password": SECRET, "extra": {"timeout": "soon"}},
+            "S3 connection 'lake' has timeout 'soon': give a number of seconds above 0",
+        ),
+        (
+            {"conn_type": CONN_TYPE, "extra": {"s3a": '{"fs.s3a.connection.timeout": 60000'}},
+            "S3 connection 'lake' has s3a that is not JSON: give an object",
+        ),
+        (
+            {"conn_type": CONN_TYPE, "extra": {"s3a": {"spark.hadoop.fs.s3a.retry.limit": "5"}}},
+            "S3 connection 'lake' has s3a key 'spark.hadoop.fs.s3a.retry.limit': give Hadoop S3A settings (fs.s3a.*)",
+        ),
+        (
+            {"conn_type": CONN_TYPE, "login": "K", "password": SECRET, "extra": {"s3a": {"fs.s3a.secret.key": "x"}}},
+            "S3 connection 'lake' has fs.s3a.secret.key in s3a: the connection sets it from the secret access key "
+            "(password)",
+        ),
+        (
+            {"conn_type": CONN_TYPE, "extra": {"s3a": {"fs.s3a.endpoint": "http://other:9000"}}},
+            "S3 connection 'lake' has fs.s3a.endpoint in s3a: the connection sets it from endpoint_url",
+        ),
+        (
+            {
+                "conn_type": CONN_TYPE,
+                "login": "K",
+                "password": SECRET,
+                "extra": {"s3a": {"fs.s3a.aws.credentials.provider": "x.WebIdentityTokenCredentialsProvider"}},
+            },
+            "S3 connection 'lake' has fs.s3a.aws.credentials.provider in s3a: the connection sets it from the "
+            "access key id (login)",
+        ),
+        (
+            {"conn_type": CONN_TYPE, "extra": {"s3a": {"fs.s3a.retry.interval": 0.5}}},
+            "S3 connection 'lake' has s3a fs.s3a.retry.interval of type float: give text or a whole number",
         ),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +16,29 @@ from airflow_kafka_offsets.object_storage.access import (
     s3_access,
     s3a_spark_conf,
 )
+from airflow_kafka_offsets.runtime import spark_settings
 from airflow_kafka_offsets.spark import submit as spark_submit
+from airflow_kafka_offsets.spark.connect import hadoop_keys_bare, session_conf
 from airflow_kafka_offsets.spark.connection import SparkConnection
+from airflow_kafka_offsets.spark.options import SparkJobOptions
 from airflow_kafka_offsets.spark.settings import SparkSettings
 from airflow_kafka_offsets.spark.submit import SparkBatchSubmitter, SubmitPlan
 from airflow_kafka_offsets.spark.versions import ClusterSpark
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import apply_private_conf
 
 SECRET = "s3cr3t-Key/with+chars"
+# S3A's timeouts and retries as every connection gets them, in forms Hadoop 3.3 and 3.4+ read alike.
+DEADLINES = {
+    "spark.hadoop.fs.s3a.connection.establish.timeout": "15000",
+    "spark.hadoop.fs.s3a.connection.timeout": "30000",
+    "spark.hadoop.fs.s3a.connection.request.timeout": "180s",
+    "spark.hadoop.fs.s3a.connection.part.upload.timeout": "180s",
+    "spark.hadoop.fs.s3a.attempts.maximum": "1",
+    "spark.hadoop.fs.s3a.retry.limit": "3",
+    "spark.hadoop.fs.s3a.retry.interval": "500ms",
+}
+HADOOP = "spark.hadoop."
+TIMES = "\N{MULTIPLICATION SIGN}"
 # The shape `scripts/stack env` exports for the local S3 server (AIRFLOW_CONN_KAFKA_OFFSETS_S3).
 STACK_EXTRA = {
     "endpoint_url": "http://127.0.0.1:9000",
@@ -33,6 +49,7 @@ STACK_EXTRA = {
 
 def test_the_stacks_connection_maps_to_exact_s3a_settings() -> None:
     assert s3a_spark_conf(s3_access("s3", "AKOKEY", SECRET, STACK_EXTRA)) == {
+        **DEADLINES,
         "spark.hadoop.fs.s3a.path.style.access": "true",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.hadoop.fs.s3a.access.key": "AKOKEY",
@@ -57,11 +74,13 @@ def test_session_token_uses_temporary_credentials_and_keys_may_sit_in_the_extra(
 def test_aws_without_endpoint_uses_the_default_chain_and_virtual_hosts() -> None:
     assert s3_access("s3", None, None, {}) == S3Access()
     assert s3a_spark_conf(S3Access()) == {
+        **DEADLINES,
         "spark.hadoop.fs.s3a.path.style.access": "false",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
     }
     conf = s3a_spark_conf(s3_access("s3", None, None, {"region_name": "eu-west-1"}))
     assert conf == {
+        **DEADLINES,
         "spark.hadoop.fs.s3a.path.style.access": "false",
         "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
@@ -126,6 +145,56 @@ def test_the_app_sets_private_settings_without_the_spark_hadoop_prefix() -> None
     assert hadoop.values == {"fs.s3a.secret.key": SECRET}
     with pytest.raises(ValueError, match=r"private setting spark.driver.memory is not spark.hadoop"):
         apply_private_conf({"private_conf": {"spark.driver.memory": "1g"}}, hadoop)
+
+
+def test_the_tasks_spark_conf_wins_over_the_connections_s3a_which_wins_over_the_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In both execution modes: spark-submit puts the task's conf on the command line and the app applies
+    the private settings after it; a Connect session gets both as its conf, the private ones last."""
+    extra = {**STACK_EXTRA, "s3a": {"fs.s3a.retry.limit": "5", "fs.s3a.connection.timeout": "60000"}}
+    conn = {"conn_type": "aws", "login": "AKOKEY", "password": SECRET, "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    mine = {"spark.hadoop.fs.s3a.connection.timeout": "90000", "spark.hadoop.fs.s3a.attempts.maximum": "4"}
+    settings = spark_settings(SparkJobOptions(conf=mine), "s3://lake/out")
+    assert settings.conf == mine
+    assert {k: v for k, v in settings.private_conf.items() if k in DEADLINES} == {
+        "spark.hadoop.fs.s3a.connection.establish.timeout": "15000",
+        "spark.hadoop.fs.s3a.connection.request.timeout": "180s",
+        "spark.hadoop.fs.s3a.connection.part.upload.timeout": "180s",
+        "spark.hadoop.fs.s3a.retry.limit": "5",  # the connection's
+        "spark.hadoop.fs.s3a.retry.interval": "500ms",
+    }
+    submitted = FakeHadoopConf()
+    submitted.values.update(hadoop_keys_bare(mine))  # what spark-submit's --conf spark.hadoop.* set
+    apply_private_conf({"private_conf": dict(settings.private_conf)}, submitted)
+    for hadoop in (submitted.values, session_conf(settings)):
+        assert {k: hadoop[k.removeprefix("spark.hadoop.")] for k in DEADLINES} == {
+            **DEADLINES,
+            "spark.hadoop.fs.s3a.connection.timeout": "90000",
+            "spark.hadoop.fs.s3a.attempts.maximum": "4",
+            "spark.hadoop.fs.s3a.retry.limit": "5",
+        }
+    assert ObjectStorageHook().get_spark_conf()["spark.hadoop.fs.s3a.connection.timeout"] == "60000"
+
+
+def test_the_docs_state_the_deadlines_and_the_bounds_they_give() -> None:
+    """The table of docs/connections.md, and its worst cases computed from the values: S3A's tries times the
+    SDK's attempts times the wait, plus S3A's backoffs (interval x 2, 4, 8 ... at most x 1.5 each)."""
+    page = (Path(__file__).parents[2] / "docs" / "connections.md").read_text()
+    table = dict(re.findall(r"^\| `(fs\.s3a\.[a-z.]+)` \| `([^`]+)` \|", page, re.MULTILINE))
+    assert {HADOOP + k: v for k, v in table.items()} == DEADLINES
+    tries, attempts = int(table["fs.s3a.retry.limit"]) + 1, int(table["fs.s3a.attempts.maximum"]) + 1
+    interval_s = int(table["fs.s3a.retry.interval"].removesuffix("ms")) / 1000
+    backoff_s = sum(interval_s * 2 ** (retry + 1) * 1.5 for retry in range(tries - 1))
+    text = " ".join(page.split())
+    for wait_s in (
+        int(table["fs.s3a.connection.timeout"]) / 1000,
+        int(table["fs.s3a.connection.request.timeout"][:-1]),
+    ):
+        bound_s = tries * attempts * wait_s + backoff_s
+        product = f"{tries} {TIMES} {attempts} {TIMES} {wait_s:g} s + {backoff_s:g} s"
+        assert product in text and f"= {bound_s:g} s" in text
 
 
 LOCAL_SPARK = SparkConnection("spark_default", "spark", "local[2]")
