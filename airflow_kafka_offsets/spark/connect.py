@@ -34,6 +34,7 @@ from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.spark.connection import SparkConnection
 from airflow_kafka_offsets.spark.failures import MAX_EVIDENCE, FailureScanner, spark_job_error
 from airflow_kafka_offsets.spark.formats import with_registry_access
+from airflow_kafka_offsets.spark.keepalive import DEFAULT_KEEPALIVE, ConnectKeepalive
 from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF, SparkSettings
 from airflow_kafka_offsets.spark.versions import check_connect_client, worker_pyspark
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import HADOOP_PREFIX, PRIVATE_CONF, apply_private_conf
@@ -62,12 +63,15 @@ def endpoint(url: str) -> str:
     return urlsplit(url.split(";", 1)[0]).netloc
 
 
-def remote_session(url: str) -> Any:
+def remote_session(url: str, keepalive: ConnectKeepalive = DEFAULT_KEEPALIVE) -> Any:
     """A new session on the server, built with the Connect client's own builder (pyspark's generic one
-    marks the process Connect-only for good: see :func:`connect_mode`)."""
+    marks the process Connect-only for good: see :func:`connect_mode`), its channel pinging the server
+    while a call waits (:mod:`~airflow_kafka_offsets.spark.keepalive`)."""
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
     from pyspark.sql.connect.session import SparkSession
 
-    return SparkSession.builder.remote(url).create()
+    channel = DefaultChannelBuilder(url, keepalive.channel_options())
+    return SparkSession.builder.channelBuilder(channel).create()
 
 
 @contextmanager
@@ -249,8 +253,12 @@ class SparkConnectRunner:
                 f"{', '.join(ignored)} cannot be set with the Spark Connect connection {self.connection.conn_id!r}: "
                 "the server's own start decides them; drop them, or use a spark connection (spark-submit)"
             )
+        self.keepalive()  # a bad value is refused before anything is planned
         check_connect_client(worker_pyspark().version, server_version(url), endpoint(url))
         return url
+
+    def keepalive(self) -> ConnectKeepalive:
+        return ConnectKeepalive.from_extra(self.connection.conn_id, self.connection.extra)
 
     def kill(self) -> None:
         """Interrupt what the session runs on the server: the task was killed."""
@@ -285,7 +293,7 @@ class SparkConnectRunner:
     def _run(self, url: str, job: Mapping[str, Any]) -> dict[str, Any]:
         from airflow_kafka_offsets.spark_apps import kafka_range_batch as app
 
-        spark = remote_session(url)
+        spark = remote_session(url, self.keepalive())
         spark.client.set_retry_policies([_retry_policy()])
         with self._lock:
             self._session = spark

@@ -44,7 +44,7 @@ SPARK_PROCESS_KINDS = (
 S3_KINDS = ("s3_restart", "s3_blackhole")  # need the output on the stack's S3 server
 AVRO_KINDS = ("registry_cut",)  # need an Avro pipeline (its schema registry)
 REST_KINDS = ("catalog_restart",)  # need a sink in the stack's REST catalog (REST_SINKS)
-CONNECT_KINDS = ("connect_reset",)  # need the reads on the Spark Connect server (its link)
+CONNECT_KINDS = ("connect_reset", "connect_blackhole")  # need the reads on the Spark Connect server (its link)
 S3_COMMIT_KINDS = ("s3_lost_answer",)  # need a sink whose commit is a PUT to S3 (S3_COMMIT_SINKS)
 
 

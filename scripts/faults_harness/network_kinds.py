@@ -33,6 +33,9 @@ LEASE_ENV = "AIRFLOW__KAFKA_OFFSETS__ATTEMPT_LEASE_SECONDS"
 CONNECT_RESETS = {"brief": (0.5, 2.0), "outlasting": (10.0, 12.0)}
 """Seconds the Spark Connect link stays reset: within the client's retries, or past them (the package's
 policy retries 4 times with backoffs of at most 4 s: about 4.3 s, plus jitter)."""
+CONNECT_SILENT_BOUND_S = 200.0
+"""A read whose Connect link went silent must have failed by then: the keepalive ping's 20 + 10 s, then the
+client's retries, each waiting up to gRPC's 20 s for a connection that cannot be set up (a loaded machine)."""
 CONNECT_LOST = ("the Spark Connect server at", "did not answer")
 """What a read says when the Connect server did not answer (``spark.connect.connect_job_error``)."""
 
@@ -99,6 +102,20 @@ def connect_reset(pipe: Pipeline) -> Fault:
     return bound_checked(pipe, fault, bounded, None if variant == "brief" else connect_lost)
 
 
+def connect_blackhole(pipe: Pipeline) -> Fault:
+    """The Spark Connect link black-holed both ways mid-batch (toxiproxy's ``timeout`` toxic: nothing passes,
+    nothing is closed, TCP stays up) until the try ended: only the channel's keepalive pings can tell the
+    server is gone. The try must fail saying the Connect server did not answer, within its bound (never
+    hang); the next try reads the batch once."""
+
+    def inject(links: Links) -> str:
+        links.add("spark_connect", both_ways("blackhole", "timeout", timeout=0))
+        return "Spark Connect link black-holed until the try ended"
+
+    fault, bounded = during_read(pipe, "Spark Connect link black-holed mid-batch", inject, CONNECT_SILENT_BOUND_S)
+    return bound_checked(pipe, fault, bounded, connect_lost)
+
+
 def connect_lost(worker: Worker) -> str | None:
     """A try whose Connect link stayed reset past the client's retries must fail naming the server."""
     if worker.ok or not all(words in str(worker.error) for words in CONNECT_LOST):
@@ -132,6 +149,7 @@ NETWORK_KINDS: dict[str, Callable[[Pipeline], Fault]] = {
     "ledger_blackhole": ledger_blackhole,
     "kafka_cut": kafka_cut,
     "connect_reset": connect_reset,
+    "connect_blackhole": connect_blackhole,
     "slow_ledger": slow_ledger,
     **SERVICE_KINDS,  # s3_blackhole (--storage s3), registry_cut (--avro)
 }

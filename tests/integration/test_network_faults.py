@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from faults_harness.__main__ import run
+from faults_harness.__main__ import CONNECT_KINDS, run
 from faults_harness.network_kinds import NETWORK_KINDS
 
 # Serial: it cuts links through the stack's fault proxy and bounds how long a silent ledger costs.
@@ -68,7 +68,7 @@ def test_each_network_fault_kind_commits_the_batch_once(stack, spark_connect, tm
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("kind", [kind for kind in NETWORK_KINDS if kind != "connect_reset"])
+@pytest.mark.parametrize("kind", [kind for kind in NETWORK_KINDS if kind not in CONNECT_KINDS])
 def test_each_network_fault_kind_through_spark_submit_commits_the_batch_once(stack, tmp_path, kind):
     """The reads through spark-submit: its driver and executors reach Kafka, S3 and the registry through the
     proxy by the worker's connections (connect_reset has no link to cut there)."""

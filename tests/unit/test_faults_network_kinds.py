@@ -31,6 +31,7 @@ def test_the_service_kinds_are_network_kinds_each_naming_what_it_needs() -> None
         "ledger_blackhole",
         "kafka_cut",
         "connect_reset",
+        "connect_blackhole",
         "slow_ledger",
         "s3_blackhole",
         "registry_cut",
