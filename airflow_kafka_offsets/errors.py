@@ -163,6 +163,10 @@ class OutputLocationError(KafkaOffsetsError):
     """An output path is not usable (escapes the output root, not writable, wrong scheme)."""
 
 
+class SparkKafkaUnavailableError(SparkJobError, KafkaUnavailableError):
+    """Spark's Kafka client gave up on the brokers while it read the batch (unreachable, partitioned, too slow)."""
+
+
 class SparkObjectStoreError(SparkJobError, OutputLocationError):
     """S3 refused Spark's key at the output location, or its bucket does not exist."""
 

@@ -20,6 +20,7 @@ from airflow_kafka_offsets.errors import (
     SparkDataLossError,
     SparkExecutorLostError,
     SparkJobError,
+    SparkKafkaUnavailableError,
     SparkObjectStoreError,
     SparkOutOfMemoryError,
     SparkVersionMismatchError,
@@ -38,6 +39,7 @@ class FailureKind(str, Enum):
     VERSION_MISMATCH = "version_mismatch"
     OUT_OF_MEMORY = "out_of_memory"
     EXECUTOR_LOST = "executor_lost"
+    KAFKA_UNAVAILABLE = "kafka_unavailable"  # last: any cause above it says more
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,14 @@ _RULES: tuple[tuple[FailureKind, tuple[str, ...], str, str], ...] = (
         "look up the executor in the cluster manager's logs (memory limits, preemption, node failure); retry the "
         "task, which replays the same batch",
     ),
+    (
+        FailureKind.KAFKA_UNAVAILABLE,
+        ("org.apache.kafka.common.errors.TimeoutException",),
+        "Spark's Kafka client gave up waiting for the brokers while it read the batch (unreachable from Spark's "
+        "driver or executors, partitioned, or too slow); nothing of the batch was committed",
+        "check that Spark's driver and executors reach the brokers in bootstrap.servers and the addresses the "
+        "brokers advertise, then retry the task, which replays the same batch",
+    ),
 )
 
 
@@ -275,6 +285,7 @@ _ERROR_CLASSES: Mapping[FailureKind, type[SparkJobError]] = {
     FailureKind.VERSION_MISMATCH: SparkVersionMismatchError,
     FailureKind.OUT_OF_MEMORY: SparkOutOfMemoryError,
     FailureKind.EXECUTOR_LOST: SparkExecutorLostError,
+    FailureKind.KAFKA_UNAVAILABLE: SparkKafkaUnavailableError,
 }
 _EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
 

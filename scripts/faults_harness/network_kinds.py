@@ -33,6 +33,9 @@ LEASE_ENV = "AIRFLOW__KAFKA_OFFSETS__ATTEMPT_LEASE_SECONDS"
 CONNECT_RESETS = {"brief": (0.5, 2.0), "outlasting": (10.0, 12.0)}
 """Seconds the Spark Connect link stays reset: within the client's retries, or past them (the package's
 policy retries 4 times with backoffs of at most 4 s: about 4.3 s, plus jitter)."""
+KAFKA_SILENT_BOUND_S = 400.0
+"""A read whose Kafka link went silent must have failed by then (the Kafka consumer's poll timeout in Spark,
+``spark.network.timeout``'s 120 s by default, on a loaded machine)."""
 CONNECT_SILENT_BOUND_S = 200.0
 """A read whose Connect link went silent must have failed by then: the keepalive ping's 20 + 10 s, then the
 client's retries, each waiting up to gRPC's 20 s for a connection that cannot be set up (a loaded machine)."""
@@ -84,6 +87,23 @@ def kafka_cut(pipe: Pipeline) -> Fault:
 
     fault, bounded = during_read(pipe, "Kafka link cut during the Spark read", inject, READ_BOUND_S)
     return bound_checked(pipe, fault, bounded)
+
+
+def kafka_blackhole(pipe: Pipeline) -> Fault:
+    """The Kafka link black-holed both ways during the Spark read (nothing passes, TCP stays up) until the try
+    ended: the Kafka clients' own timeouts must end the read with an error, never a hang; the next try reads
+    the batch once."""
+
+    def inject(links: Links) -> str:
+        links.add("kafka", both_ways("blackhole", "timeout", timeout=0))
+        return "Kafka link black-holed until the try ended"
+
+    fault, bounded = during_read(pipe, "Kafka link black-holed during the Spark read", inject, KAFKA_SILENT_BOUND_S)
+
+    def judge(worker: Worker) -> str | None:
+        return "a read whose Kafka link stayed silent should fail" if worker.ok else None
+
+    return bound_checked(pipe, fault, bounded, judge)
 
 
 def connect_reset(pipe: Pipeline) -> Fault:
@@ -148,6 +168,7 @@ def slow_ledger(pipe: Pipeline) -> Fault:
 NETWORK_KINDS: dict[str, Callable[[Pipeline], Fault]] = {
     "ledger_blackhole": ledger_blackhole,
     "kafka_cut": kafka_cut,
+    "kafka_blackhole": kafka_blackhole,
     "connect_reset": connect_reset,
     "connect_blackhole": connect_blackhole,
     "slow_ledger": slow_ledger,

@@ -32,5 +32,7 @@ def test_the_network_kinds_settings_are_the_codes() -> None:
     assert f"for {hold} s, then healed" in row["s3_blackhole"]
     assert f"within {service_links.S3_BOUND_S:.0f} s" in row["s3_blackhole"]
     assert f"within {service_links.REGISTRY_BOUND_S:.0f} s" in row["registry_cut"]
+    assert f"fail within {network_kinds.KAFKA_SILENT_BOUND_S:.0f} s" in row["kafka_blackhole"]
+    assert f"fail within {network_kinds.CONNECT_SILENT_BOUND_S:.0f} s" in row["connect_blackhole"]
     for low, high in network_kinds.CONNECT_RESETS.values():
         assert f"for {low:g}-{high:g} s" in row["connect_reset"]

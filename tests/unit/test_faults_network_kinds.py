@@ -30,6 +30,7 @@ def test_the_service_kinds_are_network_kinds_each_naming_what_it_needs() -> None
     assert list(NETWORK_KINDS) == [
         "ledger_blackhole",
         "kafka_cut",
+        "kafka_blackhole",
         "connect_reset",
         "connect_blackhole",
         "slow_ledger",

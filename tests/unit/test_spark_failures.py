@@ -12,9 +12,11 @@ import pytest
 
 from airflow_kafka_offsets.errors import (
     NOT_RETRYABLE,
+    KafkaUnavailableError,
     SparkAuthenticationError,
     SparkConnectorMissingError,
     SparkJobError,
+    SparkKafkaUnavailableError,
     SparkObjectStoreError,
 )
 from airflow_kafka_offsets.spark.failures import FailureKind, FailureScanner, classify, merge_spans, spark_job_error
@@ -308,3 +310,25 @@ def test_an_unknown_failure_keeps_its_root_cause_in_the_error_and_on_the_excepti
         known.feed(line)
     error = spark_job_error({"batch_id": 3, "pipeline": "orders"}, known, "")
     assert type(error) is SparkObjectStoreError and error.root_cause.startswith("software.amazon.awssdk")
+
+
+KAFKA_SILENT = """\
+pyspark.errors.exceptions.connect.SparkConnectGrpcException: (java.util.concurrent.ExecutionException) \
+org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment. Call: listNodes
+"""
+
+
+def test_brokers_that_stopped_answering_are_named_with_the_next_step_and_retried():
+    failure = classify(KAFKA_SILENT.splitlines())
+    assert failure.kind is FailureKind.KAFKA_UNAVAILABLE
+    assert failure.cause.startswith("Spark's Kafka client gave up waiting for the brokers while it read the batch")
+    assert "the addresses the brokers advertise" in failure.next_step
+    error = spark_job_error({"batch_id": 4, "pipeline": "p"}, scanner_of(KAFKA_SILENT), "")
+    assert isinstance(error, SparkKafkaUnavailableError) and isinstance(error, KafkaUnavailableError)
+    assert not isinstance(error, NOT_RETRYABLE)
+    assert str(error).startswith("Spark job for batch 4 of pipeline 'p' failed: Spark's Kafka client gave up")
+
+
+def test_authentication_outranks_the_timeout_it_causes():
+    lines = [*KAFKA_SILENT.splitlines(), "org.apache.kafka.common.errors.SaslAuthenticationException: bad"]
+    assert classify(lines).kind is FailureKind.AUTHENTICATION
