@@ -29,7 +29,7 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[2])
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
@@ -51,7 +51,7 @@ def group_members(pgid: int) -> list[int]:
 def group_runs(pgid: int, marker: str, program: str | None = None) -> bool:
     """A live member of the group has ``marker`` in its command line (and runs ``program``)."""
     for pid in group_members(pgid):
-        line = _cmdline(pid)
+        line = cmdline(pid)
         if marker in line and (program is None or Path(line.split(" ", 1)[0]).name.startswith(program)):
             return True
     return False
@@ -76,7 +76,7 @@ def kill_leftovers(pgid: int, timeout: float = 10.0) -> None:
     """SIGKILL what is left of a worker's process group (an orphaned Spark job), checking each
     process's command line, since the group's leader is gone and its number could be reused."""
     for pid in group_members(pgid):
-        if any(marker in _cmdline(pid) for marker in OURS):
+        if any(marker in cmdline(pid) for marker in OURS):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

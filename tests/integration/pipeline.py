@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +30,7 @@ from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import Sink
 from airflow_kafka_offsets.spark.runner import BatchRunner
 from airflow_kafka_offsets.spark.settings import SparkSettings
+from faults_harness.procs import SPARK_APP_MARKER, SPARK_SUBMIT_MARKER, cmdline
 
 ACTOR = Actor(dag_id="tests", run_id="manual")
 # The Spark connection of read() and run_once() when a test names none. A module whose subject is
@@ -127,3 +134,57 @@ def commit_dies_at(ledger: Ledger, spec: PipelineSpec, batch_id: int, point: str
             commit(ledger, spec, batch_id)
     finally:
         faults._observers.pop()
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process under ``root`` (by /proc's parent ids)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(f"/proc/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def spark_processes() -> list[int]:
+    """This process's spark-submit JVMs and their PySpark drivers."""
+    markers = (SPARK_SUBMIT_MARKER, SPARK_APP_MARKER)
+    found = []
+    for pid in _descendants(os.getpid()):
+        if any(marker in cmdline(pid) for marker in markers):
+            found.append(pid)
+    return found
+
+
+def read_killed_in_spark(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome) -> Exception:
+    """The read through spark-submit, its JVM and PySpark driver SIGKILLed once the app runs its attempt
+    (a dying executor host, an OOM killer): the error the read raised."""
+    raised: list[Exception] = []
+
+    def run() -> None:
+        try:
+            read(ledger, spec, stack, outcome, conn_id="spark_default")
+        except Exception as exc:
+            raised.append(exc)
+
+    reader = threading.Thread(target=run, name="read-to-kill")
+    reader.start()
+    deadline = time.monotonic() + 240
+    while not any(SPARK_APP_MARKER in cmdline(pid) for pid in spark_processes()):
+        assert reader.is_alive() and time.monotonic() < deadline, f"the Spark app never ran: {raised}"
+        time.sleep(0.05)
+    time.sleep(1.0)  # its read under way
+    for pid in spark_processes():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    reader.join(120)
+    assert not reader.is_alive() and raised, "the read outlived its Spark"
+    return raised[0]

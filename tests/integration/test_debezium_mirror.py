@@ -4,7 +4,9 @@ package's batches -> an Iceberg mirror table read with PyIceberg, or a Delta one
 The stack's CDC source (``devstack.start_cdc()``, as ``scripts/stack up --cdc``): Debezium 3.6.1 with the
 pgoutput plugin, JSON with the embedded schema. A workload of inserts, updates, deletes and a primary key
 update runs on the source table in waves; after each committed batch the mirror equals the source table
-as of that batch, row for row; one commit dies between the table's commit and the ledger's first.
+as of that batch, row for row; one commit dies between the table's commit and the ledger's first, and a
+later batch's Spark (spark-submit) is SIGKILLed mid-read, then its retry's commit dies inside the ledger's
+transaction.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from confluent_kafka import KafkaException, TopicPartition
 import devstack
 from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.errors import SparkJobError
 from airflow_kafka_offsets.ledger import Ledger
 from faults_harness import lake_readers
 
-from .pipeline import commit, commit_dies_at, plan, read, run_once
+from .pipeline import commit, commit_dies_at, plan, read, read_killed_in_spark, run_once
 
 pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
@@ -152,9 +155,22 @@ def test_a_postgres_table_through_debezium_lands_as_a_mirror_equal_to_it_after_e
     assert commit(ledger, spec, outcome.plan.batch_id).committed_now
     assert mirror(stack, ledger, spec) == rows(source, table)
 
-    # wave 3: deletes of most rows, an update of a moved key
+    # wave 3: deletes of most rows, an update of a moved key; Spark (spark-submit) SIGKILLed once its app runs, the
+    # retry (on the Connect server) read, its commit killed inside the ledger's transaction, then committed
     run([f"DELETE FROM {table} WHERE id < 10", f"UPDATE {table} SET qty = 0 WHERE id = 120"], 2 * 8 + 1)
-    run_once(ledger, spec, stack)
+    before = mirror(stack, ledger, spec)
+    outcome = plan(ledger, spec, stack)
+    killed = read_killed_in_spark(ledger, spec, stack, outcome)
+    assert isinstance(killed, SparkJobError), killed
+    assert ledger.batch(spec.name, outcome.plan.batch_id).state is BatchState.PLANNED
+    assert mirror(stack, ledger, spec) == before  # nothing of the killed attempt reached the mirror
+    read(ledger, spec, stack, outcome)
+    commit_dies_at(ledger, spec, outcome.plan.batch_id, "in_commit_transaction")
+    assert ledger.batch(spec.name, outcome.plan.batch_id).state is BatchState.PLANNED
+    assert commit(ledger, spec, outcome.plan.batch_id).committed_now
+    with ledger.transaction() as tx:
+        attempts = sorted(a.state for a in tx.attempts(spec.name, [outcome.plan.batch_id]))
+    assert attempts == ["failed", "succeeded"], attempts  # the killed one, and the retry's
     final = rows(source, table)
     assert mirror(stack, ledger, spec) == final and 120 in final and 1 not in final
     positions = lake_readers.read_table(stack.pg_url(), ledger.schema, spec).column("_source_position").to_pylist()
