@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-import devstack
 from airflow_kafka_offsets.config import object_storage
 from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.errors import SparkVersionMismatchError
@@ -328,45 +327,6 @@ def test_sparks_own_table_readers_see_every_id_once_after_crashed_commits(
     assert len(rows) == 351
     assert [r["key"] for r in rows].count(FOREIGN_KEY) == 1
     assert_exactly_once([r for r in rows if r["key"] != FOREIGN_KEY], produced)
-
-
-@pytest.mark.integration
-def test_a_connect_server_older_than_the_workers_client_is_refused_before_anything_is_planned(
-    stack, ledger, make_topic, tmp_path, monkeypatch
-):
-    """The worker's client (pyspark 4.2) may drive servers of 4.2 and later only: a 4.0 server is
-    refused by the plan task's check, naming both versions and the pins to install; nothing planned."""
-    import pyspark
-
-    from airflow_kafka_offsets.operators.ingest import KafkaBatchPlanOperator
-
-    server = spark_lines.resolve("4.0")
-    already = devstack.status()["services"].get(f"spark_connect_{server}", {}).get("alive", False)
-    conn = devstack.start_spark_connect(server)
-    try:
-        monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_OLD", json.dumps(conn))
-        topic = make_topic(partitions=1)
-        produce(stack.bootstrap_servers, topic, 10, 1)
-        op = KafkaBatchPlanOperator(
-            task_id="plan",
-            pipeline="old_connect",
-            topics=topic,
-            output_root=str(tmp_path / "out"),
-            spark_conn_id="spark_connect_old",
-            ledger_schema=ledger.schema,
-        )
-        monkeypatch.setattr(KafkaBatchPlanOperator, "ledger", lambda self: ledger)
-        with refused(
-            SparkVersionMismatchError,
-            rf"server at localhost:{conn['port']} runs Spark {server} but this worker's client is pyspark "
-            rf"{pyspark.__version__}, .* install pyspark=={server} and pyspark-client=={server}",
-        ):
-            op.execute({"dag_run": None, "ti": None})
-        with ledger.transaction() as tx:
-            assert tx.fetchall("SELECT name FROM {s}.pipelines", ()) == []
-    finally:
-        if not already:
-            devstack.stop_spark_connect(server)
 
 
 @pytest.mark.integration

@@ -4,7 +4,8 @@ A Spark connection names a bare ``spark-submit`` found on PATH, so the test runs
 way (SPARK_HOME unset) and checks that the JVM and the Python side of a PySpark app, driver and
 executor, are that line. Then a Spark Connect server of the 4.1 line with a client of its own line
 (a Connect client must not be newer than its server, and the worker's client is 4.2): it answers
-with its version and reads Kafka through its line's connector. A home installs once per machine
+with its version and reads Kafka through its line's connector, and the worker's own client is refused by
+it before anything is planned. A home installs once per machine
 (about 40 s from PyPI, then cached); the rest takes about a minute on 2 cores.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,9 +22,11 @@ from pathlib import Path
 import pytest
 
 import devstack
+from airflow_kafka_offsets.errors import SparkVersionMismatchError
+from airflow_kafka_offsets.ledger import Ledger
 from devstack import jars, procs, spark_connect, spark_lines, state
 
-from .helpers import produce
+from .helpers import produce, refused
 
 # Variables that would make a spark-submit run another Spark home, skip its conf/spark-env.sh or
 # start a Connect session: a Spark connection's environment has none of them.
@@ -75,7 +79,39 @@ spark.stop()
 """
 
 
-def test_a_connect_server_of_the_41_line(stack: devstack.StackInfo, make_topic, tmp_path: Path) -> None:
+def older_server_is_refused_before_anything_is_planned(
+    conn: dict, version: str, ledger: Ledger, topic: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's own client (pyspark 4.2) may drive servers of 4.2 and later only: this server is refused by
+    the plan task's check, naming both versions and the pins to install; nothing is planned."""
+    import pyspark
+
+    from airflow_kafka_offsets.operators.ingest import KafkaBatchPlanOperator
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_OLD", json.dumps(conn))
+    op = KafkaBatchPlanOperator(
+        task_id="plan",
+        pipeline="old_connect",
+        topics=topic,
+        output_root=str(tmp_path / "out"),
+        spark_conn_id="spark_connect_old",
+        ledger_schema=ledger.schema,
+    )
+    monkeypatch.setattr(KafkaBatchPlanOperator, "ledger", lambda self: ledger)
+    with refused(
+        SparkVersionMismatchError,
+        rf"server at localhost:{conn['port']} runs Spark {re.escape(version)} but this worker's client is pyspark "
+        rf"{re.escape(pyspark.__version__)}, .* install pyspark=={re.escape(version)} and "
+        rf"pyspark-client=={re.escape(version)}",
+    ):
+        op.execute({"dag_run": None, "ti": None})
+    with ledger.transaction() as tx:
+        assert tx.fetchall("SELECT name FROM {s}.pipelines", ()) == []
+
+
+def test_a_connect_server_of_the_41_line(
+    stack: devstack.StackInfo, ledger: Ledger, make_topic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     version = "4.1.2"
     service = f"spark_connect_{version}"
     already_running = devstack.status()["services"].get(service, {}).get("alive", False)
@@ -105,6 +141,7 @@ def test_a_connect_server_of_the_41_line(stack: devstack.StackInfo, make_topic, 
         assert run.returncode == 0, run.stderr[-3000:]
         assert json.loads(run.stdout.strip().splitlines()[-1]) == {"client": version, "server": version, "records": 3}
         assert f"Running Spark version {version}" in Path(record["log"]).read_text(errors="replace")
+        older_server_is_refused_before_anything_is_planned(conn, version, ledger, topic, tmp_path, monkeypatch)
     finally:
         if not already_running:
             devstack.stop_spark_connect("4.1")
