@@ -155,6 +155,8 @@ def test_the_tasks_spark_conf_wins_over_the_connections_s3a_which_wins_over_the_
     extra = {**STACK_EXTRA, "s3a": {"fs.s3a.retry.limit": "5", "fs.s3a.connection.timeout": "60000"}}
     conn = {"conn_type": "aws", "login": "AKOKEY", "password": SECRET, "extra": extra}
     monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(conn))
+    # the default connection id, even where a stack's environment names its own (another test set it up)
+    monkeypatch.setenv("AIRFLOW__KAFKA_OFFSETS__OBJECT_STORAGE_CONN_ID", "aws_default")
     mine = {"spark.hadoop.fs.s3a.connection.timeout": "90000", "spark.hadoop.fs.s3a.attempts.maximum": "4"}
     settings = spark_settings(SparkJobOptions(conf=mine), "s3://lake/out")
     assert settings.conf == mine
