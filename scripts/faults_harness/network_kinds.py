@@ -89,21 +89,29 @@ def kafka_cut(pipe: Pipeline) -> Fault:
     return bound_checked(pipe, fault, bounded)
 
 
-def kafka_blackhole(pipe: Pipeline) -> Fault:
-    """The Kafka link black-holed both ways during the Spark read (nothing passes, TCP stays up) until the try
-    ended: the Kafka clients' own timeouts must end the read with an error, never a hang; the next try reads
-    the batch once."""
+def silenced_during_read(
+    pipe: Pipeline, proxy: str, what: str, bound_s: float, judge: Callable[[Worker], str | None]
+) -> Fault:
+    """``proxy``'s link black-holed both ways once the Spark attempt runs (toxiproxy's ``timeout`` toxic:
+    nothing passes, nothing is closed, TCP stays up) until the try ended; the try is bound-checked, then
+    ``judged``."""
 
     def inject(links: Links) -> str:
-        links.add("kafka", both_ways("blackhole", "timeout", timeout=0))
-        return "Kafka link black-holed until the try ended"
+        links.add(proxy, both_ways("blackhole", "timeout", timeout=0))
+        return f"{what} link black-holed until the try ended"
 
-    fault, bounded = during_read(pipe, "Kafka link black-holed during the Spark read", inject, KAFKA_SILENT_BOUND_S)
+    fault, bounded = during_read(pipe, f"{what} link black-holed mid-read", inject, bound_s)
+    return bound_checked(pipe, fault, bounded, judge)
+
+
+def kafka_blackhole(pipe: Pipeline) -> Fault:
+    """The Kafka link silenced during the Spark read until the try ended: the Kafka clients' own timeouts must
+    end the read with an error, never a hang; the next try reads the batch once."""
 
     def judge(worker: Worker) -> str | None:
         return "a read whose Kafka link stayed silent should fail" if worker.ok else None
 
-    return bound_checked(pipe, fault, bounded, judge)
+    return silenced_during_read(pipe, "kafka", "Kafka", KAFKA_SILENT_BOUND_S, judge)
 
 
 def connect_reset(pipe: Pipeline) -> Fault:
@@ -123,17 +131,10 @@ def connect_reset(pipe: Pipeline) -> Fault:
 
 
 def connect_blackhole(pipe: Pipeline) -> Fault:
-    """The Spark Connect link black-holed both ways mid-batch (toxiproxy's ``timeout`` toxic: nothing passes,
-    nothing is closed, TCP stays up) until the try ended: only the channel's keepalive pings can tell the
-    server is gone. The try must fail saying the Connect server did not answer, within its bound (never
-    hang); the next try reads the batch once."""
-
-    def inject(links: Links) -> str:
-        links.add("spark_connect", both_ways("blackhole", "timeout", timeout=0))
-        return "Spark Connect link black-holed until the try ended"
-
-    fault, bounded = during_read(pipe, "Spark Connect link black-holed mid-batch", inject, CONNECT_SILENT_BOUND_S)
-    return bound_checked(pipe, fault, bounded, connect_lost)
+    """The Spark Connect link silenced mid-batch until the try ended: only the channel's keepalive pings can
+    tell the server is gone. The try must fail saying the Connect server did not answer, within its bound
+    (never hang); the next try reads the batch once."""
+    return silenced_during_read(pipe, "spark_connect", "Spark Connect", CONNECT_SILENT_BOUND_S, connect_lost)
 
 
 def connect_lost(worker: Worker) -> str | None:

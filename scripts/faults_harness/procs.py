@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devstack.procs import cmdline
 from faults_harness.worker import ERROR_PREFIX, RESULT_PREFIX
 
 SCRIPTS = Path(__file__).resolve().parents[1]
@@ -27,13 +28,6 @@ def _stat(pid: int) -> tuple[str, int] | None:
         return None
     fields = raw[raw.rindex(")") + 2 :].split()
     return fields[0], int(fields[2])
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def group_members(pgid: int) -> list[int]:

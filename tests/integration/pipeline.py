@@ -30,7 +30,8 @@ from airflow_kafka_offsets.service.read import run_batch
 from airflow_kafka_offsets.sinks import Sink
 from airflow_kafka_offsets.spark.runner import BatchRunner
 from airflow_kafka_offsets.spark.settings import SparkSettings
-from faults_harness.procs import SPARK_APP_MARKER, SPARK_SUBMIT_MARKER, cmdline
+from devstack.procs import cmdline
+from faults_harness.procs import SPARK_APP_MARKER, SPARK_SUBMIT_MARKER
 
 ACTOR = Actor(dag_id="tests", run_id="manual")
 # The Spark connection of read() and run_once() when a test names none. A module whose subject is
@@ -157,11 +158,7 @@ def _descendants(root: int) -> list[int]:
 def spark_processes() -> list[int]:
     """This process's spark-submit JVMs and their PySpark drivers."""
     markers = (SPARK_SUBMIT_MARKER, SPARK_APP_MARKER)
-    found = []
-    for pid in _descendants(os.getpid()):
-        if any(marker in cmdline(pid) for marker in markers):
-            found.append(pid)
-    return found
+    return [pid for pid in _descendants(os.getpid()) if any(marker in cmdline(pid) for marker in markers)]
 
 
 def read_killed_in_spark(ledger: Ledger, spec: PipelineSpec, stack, outcome: PlanOutcome) -> Exception:
