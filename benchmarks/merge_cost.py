@@ -11,9 +11,14 @@ last change per key as Spark computes it for a batch (70% updates, 15% deletes, 
 spread ``uniform`` over every key. Each contender applies the same change set to the table's same state
 (the table is set back to it between them):
 
-- ``package``: the commit step's merge (Iceberg: ``sinks.iceberg_merge.merge``, a copy-on-write overwrite
-  of the files whose key statistics may hold a changed key; Delta: ``sinks.delta_merge.merge``, delta-rs's
-  MERGE), in this process as the Airflow worker runs it;
+- ``package_spark`` (Iceberg, with a Spark line): the package's merge as a batch runs it: Spark rewrites the
+  files holding a changed key (``spark_apps/kafka_batch_rewrite.py``, by the line's spark-submit in
+  ``local[2]``, a cold JVM; ``statement_s`` is the rewrite alone), then the commit step swaps them in from their
+  footers (``commit_s``, in this process as the Airflow worker runs it). It runs first, so its
+  ``process_peak_rss_mib`` is the worker's own;
+- ``package``: the commit step's merge in this process (Iceberg: ``sinks.iceberg_merge.merge`` without Spark's
+  rewrites, a copy-on-write overwrite of the files whose key statistics may hold a changed key, as when the
+  table moved since Spark's; Delta: ``sinks.delta_merge.merge``, delta-rs's MERGE, as every Delta batch);
 - ``full_rewrite``: the whole table read, the changes applied, the table overwritten;
 - ``spark_merge_into``: Spark's ``MERGE INTO`` (iceberg-spark-runtime through Iceberg's JdbcCatalog on the
   same catalog, copy-on-write; delta-spark) by the line's spark-submit (``local[2]``, a cold JVM). Its
@@ -48,7 +53,9 @@ from airflow_kafka_offsets.core.spec import build_spec
 from airflow_kafka_offsets.sinks import delta_merge, iceberg_merge
 from airflow_kafka_offsets.sinks.change_set import put_rows
 from airflow_kafka_offsets.sinks.schema import mirror_schema
+from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
 from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_package
+from airflow_kafka_offsets.spark_apps import kafka_batch_contract
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
 from benchmarks.common import say
 from devstack import spark_lines
@@ -73,6 +80,17 @@ spark.sql(
     f"WHEN NOT MATCHED AND NOT c._deleted THEN INSERT {insert}"
 )
 print(json.dumps({"statement_s": time.perf_counter() - started}), flush=True)
+spark.stop()
+"""
+SPARK_REWRITE_SCRIPT = """
+import json, sys, time
+from pyspark.sql import SparkSession
+import kafka_batch_rewrite
+job = json.load(open(sys.argv[1]))
+spark = SparkSession.builder.getOrCreate()
+started = time.perf_counter()
+report = kafka_batch_rewrite.rewrite_files(spark, job, spark.read.parquet(job["changes"]))
+print(json.dumps({"statement_s": time.perf_counter() - started, "report": report}), flush=True)
 spark.stop()
 """
 
@@ -156,10 +174,24 @@ class IcebergMirror:
         self.table = self.table.refresh()  # another writer (Spark) may have committed
         return self.table.scan(selected_fields=("qty",)).to_arrow().column("qty")
 
-    def package_merge(self, changes: pa.Table) -> None:
+    def package_merge(self, changes: pa.Table, rewrite: iceberg_merge.SparkRewrite | None = None) -> None:
         transaction = self.table.transaction()
-        iceberg_merge.merge(transaction, changes, KEY, {"kafka-offsets.operation": "commit"})
+        iceberg_merge.merge(transaction, changes, KEY, {"kafka-offsets.operation": "commit"}, rewrite)
         transaction.commit_transaction()
+
+    def package_spark(self, changes: pa.Table, run_spark: Any, staging: Path, changes_file: Path) -> dict[str, Any]:
+        """Spark's rewrite by spark-submit, then the commit from the rewrites' footers."""
+        self.table = self.table.refresh()
+        job = {
+            "staging_uri": str(staging),
+            "changes": str(changes_file),
+            "merge": {"key": list(KEY), "changes": "upsert", "rewrite": iceberg_merge.rewrite_job(self.table, KEY)},
+        }
+        said = run_spark(job)
+        started = time.perf_counter()
+        rewrite = iceberg_merge.spark_rewrite(str(staging), said["report"], parquet_files)
+        self.package_merge(changes, rewrite)
+        return {"statement_s": round(said["statement_s"], 2), "commit_s": round(time.perf_counter() - started, 2)}
 
     def full_rewrite(self, changes: pa.Table) -> None:
         self.table.overwrite(applied(self.table.scan().to_arrow(), changes))
@@ -233,31 +265,36 @@ def applied(current: pa.Table, changes: pa.Table) -> pa.Table:
     return pa.concat_tables([kept, puts.select(kept.column_names).cast(kept.schema)])
 
 
-def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdir: Path, changes: Path) -> float:
-    """Spark's MERGE INTO by spark-submit; the statement's own seconds."""
+def spark_submit(line: str, script_text: str, job: dict[str, Any], conf: dict[str, str], py_files: list[str]) -> Any:
+    """Run ``script_text`` with ``job`` by the line's spark-submit in ``local[2]``; the last JSON line it printed."""
     home = spark_lines.spark_home(spark_lines.resolve(line), quiet=True)
-    spark = spark_home_spark(home)
-    assert spark is not None
-    table_conf, target = mirror.spark(info, spark.version, str(workdir / "warehouse"))
     conf = {
         "spark.jars.ivy": str(Path.home() / ".cache" / "airflow-kafka-offsets" / "ivy"),
         "spark.ui.enabled": "false",
         "spark.master": "local[2]",
         "spark.driver.memory": "2g",
         "spark.sql.shuffle.partitions": "8",
-        **table_conf,
+        **DEFAULT_SPARK_CONF,
+        **conf,
     }
     with tempfile.TemporaryDirectory(prefix="ako-bench-merge-") as tmp:
         properties = Path(tmp) / "spark.properties"  # may hold the catalog's password: a private file, not argv
         properties.touch(mode=0o600)
         properties.write_text("".join(f"{key} {value}\n" for key, value in conf.items()))
-        job = Path(tmp) / "job.json"
-        columns = [name for name in pq.read_schema(changes).names if name != DELETED]
-        job.write_text(json.dumps({"table": target, "changes": str(changes), "columns": columns}))
-        script = Path(tmp) / "merge_into.py"
-        script.write_text(SPARK_SCRIPT)
+        job_file = Path(tmp) / "job.json"
+        job_file.write_text(json.dumps(job))
+        script = Path(tmp) / "script.py"
+        script.write_text(script_text)
+        shipped = ["--py-files", ",".join(py_files)] if py_files else []
         done = subprocess.run(
-            [str(home / "bin" / "spark-submit"), "--properties-file", str(properties), str(script), str(job)],
+            [
+                str(home / "bin" / "spark-submit"),
+                "--properties-file",
+                str(properties),
+                *shipped,
+                str(script),
+                str(job_file),
+            ],
             capture_output=True,
             text=True,
             env=spark_lines.submit_env(home),
@@ -265,9 +302,29 @@ def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdi
         )
     if done.returncode != 0:
         errors = [line for line in done.stderr.splitlines() if "Exception" in line or "Error" in line]
-        raise SystemExit("Spark's MERGE INTO failed:\n" + "\n".join(errors[-20:] or done.stderr.splitlines()[-40:]))
-    said = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return float(said[-1]["statement_s"])
+        raise SystemExit("Spark failed:\n" + "\n".join(errors[-20:] or done.stderr.splitlines()[-40:]))
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")][-1]
+
+
+def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdir: Path, changes: Path) -> float:
+    """Spark's MERGE INTO by spark-submit; the statement's own seconds."""
+    spark = spark_home_spark(spark_lines.spark_home(spark_lines.resolve(line), quiet=True))
+    assert spark is not None
+    table_conf, target = mirror.spark(info, spark.version, str(workdir / "warehouse"))
+    columns = [name for name in pq.read_schema(changes).names if name != DELETED]
+    job = {"table": target, "changes": str(changes), "columns": columns}
+    return float(spark_submit(line, SPARK_SCRIPT, job, table_conf, [])["statement_s"])
+
+
+def parquet_files(directory: str) -> list[str]:
+    return sorted(str(p) for p in Path(directory).glob("*.parquet"))
+
+
+def spark_rewrite(line: str) -> Any:
+    """How ``package_spark`` runs the app's rewrite step: by the line's spark-submit, with the app's modules."""
+    apps = Path(kafka_batch_contract.__file__).parent
+    modules = [str(apps / name) for name in ("kafka_batch_contract.py", "kafka_batch_rewrite.py")]
+    return lambda job: spark_submit(line, SPARK_REWRITE_SCRIPT, job, {}, modules)
 
 
 def run_case(
@@ -286,6 +343,9 @@ def run_case(
     pq.write_table(changes, changes_file)
     expected = expected_after(args.rows, changes)
     runs: dict[str, Any] = {"package": mirror.package_merge, "full_rewrite": mirror.full_rewrite}
+    if args.spark_line and isinstance(mirror, IcebergMirror):
+        staging, run_spark = workdir / f"{label}-staging", spark_rewrite(args.spark_line)
+        runs = {"package_spark": lambda c: mirror.package_spark(c, run_spark, staging, changes_file), **runs}
     if args.spark_line:
         runs["spark_merge_into"] = lambda _: {
             "statement_s": round(spark_merge_into(info, args.spark_line, mirror, workdir, changes_file), 2)

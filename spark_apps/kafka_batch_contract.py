@@ -20,7 +20,10 @@ the Kafka client settings, so secrets never reach the command line)::
      "partition_by": "day" | null,   # optional: one directory per UTC day of the timestamp
      "routing": {"topics": {topic: table}, "header": str | null, "prefix": str, "suffix": str,
                  "allow": [table], "fallback": table | null} | null,   # optional: many tables
-     "merge": {"key": [column], "changes": "debezium" | "upsert"} | null,   # optional: a mirror table
+     "merge": {"key": [column], "changes": "debezium" | "upsert",
+               "rewrite": {"base": str | null,
+                           "files": [{"path": str, "lower": scalar | null, "upper": scalar | null}]}
+                          (optional: an Iceberg mirror, see below)} | null,   # optional: a mirror table
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
      "kafka": {"bootstrap.servers": ..., ...},       # Java client properties
      "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...},   # set on the Hadoop configuration
@@ -37,12 +40,22 @@ report (``<staging_uri>/_kafka_batch_report.json``, written last)::
                  "landed": {table: [{"topic", "partition", "start", "end", "records"}]}},
                                                   # only with routing; landed: per table and
                                                   # partition, its records' offsets lie in [start, end)
-     "changes": {"changes": int, "deletes": int}}  # only with merge
+     "changes": {"changes": int, "deletes": int,   # only with merge
+                 "rewrite": {"base": str | null,       # only with merge.rewrite
+                             "files": [{"path": str, "place": int, "removed": int}]}}}
 
 With merge, the decode's schema is the row's (for Debezium as JSON, wrapped in its envelope by the package;
 for Debezium as Avro, the reader schema is the envelope Debezium's converter registered), and
 the batch's change set, the last change per key, is also written to ``<staging_uri>/_changes/``
 (``kafka_batch_changes.py``): the table sink applies it to the mirror table in its commit.
+
+With ``merge.rewrite`` (an Iceberg mirror) the app also rewrites, copy-on-write, the mirror's data files that
+hold a changed key (``kafka_batch_rewrite.py``): ``files`` are the table's live data files at snapshot ``base``,
+each with the bounds of the first key column its metadata records (null: unknown). A file whose bounds hold a
+changed key is read (its key columns first), and when rows of it have a changed key, its other rows are written
+to ``<staging_uri>/_rewrites/<REWRITE_OF>=<i>/`` (``i``: its place in ``files``; no directory when none is left).
+The report lists those files with their place and how many rows each loses; the commit swaps them for their
+rewrites when the table is still at ``base``, and checks each rewrite holds the file's rows less those.
 
 With routing, the output has one directory per table, ``_kafka_offsets_table=<table>/``
 (records without a route: Spark's default partition directory), and the records without a route
@@ -69,8 +82,10 @@ as errors: writer schemas are fetched by id only.
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterable, Mapping
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 JOB_FORMAT = 1
@@ -94,6 +109,8 @@ SOURCE_POSITION = "_source_position"  # Debezium's source.lsn (PostgreSQL) or so
 SOURCE_TS_MS = "_source_ts_ms"  # Debezium's source.ts_ms (else its ts_ms); upsert: the record timestamp
 CHANGE_OP = "_op"  # c, u, r (Debezium's op of the row's last change), u / d for upserts and deletes
 DELETED = "_deleted"
+REWRITES_DIR = "_rewrites"
+REWRITE_OF = "_kafka_offsets_rewrite_of"
 DEBEZIUM_SOURCE = "STRUCT<lsn: BIGINT, ts_ms: BIGINT, file: STRING, pos: BIGINT>"
 
 
@@ -262,3 +279,25 @@ def summarize_rows(rows: Iterable[tuple[str, int, int, int, bool]], decoding: bo
     for key, part in summaries.items():
         part["distinct_offsets"] = len(offsets[key])
     return [summaries[key] for key in sorted(summaries)]
+
+
+def files_in_key_bounds(files: Sequence[Mapping[str, Any]], keys: Sequence[Any]) -> list[int]:
+    """The places in ``files`` (each with ``lower`` / ``upper`` bounds of the first key column, null: unknown)
+    of the files whose bounds hold one of ``keys`` (sorted, distinct, no null): the only files a change set of
+    those keys can touch. A bound of another type than the keys' says nothing: the file is kept."""
+    held = []
+    for place, file in enumerate(files):
+        lower, upper = file.get("lower"), file.get("upper")
+        try:
+            first = 0 if lower is None else bisect.bisect_left(keys, lower)
+            if first < len(keys) and (upper is None or keys[first] <= upper):
+                held.append(place)
+        except TypeError:  # not comparable with the keys
+            held.append(place)
+    return held
+
+
+def path_tail(path: str) -> str:
+    """A file's path without its scheme, leading slashes and escapes: ``file:/d/f``, ``file:///d/f`` and
+    ``/d/f`` are one path, as are ``s3a://b/k``, ``s3://b/k`` and ``s3://b/%6B``."""
+    return urllib.parse.unquote(re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:", "", path)).lstrip("/")

@@ -10,8 +10,9 @@ the names and the range check in ``kafka_batch_contract.py`` beside it. Its othe
 it with ``--py-files`` too: ``kafka_batch_read.py`` (the read step: the version checks and the Kafka
 read), ``kafka_batch_decode.py`` (the JSON and Avro decode step), ``kafka_batch_avro.py`` (the Confluent
 wire format and the schema registry's answers), ``kafka_batch_routes.py`` (the many-tables step),
-``kafka_batch_changes.py`` (the merge step), ``kafka_batch_check.py`` (the check of what was written) and
-``kafka_batch_proof.py`` (its proof from the files' footers).
+``kafka_batch_changes.py`` (the merge step), ``kafka_batch_rewrite.py`` (an Iceberg mirror's rewritten
+files), ``kafka_batch_check.py`` (the check of what was written) and ``kafka_batch_proof.py`` (its proof from
+the files' footers).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if __package__:  # imported by the package (Spark Connect mode): its modules are
     from . import kafka_batch_contract as contract
     from . import kafka_batch_decode as decode_step
     from . import kafka_batch_read as read_step
+    from . import kafka_batch_rewrite as rewrite_step
     from . import kafka_batch_routes as routes
 else:  # spark-submit ships them beside this file (--py-files)
     import kafka_batch_changes as changes_step
@@ -39,6 +41,7 @@ else:  # spark-submit ships them beside this file (--py-files)
     import kafka_batch_contract as contract
     import kafka_batch_decode as decode_step
     import kafka_batch_read as read_step
+    import kafka_batch_rewrite as rewrite_step
     import kafka_batch_routes as routes
 
 # Parquet dictionaries for the columns that hold a new value in nearly every record cost the writer
@@ -132,6 +135,9 @@ def run(job: dict, spark: SparkSession, runtime: read_step.Runtime) -> dict:
     if decode or routing:
         write_errors(written, staging, decode, routing, sum(p.get("decode_errors") or 0 for p in partitions))
     merged = changes_step.write_changes(written, job) if job.get("merge") else None  # merge decodes: written
+    if merged is not None and job["merge"].get("rewrite") is not None:
+        changes = spark.read.parquet(staging.rstrip("/") + "/" + contract.CHANGES_DIR)
+        merged["rewrite"] = rewrite_step.rewrite_files(spark, job, changes)
     report = {
         "format": contract.REPORT_FORMAT,
         "pipeline": job["pipeline"],

@@ -24,6 +24,7 @@ from airflow_kafka_offsets.service.faults import crash_point
 from airflow_kafka_offsets.service.jobs import build_job, check_decode_errors, check_routing
 from airflow_kafka_offsets.service.lease import DEFAULT_LEASE_S, LeaseKeeper, LeaseLoss
 from airflow_kafka_offsets.sinks import Sink
+from airflow_kafka_offsets.sinks.base import RewritesInSpark
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,10 @@ def execute_attempt(
     keeper = LeaseKeeper(ledger, attempt_id, lease_s)
     try:
         with keeper:
-            submit(build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode, spec.sink))
+            rewrite = sink.rewrite_base() if isinstance(sink, RewritesInSpark) else None
+            submit(
+                build_job(plan, attempt_id, staging_uri, kafka_properties, min_partitions, decode, spec.sink, rewrite)
+            )
         if (loss := keeper.lost) is not None:  # its staging may be gone already (another run took the batch)
             raise lease_lost(plan, attempt_id, loss)
         raw = sink.read_report(staging_uri)

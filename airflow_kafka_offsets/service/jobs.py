@@ -20,8 +20,10 @@ def build_job(
     min_partitions: int | None = None,
     decode: DecodeSpec | None = None,
     sink: SinkSpec | None = None,
+    rewrite: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The job file handed to the Spark app (see spark_apps/kafka_batch_contract.py for the format)."""
+    """The job file handed to the Spark app (see spark_apps/kafka_batch_contract.py for the format); ``rewrite``:
+    a mirror's data files for Spark to rewrite (its ``merge.rewrite``)."""
     sink = sink or SinkSpec()
     decode_json = decode.batch_json() if decode else None
     debezium = sink.merge is not None and sink.merge.changes is ChangeFormat.DEBEZIUM
@@ -40,7 +42,7 @@ def build_job(
         "decode": decode_json,
         "partition_by": sink.partition_by,
         "routing": sink.routes.job_json() if sink.routes else None,
-        **({"merge": sink.merge.job_json()} if sink.merge else {}),
+        **({"merge": {**sink.merge.job_json(), **({"rewrite": rewrite} if rewrite else {})}} if sink.merge else {}),
     }
 
 

@@ -158,6 +158,16 @@ class ChecksReplay(Protocol):
 
 
 @runtime_checkable
+class RewritesInSpark(Protocol):
+    """A mirror sink whose data files Spark rewrites with the batch (an Iceberg mirror): the job lists them."""
+
+    def rewrite_base(self) -> dict[str, Any] | None:
+        """The job's ``merge.rewrite`` (``spark_apps/kafka_batch_contract.py``), or None when the sink has none to
+        give (an appending table)."""
+        ...
+
+
+@runtime_checkable
 class ChecksTables(Protocol):
     """A sink of Iceberg tables, which records each table's uuid with the batches committed to it."""
 

@@ -524,7 +524,9 @@ class IcebergSink:
                 what = self._replayed(publication)
                 before = self._state_before(table, publication.pipeline_uid, publication.plan.batch_id, what)
                 iceberg_merge.restore(transaction, table, before, properties, what)
-            iceberg_merge.merge(transaction, read_changes(self.storage, data), self.merge.key, properties)
+            changes = read_changes(self.storage, data)
+            rewrite = None if publication.replay else self._spark_rewrite(publication)
+            iceberg_merge.merge(transaction, changes, self.merge.key, properties, rewrite)
         elif publication.replay:
             old = self._batch_files(table, publication.plan.batch_id)
             new = _parquet_files_to_data_files(transaction.table_metadata, data, table.io)
@@ -536,6 +538,29 @@ class IcebergSink:
         else:
             transaction.add_files(data, snapshot_properties=properties, check_duplicate_files=False)
         return transaction
+
+    def rewrite_base(self) -> dict[str, Any] | None:
+        """A mirror's job ``merge.rewrite``: the table's data files for Spark to rewrite those holding a changed
+        key (:func:`~airflow_kafka_offsets.sinks.iceberg_merge.rewrite_job`); None for an appending table."""
+        if self.merge is None:
+            return None
+        try:
+            table: Table | None = self.table()
+        except NoSuchTableError:
+            table = None  # a mirror's first batch creates it
+        return iceberg_merge.rewrite_job(table, self.merge.key)
+
+    def _spark_rewrite(self, publication: Publication) -> iceberg_merge.SparkRewrite | None:
+        """Spark's rewrites of the mirror's files, as the attempt's report lists them (None: it made none, an
+        attempt of a job without ``merge.rewrite``)."""
+        staging = publication.staging_uri
+        report = self.read_report(staging) if staging is not None else None
+        rewrite = ((report or {}).get("changes") or {}).get("rewrite")
+        if staging is None or rewrite is None:
+            return None
+        return iceberg_merge.spark_rewrite(
+            staging, rewrite, lambda uri: [f.uri for f in self.storage.parquet_files(uri)]
+        )
 
     @staticmethod
     def _replayed(publication: Publication) -> str:

@@ -2,30 +2,42 @@
 
 Spark computed the change set (the last change per key, ``spark_apps/kafka_batch_changes.py``); here
 it is applied inside the caller's table transaction (for the ledger's catalog: with the catalog row
-locked, in the ledger's transaction): each data file that holds a changed key is rewritten without the
-changed keys' rows, then the batch's rows are added. Only the data files whose key statistics overlap the
-changed keys' ranges are read. No equality or position deletes are written: every reader sees plain data
-files.
+locked, in the ledger's transaction): each data file that holds a changed key is replaced by its rewrite
+without the changed keys' rows, then the batch's rows are added. No equality or position deletes are
+written: every reader sees plain data files.
 
-The change set is the batch's size (one row per changed key), so the worker holds at most it and
-one affected data file at a time, never the table.
+The rewrites are Spark's (``spark_apps/kafka_batch_rewrite.py``, from the live files and key bounds that
+:func:`rewrite_job` gives the job) when the table is still at the snapshot they were computed on: the worker
+then reads only Parquet footers, each rewrite checked to hold its file's rows less the ones Spark counted as
+changed. When the table moved since (another writer, a compaction, a replay putting back an earlier state),
+they would rest on a stale base: the worker rewrites the files of the table as it is now, reading only those
+whose key statistics overlap the changed keys' ranges, one at a time. Either way it holds at most the change
+set (the batch's size) and one data file, never the table.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from pyiceberg.conversions import from_bytes
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, GreaterThanOrEqual, LessThanOrEqual, Or
 from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 from pyiceberg.manifest import DataFile
-from pyiceberg.table import Table, Transaction
+from pyiceberg.table import Table, TableProperties, Transaction, _parquet_files_to_data_files
+from pyiceberg.types import IntegerType, LongType, StringType
 
-from airflow_kafka_offsets.errors import MergeOperationRefusedError
+from airflow_kafka_offsets.errors import MergeOperationRefusedError, ReportMismatchError
+from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.change_set import put_rows
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REWRITE_OF, REWRITES_DIR
+
+log = logging.getLogger(__name__)
 
 
 def _balanced_or(terms: list[BooleanExpression]) -> BooleanExpression:
@@ -63,14 +75,136 @@ def candidate_filter(keys: pa.Table, key: Sequence[str]) -> BooleanExpression:
     return _balanced_or([And(_AT_LEAST(key[0], part[0]), _AT_MOST(key[0], part[-1])) for part in key_ranges(values)])
 
 
-def merge(transaction: Transaction, changes: pa.Table | None, key: Sequence[str], properties: dict[str, str]) -> None:
-    """Apply the batch's last change per key: rewrite each data file that holds a changed key without its
-    rows (copy-on-write; a file left empty is dropped), then add the put rows.
+# A string bound as long as this may be a truncated prefix (Iceberg's default truncate(16)): as an upper
+# bound it says nothing.
+_STRING_BOUND_LENGTH = 16
+_BOUNDED_TYPES = (IntegerType, LongType, StringType)
 
-    Only files whose key statistics overlap the changed keys' ranges are read, one at a time; which rows go
-    is an anti-join on the key columns. Nothing is committed for an empty change set."""
+
+def rewrite_job(table: Table | None, key: Sequence[str]) -> dict[str, Any]:
+    """The job's ``merge.rewrite`` (``spark_apps/kafka_batch_contract.py``): the table's live data files at its
+    current snapshot, each with the bounds of the first key column its metadata records (ints and strings;
+    null: unknown). Metadata only: no data file is read."""
+    snapshot = table.current_snapshot() if table is not None else None
+    if table is None or snapshot is None:
+        return {"base": None, "files": []}
+    field = table.schema().find_field(key[0])
+    kind = field.field_type
+
+    def bound(bounds: Mapping[int, bytes] | None, upper: bool) -> Any:
+        raw = (bounds or {}).get(field.field_id)
+        value = from_bytes(kind, raw) if isinstance(kind, _BOUNDED_TYPES) and raw is not None else None
+        if upper and isinstance(value, str) and len(value) >= _STRING_BOUND_LENGTH:
+            return None
+        return value
+
+    entries = [
+        {
+            "path": t.file.file_path,
+            "lower": bound(t.file.lower_bounds, False),
+            "upper": bound(t.file.upper_bounds, True),
+        }
+        for t in table.scan(snapshot_id=snapshot.snapshot_id).plan_files()
+    ]
+    return {"base": str(snapshot.snapshot_id), "files": entries}
+
+
+@dataclass(frozen=True)
+class RewrittenFile:
+    """A data file Spark rewrote without its changed keys' rows: ``removed`` rows fewer, in ``files``."""
+
+    path: str
+    removed: int
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SparkRewrite:
+    """Spark's rewrites of the table's data files as of snapshot ``base`` (None: the table had none)."""
+
+    base: str | None
+    rewritten: tuple[RewrittenFile, ...]
+
+
+def spark_rewrite(staging_uri: str, report: Mapping[str, Any], listed: Callable[[str], Sequence[str]]) -> SparkRewrite:
+    """Spark's rewrites as an attempt's report gives them (its ``changes.rewrite``), each with the data files
+    ``listed`` finds in its directory under the attempt's ``staging_uri`` (none: every row of the file went)."""
+    root = files.join(staging_uri, REWRITES_DIR)
+    rewritten = tuple(
+        RewrittenFile(
+            file["path"], int(file["removed"]), tuple(listed(files.join(root, f"{REWRITE_OF}={file['place']}")))
+        )
+        for file in report["files"]
+    )
+    return SparkRewrite(report["base"], rewritten)
+
+
+def merge(
+    transaction: Transaction,
+    changes: pa.Table | None,
+    key: Sequence[str],
+    properties: dict[str, str],
+    rewrite: SparkRewrite | None = None,
+) -> None:
+    """Apply the batch's last change per key: replace each data file that holds a changed key by its rewrite
+    without those rows (copy-on-write; a file left empty is dropped), then add the put rows. The rewrites are
+    Spark's when the table is still at their base, else the worker's (see the module's docstring). Nothing is
+    committed for an empty change set."""
     if changes is None or changes.num_rows == 0:
         return
+    current = transaction.table_metadata.current_snapshot_id
+    if rewrite is not None and rewrite.base == (None if current is None else str(current)):
+        replaced = _spark_rewrites(transaction, rewrite)
+    else:
+        if rewrite is not None:
+            log.info(
+                "the mirror's snapshot is %s, Spark's rewrites are of %s: the changed keys' files are rewritten here",
+                current,
+                rewrite.base,
+            )
+        replaced = _worker_rewrites(transaction, changes, key)
+    if replaced:
+        with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
+            for old, new in replaced:
+                overwrite.delete_data_file(old)
+                for data_file in new:
+                    overwrite.append_data_file(data_file)
+    puts = put_rows(changes)
+    if puts.num_rows:
+        transaction.append(puts, snapshot_properties=properties)
+
+
+def _spark_rewrites(transaction: Transaction, rewrite: SparkRewrite) -> list[tuple[DataFile, list[DataFile]]]:
+    """Each rewritten data file with its rewrite's data files (from their Parquet footers), refused unless the
+    rewrite holds the file's rows less those Spark counted as changed."""
+    if not rewrite.rewritten:
+        return []
+    if transaction.table_metadata.name_mapping() is None:  # Spark's files carry no Iceberg field ids
+        mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
+        transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+    metadata, io = transaction.table_metadata, transaction._table.io
+    live = {task.file.file_path: task.file for task in transaction._scan().plan_files()}
+    replaced = []
+    for file in rewrite.rewritten:
+        old = live.get(file.path)
+        new = list(_parquet_files_to_data_files(metadata, list(file.files), io))
+        rows = sum(f.record_count for f in new)
+        if old is None or rows != old.record_count - file.removed:
+            raise ReportMismatchError(
+                f"Spark's rewrite of the mirror's data file {file.path} holds {rows} rows, but the file "
+                + ("is not in the table" if old is None else f"has {old.record_count} of which {file.removed} change")
+                + "; nothing was committed, the batch stays planned: run it again"
+            )
+        replaced.append((old, new))
+    return replaced
+
+
+def _worker_rewrites(
+    transaction: Transaction, changes: pa.Table, key: Sequence[str]
+) -> list[tuple[DataFile, list[DataFile]]]:
+    """Each data file of the table as it is that holds a changed key, with its rewrite without those rows.
+    Only files whose key statistics overlap the changed keys' ranges are read, one at a time; which rows go
+    is an anti-join on the key columns."""
     keys = changes.select(list(key)).group_by(list(key)).aggregate([])
     metadata, io = transaction.table_metadata, transaction._table.io
     schema = metadata.schema()
@@ -82,15 +216,7 @@ def merge(transaction: Transaction, changes: pa.Table | None, key: Sequence[str]
         kept = rows.join(wanted, keys=list(key), join_type="left anti").select(rows.column_names)
         if kept.num_rows < rows.num_rows:
             replaced.append((task.file, list(_dataframe_to_data_files(metadata, kept, io, write_uuid, counter))))
-    if replaced:
-        with transaction.update_snapshot(snapshot_properties=properties).overwrite() as overwrite:
-            for old, new in replaced:
-                overwrite.delete_data_file(old)
-                for data_file in new:
-                    overwrite.append_data_file(data_file)
-    puts = put_rows(changes)
-    if puts.num_rows:
-        transaction.append(puts, snapshot_properties=properties)
+    return replaced
 
 
 def restore(transaction: Transaction, table: Table, before: int | None, properties: dict[str, str], what: str) -> None:

@@ -23,6 +23,7 @@ APP_MODULES = (
     "kafka_batch_decode.py",
     "kafka_batch_routes.py",
     "kafka_batch_changes.py",
+    "kafka_batch_rewrite.py",
 )
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",

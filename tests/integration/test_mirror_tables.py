@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Producer
 from pyiceberg.expressions import EqualTo
 
-from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
+from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, batch_directory
 from airflow_kafka_offsets.core.model import TopicPartition as TP
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.errors import MergeOperationRefusedError, SchemaEvolutionError
@@ -28,6 +28,7 @@ from airflow_kafka_offsets.service import faults
 from airflow_kafka_offsets.service.operations.change_spec import change_spec
 from airflow_kafka_offsets.service.operations.replay import replay_batch
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REWRITES_DIR
 from faults_harness import lake_readers
 
 from .cdc_source import Source, first_changes, mirror, mirror_spec, moving_changes, two_random_batches
@@ -39,6 +40,12 @@ pytestmark = pytest.mark.usefixtures("batches_on_spark_connect")
 
 def snapshots(stack, ledger: Ledger, spec: PipelineSpec) -> list[Any]:
     return list(lake_readers.iceberg_table(stack.pg_url(), ledger.schema, spec).snapshots())
+
+
+def data_files(stack, ledger: Ledger, spec: PipelineSpec) -> list[str]:
+    return [
+        t.file.file_path for t in lake_readers.iceberg_table(stack.pg_url(), ledger.schema, spec).scan().plan_files()
+    ]
 
 
 def test_debezium_changes_mirror_the_source_after_every_batch_through_a_crash_and_a_maintenance_commit(
@@ -108,6 +115,9 @@ def test_debezium_changes_mirror_the_source_after_every_batch_through_a_crash_an
     ]
     assert sum(int(s.additional_properties.get("deleted-data-files", 0)) for s in merged) == 1 < files_now
     assert mirror(stack, ledger, spec) == source.expected
+    # the file holding 105 rewritten by Spark, swapped in by the commit
+    rewritten = [p for p in data_files(stack, ledger, spec) if f"/{batch_directory(batch)}/" in p]
+    assert len(rewritten) == 1 and f"/{REWRITES_DIR}/" in rewritten[0]
 
     # batch 4: a maintenance job compacts the table after Spark ran, before the commit
     source.with_schema = False
@@ -125,6 +135,7 @@ def test_debezium_changes_mirror_the_source_after_every_batch_through_a_crash_an
     compaction = [s for s in history if s.summary.additional_properties.get("maintenance") == "compaction"][-1]
     merged = [s for s in history if s.summary.additional_properties.get("kafka-offsets.batch") == str(batch + 1)]
     assert merged and merged[0].parent_snapshot_id == compaction.snapshot_id  # built on it, not beside it
+    assert not [p for p in data_files(stack, ledger, spec) if f"/{REWRITES_DIR}/" in p]  # Spark's base was gone
 
 
 def test_random_workload_equals_the_source_the_latest_batch_replays_older_ones_and_rewinds_are_refused(

@@ -22,9 +22,14 @@ from airflow_kafka_offsets.core.model import SinkSpec
 from airflow_kafka_offsets.core.spec import build_spec, updated_spec
 from airflow_kafka_offsets.errors import InvalidPipelineSpecError
 from airflow_kafka_offsets.service.jobs import build_job
-from airflow_kafka_offsets.sinks.iceberg_merge import KEY_RANGES, candidate_filter, key_ranges, merge
+from airflow_kafka_offsets.sinks.iceberg_merge import KEY_RANGES, candidate_filter, key_ranges, merge, rewrite_job
 from airflow_kafka_offsets.sinks.schema import mirror_schema
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED, debezium_envelope_ddl
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import (
+    DELETED,
+    debezium_envelope_ddl,
+    files_in_key_bounds,
+    path_tail,
+)
 
 KEY = ("id",)
 DBZ = ChangeFormat.DEBEZIUM
@@ -309,3 +314,55 @@ def test_a_merge_rewrites_only_the_files_holding_a_changed_key(tmp_path, key):
 def test_refusals_name_the_pipeline_the_batch_and_what_to_do():
     assert "batch 3" in replay_refusal("p", 3, 5) and "only the latest batch (5) replays" in replay_refusal("p", 3, 5)
     assert "t-0, t-1" in rewind_refusal("p", ["t-0", "t-1"]) and "only skip forward" in rewind_refusal("p", ["t-0"])
+
+
+def test_the_files_spark_reads_for_a_rewrite_are_those_whose_key_bounds_hold_a_changed_key():
+    files = [
+        {"path": "a", "lower": 0, "upper": 99},
+        {"path": "b", "lower": 100, "upper": 199},
+        {"path": "c", "lower": None, "upper": None},  # no statistics: always read
+        {"path": "d", "lower": 300, "upper": None},
+        {"path": "e", "lower": "k", "upper": "q"},  # a bound of another type than the keys': read
+    ]
+    assert files_in_key_bounds(files, [150]) == [1, 2, 4]
+    assert files_in_key_bounds(files, [99, 100]) == [0, 1, 2, 4]
+    assert files_in_key_bounds(files, [200, 250]) == [2, 4]  # between the files' bounds: only the unknown ones
+    assert files_in_key_bounds(files, [1000]) == [2, 3, 4]
+    assert files_in_key_bounds(files, []) == []
+    words = [{"path": "w", "lower": "apple", "upper": "melon"}, {"path": "x", "lower": "n", "upper": "p"}]
+    assert files_in_key_bounds(words, ["banana"]) == [0] and files_in_key_bounds(words, ["o", "zebra"]) == [1]
+
+
+@pytest.mark.parametrize(
+    ("spark_name", "listed"),
+    [
+        ("file:/tmp/t/data/x.parquet", "/tmp/t/data/x.parquet"),
+        ("file:///tmp/t/data/x.parquet", "file:/tmp/t/data/x.parquet"),
+        ("s3a://lake/t/batch=000000000001/a/part-0.parquet", "s3://lake/t/batch=000000000001/a/part-0.parquet"),
+        ("file:/tmp/a%20b/x.parquet", "/tmp/a b/x.parquet"),
+    ],
+)
+def test_a_file_spark_names_is_the_listed_file_whatever_its_scheme_or_escapes(spark_name, listed):
+    assert path_tail(spark_name) == path_tail(listed)
+    assert path_tail("s3://lake/t/x.parquet") != path_tail("s3://other/t/x.parquet")
+
+
+def test_a_rewrite_job_lists_the_live_files_with_their_first_key_columns_bounds(tmp_path):
+    """A real Iceberg table: the job lists each live data file with the bounds its metadata records; a long
+    string's upper bound (maybe truncated) is left unknown; a table with no snapshot lists nothing."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("ns")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+    table = catalog.create_table("ns.m", schema=schema)
+    assert rewrite_job(table, ["id"]) == {"base": None, "files": []}
+    assert rewrite_job(None, ["id"]) == {"base": None, "files": []}
+    table.append(pa.table({"id": [5, 9, 7], "name": ["a", "b", "c"]}, schema=schema))
+    table.append(pa.table({"id": [20, 30], "name": ["z" * 20, "y" * 3]}, schema=schema))
+    job = rewrite_job(table, ["id"])
+    assert job["base"] == str(table.current_snapshot().snapshot_id)
+    assert sorted((f["lower"], f["upper"]) for f in job["files"]) == [(5, 9), (20, 30)]
+    assert {f["path"] for f in job["files"]} == {t.file.file_path for t in table.scan().plan_files()}
+    by_name = sorted((f["lower"], f["upper"]) for f in rewrite_job(table, ["name"])["files"])
+    assert by_name == [("a", "c"), ("y" * 3, None)]  # "z" * 20 is past Iceberg's 16-character string bounds
