@@ -50,8 +50,9 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import devstack
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.sinks import delta_merge, iceberg_merge
-from airflow_kafka_offsets.sinks.change_set import put_rows
+from airflow_kafka_offsets.sinks.change_set import SparkRewrite, put_rows, spark_rewrite
 from airflow_kafka_offsets.sinks.schema import mirror_schema
 from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
 from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_package
@@ -174,7 +175,7 @@ class IcebergMirror:
         self.table = self.table.refresh()  # another writer (Spark) may have committed
         return self.table.scan(selected_fields=("qty",)).to_arrow().column("qty")
 
-    def package_merge(self, changes: pa.Table, rewrite: iceberg_merge.SparkRewrite | None = None) -> None:
+    def package_merge(self, changes: pa.Table, rewrite: SparkRewrite | None = None) -> None:
         transaction = self.table.transaction()
         iceberg_merge.merge(transaction, changes, KEY, {"kafka-offsets.operation": "commit"}, rewrite)
         transaction.commit_transaction()
@@ -189,8 +190,7 @@ class IcebergMirror:
         }
         said = run_spark(job)
         started = time.perf_counter()
-        rewrite = iceberg_merge.spark_rewrite(str(staging), said["report"], parquet_files)
-        self.package_merge(changes, rewrite)
+        self.package_merge(changes, spark_rewrite(Storage(), str(staging), {"changes": {"rewrite": said["report"]}}))
         return {"statement_s": round(said["statement_s"], 2), "commit_s": round(time.perf_counter() - started, 2)}
 
     def full_rewrite(self, changes: pa.Table) -> None:
@@ -316,11 +316,7 @@ def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdi
     return float(spark_submit(line, SPARK_SCRIPT, job, table_conf, [])["statement_s"])
 
 
-def parquet_files(directory: str) -> list[str]:
-    return sorted(str(p) for p in Path(directory).glob("*.parquet"))
-
-
-def spark_rewrite(line: str) -> Any:
+def spark_rewrite_step(line: str) -> Any:
     """How ``package_spark`` runs the app's rewrite step: by the line's spark-submit, with the app's modules."""
     apps = Path(kafka_batch_contract.__file__).parent
     modules = [str(apps / name) for name in ("kafka_batch_contract.py", "kafka_batch_rewrite.py")]
@@ -344,7 +340,7 @@ def run_case(
     expected = expected_after(args.rows, changes)
     runs: dict[str, Any] = {"package": mirror.package_merge, "full_rewrite": mirror.full_rewrite}
     if args.spark_line and isinstance(mirror, IcebergMirror):
-        staging, run_spark = workdir / f"{label}-staging", spark_rewrite(args.spark_line)
+        staging, run_spark = workdir / f"{label}-staging", spark_rewrite_step(args.spark_line)
         runs = {"package_spark": lambda c: mirror.package_spark(c, run_spark, staging, changes_file), **runs}
     if args.spark_line:
         runs["spark_merge_into"] = lambda _: {

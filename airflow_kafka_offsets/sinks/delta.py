@@ -15,9 +15,11 @@ so the log's put-if-absent is needed only against other writers of the same tabl
 Layout: ``<output_root>/<table>/batch=<N>/<attempt>/part-*.parquet`` beside ``_delta_log/``.
 
 Merge mode (a ``MergeSpec``: the table mirrors a source table): the attempt's change set
-(``<attempt>/_changes/``, the last change per key, computed by Spark) is applied by
-:mod:`airflow_kafka_offsets.sinks.delta_merge` in one delta-rs MERGE commit carrying the same app
-transaction and metadata; the table's own files are then delta-rs's, at the table's root. An abort
+(``<attempt>/_changes/``, the last change per key, computed by Spark) is applied in one commit carrying the
+same app transaction and metadata (:mod:`airflow_kafka_offsets.sinks.delta_merge`): Spark's rewrites of the
+files holding a changed key (``<attempt>/_rewrites/``) in place of those files, with the put rows
+(``<attempt>/_puts/``); or, when the table moved since Spark's rewrites, one delta-rs MERGE, whose files are
+delta-rs's, at the table's root. An abort
 restores the version before the batch, a replay merges again, both only when the batch's commit is the
 table's latest.
 """
@@ -30,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction
@@ -38,6 +41,7 @@ from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.object_storage.storage import DataFile
 from airflow_kafka_offsets.sinks import delta_merge
 from airflow_kafka_offsets.sinks.base import (
     ABORT,
@@ -48,11 +52,12 @@ from airflow_kafka_offsets.sinks.base import (
     LedgerStatements,
     Publication,
 )
-from airflow_kafka_offsets.sinks.change_set import read_changes
+from airflow_kafka_offsets.sinks.change_set import SparkRewrite, check_rewrite, put_rows, read_changes, spark_rewrite
 from airflow_kafka_offsets.sinks.schema import table_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR, DAY_COLUMN
 
 COMMIT_TRIES = 5
+PUTS_DIR = "_puts"  # a mirror batch's put rows, written by the commit beside Spark's rewrites
 
 
 def app_id(pipeline_uid: str) -> str:
@@ -183,6 +188,8 @@ class DeltaSink:
             return
         plan = publication.plan
         transactions = None if publication.replay else [Transaction(app_id(publication.pipeline_uid), plan.batch_id)]
+        report = self.read_report(publication.staging_uri)
+        rewrite = None if publication.replay else spark_rewrite(self.storage, publication.staging_uri, report)
         for _ in range(COMMIT_TRIES):
             table = self.table()
             commits = self._commits(table, publication.pipeline_uid)
@@ -191,14 +198,74 @@ class DeltaSink:
             if publication.replay:
                 self._replay_merges(table, commits, plan)
             try:
-                delta_merge.merge(table, changes, self.merge.key, publication.commit_properties(), transactions)
+                if rewrite is not None and rewrite.base == str(table.version()):
+                    self._swap(table, rewrite, changes, publication, transactions)
+                else:
+                    delta_merge.merge(table, changes, self.merge.key, publication.commit_properties(), transactions)
                 return
             except CommitFailedError:
-                continue  # another writer committed meanwhile: merge again on the table as it now is
+                continue  # another writer committed meanwhile (or the answer was lost): look at the table again
         raise OutputLocationError(
             f"Delta table {self.location}: {COMMIT_TRIES} merges of batch {plan.batch_id} lost to concurrent "
             "writers; nothing of it was merged, the batch stays as it was: run the step again"
         )
+
+    def _swap(
+        self,
+        table: DeltaTable,
+        rewrite: SparkRewrite,
+        changes: pa.Table,
+        publication: Publication,
+        transactions: list[Transaction] | None,
+    ) -> None:
+        """One Delta commit: the files Spark rewrote out, their rewrites and the batch's put rows in (each checked
+        to hold the file's rows less those Spark counted as changed: :func:`check_rewrite`)."""
+        assert self.merge is not None and publication.staging_uri is not None
+        live = table.get_add_actions(flatten=True)
+        paths = live.column("path").to_pylist()
+        records = dict(zip(paths, live.column("num_records").to_pylist(), strict=True))
+        sizes = dict(zip(paths, live.column("size_bytes").to_pylist(), strict=True))
+        now_ms = int(time.time() * 1000)
+        actions: list[AddAction | RemoveAction] = []
+        for file in rewrite.rewritten:
+            old = _relative(self.location, file.path)
+            check_rewrite(file, records.get(old))
+            actions.append(RemoveAction(old, True, now_ms, sizes[old]))
+            actions += [self._added(f) for f in file.files]
+        puts = put_rows(delta_merge.conformed(changes, pa.schema(table.schema())))
+        if puts.num_rows:
+            directory = files.join(publication.staging_uri, PUTS_DIR)
+            fs, path = self.storage.filesystem(files.join(directory, "part-00000.parquet"))
+            fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+            pq.write_table(puts, path, filesystem=fs)
+            actions += [self._added(f) for f in self.storage.parquet_files(directory)]
+        if not actions:
+            return  # tombstones only: nothing changes
+        properties = publication.commit_properties()
+        # no retries: the commit must be the version right after Spark's base; delta-rs would rebase it over
+        # another writer's append (which may hold a changed key) without a conflict
+        table.create_write_transaction(
+            actions,
+            mode="append",
+            schema=table.schema(),
+            commit_properties=CommitProperties(properties, max_commit_retries=0, app_transactions=transactions),
+        )
+
+    def _added(self, file: DataFile) -> AddAction:
+        """A mirror's new data file, with the statistics of its key columns (the next batch prunes by them)."""
+        assert self.merge is not None
+        fs, path = self.storage.filesystem(file.uri)
+        with fs.open_input_file(path) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+        stats = delta_merge.file_stats(metadata, self.merge.key)
+        return AddAction(_relative(self.location, file.uri), file.size, {}, file.modified_ms, True, stats)
+
+    def rewrite_base(self) -> dict[str, Any] | None:
+        """A mirror's job ``merge.rewrite``: the table's data files for Spark to rewrite those holding a changed
+        key (:func:`~airflow_kafka_offsets.sinks.delta_merge.rewrite_job`); None for an appending table."""
+        if self.merge is None:
+            return None
+        return delta_merge.rewrite_job(self.table(), self.location, self.merge.key)
 
     def check_replay(self, pipeline_uid: str, plan: BatchPlan) -> None:
         """A mirror's replay, refused before Spark reads the batch again when its merge would be (an appending

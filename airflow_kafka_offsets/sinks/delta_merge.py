@@ -1,11 +1,15 @@
-"""A mirror table's merge on Delta: a batch's change set applied in one delta-rs MERGE commit.
+"""A mirror table's merge on Delta: a batch's change set applied in one Delta commit.
 
-Spark computed the change set (the last change per key, ``spark_apps/kafka_batch_changes.py``); here it is
-the source of one ``DeltaTable.merge``: a changed key's row is deleted when its change deletes, updated
-when it puts, and a put of a key the table lacks is inserted. delta-rs prunes the table's files by the
-change set's key range (``streamed_exec=False``: the change set, the batch's size, is in memory anyway)
-and rewrites only the files that hold a changed key; no deletion vectors are written, so every Delta
-reader reads plain data files.
+Spark computed the change set (the last change per key, ``spark_apps/kafka_batch_changes.py``) and rewrote the
+table's files that hold a changed key without those rows (``spark_apps/kafka_batch_rewrite.py``, from the files
+and key statistics :func:`rewrite_job` gives the job). When the table is still at the version they were made
+from, the commit removes those files and adds their rewrites and the batch's put rows (the sink's ``_swap``: the
+worker reads footers and the change set, never the table). When it moved since, the change set is instead
+the source of one ``DeltaTable.merge`` on the table as it now is: a changed key's row is deleted when its
+change deletes, updated when it puts, and a put of a key the table lacks is inserted. delta-rs prunes the
+table's files by the change set's key range (``streamed_exec=False``: the change set, the batch's size, is in
+memory anyway) and rewrites only the files that hold a changed key. Neither way writes deletion vectors, so
+every Delta reader reads plain data files.
 
 The commit carries the batch's app transaction (``txnAppId`` = the pipeline's app id, ``txnVersion`` =
 the batch) and the batch's commit metadata, as an appending batch's does: a retry after a crash between
@@ -25,15 +29,19 @@ before the batch (delta-rs ``restore``: one commit).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import DeltaError
 
 from airflow_kafka_offsets.errors import MergeOperationRefusedError
+from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks.base import ABORT, ATTEMPT, BATCH, OPERATION
+from airflow_kafka_offsets.sinks.change_set import key_bound
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
 
 SOURCE = "s"
@@ -62,6 +70,44 @@ def conformed(changes: pa.Table, schema: pa.Schema) -> pa.Table:
     ]
     fields = [*schema, pa.field(DELETED, pa.bool_())]
     return pa.Table.from_arrays([*columns, changes.column(DELETED)], schema=pa.schema(fields))
+
+
+def rewrite_job(table: DeltaTable, location: str, key: Sequence[str]) -> dict[str, Any]:
+    """The job's ``merge.rewrite`` (``spark_apps/kafka_batch_contract.py``): the table's data files at its
+    current version, each with the first key column's min and max from its statistics (ints and strings; null:
+    unknown). The log only: no data file is read."""
+    actions = table.get_add_actions(flatten=True)
+    names = actions.column_names
+
+    def column(name: str) -> list[Any]:
+        return list(actions.column(name).to_pylist()) if name in names else [None] * actions.num_rows
+
+    paths, lows, highs = column("path"), column(f"min.{key[0]}"), column(f"max.{key[0]}")
+    listed = [
+        {"path": files.join(location, path), "lower": key_bound(low, False), "upper": key_bound(high, True)}
+        for path, low, high in zip(paths, lows, highs, strict=True)
+    ]
+    return {"base": str(table.version()), "files": listed}
+
+
+def file_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> str:
+    """A Delta add action's ``stats`` for a Parquet file from its footer: its record count, and for each of
+    ``columns`` that every row group has int or string statistics of, the min, max and null count (what the
+    next batch's :func:`rewrite_job` and readers prune by)."""
+    stats: dict[str, Any] = {"numRecords": metadata.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    names = metadata.schema.names
+    for name in columns:
+        if name not in names:
+            continue
+        index = names.index(name)
+        groups = [metadata.row_group(i).column(index).statistics for i in range(metadata.num_row_groups)]
+        if not groups or any(g is None or not g.has_min_max for g in groups):
+            continue
+        lows, highs = [g.min for g in groups], [g.max for g in groups]
+        if all(key_bound(v, False) is not None for v in lows + highs):
+            stats["minValues"][name], stats["maxValues"][name] = min(lows), max(highs)
+            stats["nullCount"][name] = sum(g.null_count for g in groups)
+    return json.dumps(stats)
 
 
 def merge(

@@ -75,7 +75,7 @@ from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.object_storage.access import is_object_store
 from airflow_kafka_offsets.sinks import iceberg_merge
 from airflow_kafka_offsets.sinks.base import LedgerStatements, Publication
-from airflow_kafka_offsets.sinks.change_set import read_changes
+from airflow_kafka_offsets.sinks.change_set import read_changes, spark_rewrite
 from airflow_kafka_offsets.sinks.schema import table_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR
 
@@ -525,7 +525,8 @@ class IcebergSink:
                 before = self._state_before(table, publication.pipeline_uid, publication.plan.batch_id, what)
                 iceberg_merge.restore(transaction, table, before, properties, what)
             changes = read_changes(self.storage, data)
-            rewrite = None if publication.replay else self._spark_rewrite(publication)
+            report = self.read_report(publication.staging_uri) if publication.staging_uri else None
+            rewrite = None if publication.replay else spark_rewrite(self.storage, publication.staging_uri, report)
             iceberg_merge.merge(transaction, changes, self.merge.key, properties, rewrite)
         elif publication.replay:
             old = self._batch_files(table, publication.plan.batch_id)
@@ -549,18 +550,6 @@ class IcebergSink:
         except NoSuchTableError:
             table = None  # a mirror's first batch creates it
         return iceberg_merge.rewrite_job(table, self.merge.key)
-
-    def _spark_rewrite(self, publication: Publication) -> iceberg_merge.SparkRewrite | None:
-        """Spark's rewrites of the mirror's files, as the attempt's report lists them (None: it made none, an
-        attempt of a job without ``merge.rewrite``)."""
-        staging = publication.staging_uri
-        report = self.read_report(staging) if staging is not None else None
-        rewrite = ((report or {}).get("changes") or {}).get("rewrite")
-        if staging is None or rewrite is None:
-            return None
-        return iceberg_merge.spark_rewrite(
-            staging, rewrite, lambda uri: [f.uri for f in self.storage.parquet_files(uri)]
-        )
 
     @staticmethod
     def _replayed(publication: Publication) -> str:

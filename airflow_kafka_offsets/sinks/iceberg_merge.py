@@ -20,8 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -32,10 +31,8 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties, Transaction, _parquet_files_to_data_files
 from pyiceberg.types import IntegerType, LongType, StringType
 
-from airflow_kafka_offsets.errors import MergeOperationRefusedError, ReportMismatchError
-from airflow_kafka_offsets.object_storage import storage as files
-from airflow_kafka_offsets.sinks.change_set import put_rows
-from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REWRITE_OF, REWRITES_DIR
+from airflow_kafka_offsets.errors import MergeOperationRefusedError
+from airflow_kafka_offsets.sinks.change_set import SparkRewrite, check_rewrite, key_bound, put_rows
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +72,6 @@ def candidate_filter(keys: pa.Table, key: Sequence[str]) -> BooleanExpression:
     return _balanced_or([And(_AT_LEAST(key[0], part[0]), _AT_MOST(key[0], part[-1])) for part in key_ranges(values)])
 
 
-# A string bound as long as this may be a truncated prefix (Iceberg's default truncate(16)): as an upper
-# bound it says nothing.
-_STRING_BOUND_LENGTH = 16
 _BOUNDED_TYPES = (IntegerType, LongType, StringType)
 
 
@@ -93,10 +87,7 @@ def rewrite_job(table: Table | None, key: Sequence[str]) -> dict[str, Any]:
 
     def bound(bounds: Mapping[int, bytes] | None, upper: bool) -> Any:
         raw = (bounds or {}).get(field.field_id)
-        value = from_bytes(kind, raw) if isinstance(kind, _BOUNDED_TYPES) and raw is not None else None
-        if upper and isinstance(value, str) and len(value) >= _STRING_BOUND_LENGTH:
-            return None
-        return value
+        return key_bound(from_bytes(kind, raw) if isinstance(kind, _BOUNDED_TYPES) and raw is not None else None, upper)
 
     entries = [
         {
@@ -107,36 +98,6 @@ def rewrite_job(table: Table | None, key: Sequence[str]) -> dict[str, Any]:
         for t in table.scan(snapshot_id=snapshot.snapshot_id).plan_files()
     ]
     return {"base": str(snapshot.snapshot_id), "files": entries}
-
-
-@dataclass(frozen=True)
-class RewrittenFile:
-    """A data file Spark rewrote without its changed keys' rows: ``removed`` rows fewer, in ``files``."""
-
-    path: str
-    removed: int
-    files: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class SparkRewrite:
-    """Spark's rewrites of the table's data files as of snapshot ``base`` (None: the table had none)."""
-
-    base: str | None
-    rewritten: tuple[RewrittenFile, ...]
-
-
-def spark_rewrite(staging_uri: str, report: Mapping[str, Any], listed: Callable[[str], Sequence[str]]) -> SparkRewrite:
-    """Spark's rewrites as an attempt's report gives them (its ``changes.rewrite``), each with the data files
-    ``listed`` finds in its directory under the attempt's ``staging_uri`` (none: every row of the file went)."""
-    root = files.join(staging_uri, REWRITES_DIR)
-    rewritten = tuple(
-        RewrittenFile(
-            file["path"], int(file["removed"]), tuple(listed(files.join(root, f"{REWRITE_OF}={file['place']}")))
-        )
-        for file in report["files"]
-    )
-    return SparkRewrite(report["base"], rewritten)
 
 
 def merge(
@@ -176,7 +137,7 @@ def merge(
 
 def _spark_rewrites(transaction: Transaction, rewrite: SparkRewrite) -> list[tuple[DataFile, list[DataFile]]]:
     """Each rewritten data file with its rewrite's data files (from their Parquet footers), refused unless the
-    rewrite holds the file's rows less those Spark counted as changed."""
+    rewrite holds the file's rows less those Spark counted as changed (:func:`check_rewrite`)."""
     if not rewrite.rewritten:
         return []
     if transaction.table_metadata.name_mapping() is None:  # Spark's files carry no Iceberg field ids
@@ -187,14 +148,9 @@ def _spark_rewrites(transaction: Transaction, rewrite: SparkRewrite) -> list[tup
     replaced = []
     for file in rewrite.rewritten:
         old = live.get(file.path)
-        new = list(_parquet_files_to_data_files(metadata, list(file.files), io))
-        rows = sum(f.record_count for f in new)
-        if old is None or rows != old.record_count - file.removed:
-            raise ReportMismatchError(
-                f"Spark's rewrite of the mirror's data file {file.path} holds {rows} rows, but the file "
-                + ("is not in the table" if old is None else f"has {old.record_count} of which {file.removed} change")
-                + "; nothing was committed, the batch stays planned: run it again"
-            )
+        check_rewrite(file, None if old is None else old.record_count)
+        assert old is not None
+        new = list(_parquet_files_to_data_files(metadata, [f.uri for f in file.files], io))
         replaced.append((old, new))
     return replaced
 

@@ -1,6 +1,7 @@
-"""Mirror tables (merge mode) on Delta, on the real stack: change events in Kafka, Spark's change set, one
-delta-rs MERGE commit per batch carrying the batch's app transaction, read back with delta-rs (which knows
-nothing of the ledger) and compared with the source's model after every batch (``cdc_source.Source``).
+"""Mirror tables (merge mode) on Delta, on the real stack: change events in Kafka, Spark's change set and its
+rewrites of the files holding a changed key, one Delta commit per batch carrying the batch's app transaction,
+read back with delta-rs (which knows nothing of the ledger) and compared with the source's model after every
+batch (``cdc_source.Source``).
 
 Delta's log is not the ledger's transaction: a crash between the two leaves the merge in the table and
 the batch planned; the retry finds the app transaction and commits the ledger alone, and an abort
@@ -14,14 +15,15 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.table import TableMerger
 
-from airflow_kafka_offsets.core.model import BatchState, PipelineSpec
+from airflow_kafka_offsets.core.model import BatchState, PipelineSpec, batch_directory
 from airflow_kafka_offsets.core.resets import ResetMode, ResetRequest
 from airflow_kafka_offsets.errors import MergeOperationRefusedError
 from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
 from airflow_kafka_offsets.service.operations.replay import replay_batch
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
-from airflow_kafka_offsets.sinks.delta import app_id
+from airflow_kafka_offsets.sinks.delta import PUTS_DIR, app_id
+from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REWRITES_DIR
 from faults_harness import lake_readers
 
 from .cdc_source import Source, first_changes, mirror, mirror_spec, moving_changes, two_random_batches
@@ -71,7 +73,7 @@ def test_a_delta_mirror_equals_the_source_after_every_batch_through_crashes_and_
     with ledger.transaction() as tx:
         uid = tx.pipeline_uid(spec.name)
     last = table(spec).history(1)[0]
-    assert (last["operation"], last["kafka-offsets.batch"], last["kafka-offsets.operation"]) == ("MERGE", "1", "commit")
+    assert (last["operation"], last["kafka-offsets.batch"], last["kafka-offsets.operation"]) == ("WRITE", "1", "commit")
     assert table(spec).transaction_version(app_id(uid)) == 1
 
     # batch 2 (the embedded-schema form): a delete then re-insert, a primary key change, a delete; the commit
@@ -91,16 +93,26 @@ def test_a_delta_mirror_equals_the_source_after_every_batch_through_crashes_and_
     version = crashed_commit(ledger, spec, batch, "in_commit_transaction")
     assert commit(ledger, spec, batch).committed_now
     assert table(spec).version() == version and mirror(stack, ledger, spec) == source.expected
+    # Spark rewrote the file that held key 1 (and 105); the commit swapped it in, with the put of 105
+    batch_files = [p for p in table(spec).file_uris() if f"/{batch_directory(batch)}/" in p]
+    assert {p.split("/")[-3 if REWRITES_DIR in p else -2] for p in batch_files} == {REWRITES_DIR, PUTS_DIR}
+    assert table(spec).history(1)[0]["operation"] == "WRITE"
 
-    # batch 4: another writer appends after Spark ran (the merge applies to the table as it is then), and a
-    # compaction commits while the merge runs: its commit conflicts, and it is merged again on the new state
     source.with_schema = False
     source.update(105, name="changed")
     source.delete(2)
     source.flush()
+    # batch 4: another writer appends while Spark's rewrites are swapped in: the swap must be the version right
+    # after Spark's base, so it is refused, and the change set is merged on the table as it is then (delta-rs
+    # MERGE); a compaction commits while that merge runs: its commit conflicts, and it is merged again
     batch = staged_batch(ledger, spec, stack)
-    foreign_row(spec, 999)
-    execute, merges = TableMerger.execute, []
+    execute, merges, create, swaps = TableMerger.execute, [], DeltaTable.create_write_transaction, []
+
+    def another_writer_first(delta: DeltaTable, *args, **kwargs) -> None:
+        if not swaps:
+            foreign_row(spec, 999)
+        swaps.append(delta)
+        return create(delta, *args, **kwargs)
 
     def compaction_during_the_merge(merger: TableMerger) -> dict:
         if not merges:
@@ -109,10 +121,11 @@ def test_a_delta_mirror_equals_the_source_after_every_batch_through_crashes_and_
         return execute(merger)
 
     with monkeypatch.context() as patched:
+        patched.setattr(DeltaTable, "create_write_transaction", another_writer_first)
         patched.setattr(TableMerger, "execute", compaction_during_the_merge)
         commit(ledger, spec, batch)
     history = table(spec).history(2)
-    assert len(merges) == 2 and history[1]["operation"] == "OPTIMIZE"  # merged again, after the compaction
+    assert len(swaps) == 1 and len(merges) == 2 and history[1]["operation"] == "OPTIMIZE"
     assert history[0]["kafka-offsets.batch"] == str(batch) and history[0]["readVersion"] == history[1]["version"]
     found = mirror(stack, ledger, spec)
     assert found.pop(999)["name"] == "foreign" and found == source.expected

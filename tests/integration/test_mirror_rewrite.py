@@ -23,7 +23,9 @@ from pyiceberg.types import StringType
 
 from airflow_kafka_offsets.errors import ReportMismatchError
 from airflow_kafka_offsets.hooks.spark import spark_connection
-from airflow_kafka_offsets.sinks.iceberg_merge import SparkRewrite, merge, rewrite_job, spark_rewrite
+from airflow_kafka_offsets.object_storage.storage import Storage
+from airflow_kafka_offsets.sinks.change_set import SparkRewrite, spark_rewrite
+from airflow_kafka_offsets.sinks.iceberg_merge import merge, rewrite_job
 from airflow_kafka_offsets.spark.connect import connect_mode, remote_session
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR, DELETED, REWRITES_DIR
 from airflow_kafka_offsets.spark_apps.kafka_batch_rewrite import rewrite_files
@@ -93,8 +95,9 @@ def rewritten_by_spark(session: Any, table: Table, staging: Path) -> tuple[Spark
     """Spark's rewrite of the table as it is now, and the report it gave."""
     job = {"staging_uri": str(staging), "merge": {"key": KEY, "changes": "upsert", "rewrite": rewrite_job(table, KEY)}}
     report = rewrite_files(session, job, session.read.parquet(str(staging / CHANGES_DIR)))
-    listed = lambda directory: sorted(str(p) for p in Path(directory).glob("*.parquet"))  # noqa: E731
-    return spark_rewrite(str(staging), report, listed), report
+    rewrite = spark_rewrite(Storage(), str(staging), {"changes": {"rewrite": report}})
+    assert rewrite is not None
+    return rewrite, report
 
 
 def commit(table: Table, changes: pa.Table, rewrite: SparkRewrite) -> None:
@@ -138,8 +141,8 @@ def test_a_rewrite_of_a_state_the_table_left_is_not_used_and_a_damaged_one_is_re
 
     # a damaged rewrite (a file of it gone from the attempt's directory) is refused and the table stays as it was
     first = rewrite.rewritten[0]
-    for path in first.files:
-        Path(path).unlink()
+    for file in first.files:
+        Path(file.uri).unlink()
     damaged = replace(rewrite, rewritten=(replace(first, files=()), *rewrite.rewritten[1:]))
     snapshot = table.refresh().current_snapshot().snapshot_id
     with pytest.raises(ReportMismatchError, match="holds 0 rows, but the file has 100 of which 1 change"):
