@@ -11,14 +11,13 @@ last change per key as Spark computes it for a batch (70% updates, 15% deletes, 
 spread ``uniform`` over every key. Each contender applies the same change set to the table's same state
 (the table is set back to it between them):
 
-- ``package_spark`` (Iceberg, with a Spark line): the package's merge as a batch runs it: Spark rewrites the
+- ``package_spark`` (with a Spark line): the package's merge as a batch runs it: Spark rewrites the
   files holding a changed key (``spark_apps/kafka_batch_rewrite.py``, by the line's spark-submit in
   ``local[2]``, a cold JVM; ``statement_s`` is the rewrite alone), then the commit step swaps them in from their
-  footers (``commit_s``, in this process as the Airflow worker runs it). It runs first, so its
-  ``process_peak_rss_mib`` is the worker's own;
-- ``package``: the commit step's merge in this process (Iceberg: ``sinks.iceberg_merge.merge`` without Spark's
-  rewrites, a copy-on-write overwrite of the files whose key statistics may hold a changed key, as when the
-  table moved since Spark's; Delta: ``sinks.delta_merge.merge``, delta-rs's MERGE, as every Delta batch);
+  footers (``commit_s``, in this process as the Airflow worker runs it);
+- ``package``: the commit step's merge in this process, as when the table moved since Spark's rewrites
+  (Iceberg: ``sinks.iceberg_merge.merge`` without them, a copy-on-write overwrite of the files whose key
+  statistics may hold a changed key; Delta: ``sinks.delta_merge.merge``, delta-rs's MERGE);
 - ``full_rewrite``: the whole table read, the changes applied, the table overwritten;
 - ``spark_merge_into``: Spark's ``MERGE INTO`` (iceberg-spark-runtime through Iceberg's JdbcCatalog on the
   same catalog, copy-on-write; delta-spark) by the line's spark-submit (``local[2]``, a cold JVM). Its
@@ -45,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 from pyiceberg.catalog.sql import SqlCatalog
 
 import devstack
@@ -180,18 +179,13 @@ class IcebergMirror:
         iceberg_merge.merge(transaction, changes, KEY, {"kafka-offsets.operation": "commit"}, rewrite)
         transaction.commit_transaction()
 
-    def package_spark(self, changes: pa.Table, run_spark: Any, staging: Path, changes_file: Path) -> dict[str, Any]:
+    def package_spark(self, changes: pa.Table, spark: SparkRewriteStep) -> dict[str, Any]:
         """Spark's rewrite by spark-submit, then the commit from the rewrites' footers."""
         self.table = self.table.refresh()
-        job = {
-            "staging_uri": str(staging),
-            "changes": str(changes_file),
-            "merge": {"key": list(KEY), "changes": "upsert", "rewrite": iceberg_merge.rewrite_job(self.table, KEY)},
-        }
-        said = run_spark(job)
+        rewrite, said = spark.run(iceberg_merge.rewrite_job(self.table, KEY), spark.workdir / "iceberg-staging")
         started = time.perf_counter()
-        self.package_merge(changes, spark_rewrite(Storage(), str(staging), {"changes": {"rewrite": said["report"]}}))
-        return {"statement_s": round(said["statement_s"], 2), "commit_s": round(time.perf_counter() - started, 2)}
+        self.package_merge(changes, rewrite)
+        return {"statement_s": round(said, 2), "commit_s": round(time.perf_counter() - started, 2)}
 
     def full_rewrite(self, changes: pa.Table) -> None:
         self.table.overwrite(applied(self.table.scan().to_arrow(), changes))
@@ -242,6 +236,17 @@ class DeltaMirror:
 
     def package_merge(self, changes: pa.Table) -> None:
         delta_merge.merge(self.table(), changes, KEY, {"kafka-offsets.operation": "commit"}, None)
+
+    def package_spark(self, changes: pa.Table, spark: SparkRewriteStep) -> dict[str, Any]:
+        """Spark's rewrite by spark-submit (its staging in the table's directory, as a batch's), then the Delta
+        commit that swaps the rewrites in."""
+        table = self.table()
+        staging = f"{self.location}/batch=000000000001/bench-{uuid.uuid4().hex[:8]}"
+        rewrite, said = spark.run(delta_merge.rewrite_job(table, self.location, KEY), Path(staging))
+        started = time.perf_counter()
+        properties = CommitProperties({"kafka-offsets.operation": "commit"}, max_commit_retries=0)
+        delta_merge.swap(table, self.location, Storage(), rewrite, changes, KEY, staging, properties)
+        return {"statement_s": round(said, 2), "commit_s": round(time.perf_counter() - started, 2)}
 
     def full_rewrite(self, changes: pa.Table) -> None:
         write_deltalake(self.location, applied(self.table().to_pyarrow_table(), changes), mode="overwrite")
@@ -316,11 +321,22 @@ def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdi
     return float(spark_submit(line, SPARK_SCRIPT, job, table_conf, [])["statement_s"])
 
 
-def spark_rewrite_step(line: str) -> Any:
+class SparkRewriteStep:
     """How ``package_spark`` runs the app's rewrite step: by the line's spark-submit, with the app's modules."""
-    apps = Path(kafka_batch_contract.__file__).parent
-    modules = [str(apps / name) for name in ("kafka_batch_contract.py", "kafka_batch_rewrite.py")]
-    return lambda job: spark_submit(line, SPARK_REWRITE_SCRIPT, job, {}, modules)
+
+    def __init__(self, line: str, changes_file: Path, workdir: Path) -> None:
+        self.line, self.changes_file, self.workdir = line, changes_file, workdir
+
+    def run(self, rewrite_job: dict[str, Any], staging: Path) -> tuple[SparkRewrite, float]:
+        """Spark's rewrites of the files ``rewrite_job`` lists, and the seconds of the step alone."""
+        apps = Path(kafka_batch_contract.__file__).parent
+        modules = [str(apps / name) for name in ("kafka_batch_contract.py", "kafka_batch_rewrite.py")]
+        merge = {"key": list(KEY), "changes": "upsert", "rewrite": rewrite_job}
+        job = {"staging_uri": str(staging), "changes": str(self.changes_file), "merge": merge}
+        said = spark_submit(self.line, SPARK_REWRITE_SCRIPT, job, {}, modules)
+        rewrite = spark_rewrite(Storage(), str(staging), {"changes": {"rewrite": said["report"]}})
+        assert rewrite is not None
+        return rewrite, float(said["statement_s"])
 
 
 def run_case(
@@ -339,9 +355,9 @@ def run_case(
     pq.write_table(changes, changes_file)
     expected = expected_after(args.rows, changes)
     runs: dict[str, Any] = {"package": mirror.package_merge, "full_rewrite": mirror.full_rewrite}
-    if args.spark_line and isinstance(mirror, IcebergMirror):
-        staging, run_spark = workdir / f"{label}-staging", spark_rewrite_step(args.spark_line)
-        runs = {"package_spark": lambda c: mirror.package_spark(c, run_spark, staging, changes_file), **runs}
+    if args.spark_line:
+        step = SparkRewriteStep(args.spark_line, changes_file, workdir / label)
+        runs = {"package_spark": lambda c: mirror.package_spark(c, step), **runs}
     if args.spark_line:
         runs["spark_merge_into"] = lambda _: {
             "statement_s": round(spark_merge_into(info, args.spark_line, mirror, workdir, changes_file), 2)

@@ -32,7 +32,6 @@ from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction
@@ -41,7 +40,6 @@ from airflow_kafka_offsets.core.merge import MergeSpec
 from airflow_kafka_offsets.core.model import BatchPlan, DecodeSpec, batch_directory
 from airflow_kafka_offsets.errors import OutputLocationError, SchemaEvolutionError
 from airflow_kafka_offsets.object_storage import storage as files
-from airflow_kafka_offsets.object_storage.storage import DataFile
 from airflow_kafka_offsets.sinks import delta_merge
 from airflow_kafka_offsets.sinks.base import (
     ABORT,
@@ -52,12 +50,12 @@ from airflow_kafka_offsets.sinks.base import (
     LedgerStatements,
     Publication,
 )
-from airflow_kafka_offsets.sinks.change_set import SparkRewrite, check_rewrite, put_rows, read_changes, spark_rewrite
+from airflow_kafka_offsets.sinks.change_set import read_changes, spark_rewrite
+from airflow_kafka_offsets.sinks.delta_merge import relative_path
 from airflow_kafka_offsets.sinks.schema import table_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR, DAY_COLUMN
 
 COMMIT_TRIES = 5
-PUTS_DIR = "_puts"  # a mirror batch's put rows, written by the commit beside Spark's rewrites
 
 
 def app_id(pipeline_uid: str) -> str:
@@ -199,7 +197,11 @@ class DeltaSink:
                 self._replay_merges(table, commits, plan)
             try:
                 if rewrite is not None and rewrite.base == str(table.version()):
-                    self._swap(table, rewrite, changes, publication, transactions)
+                    properties = CommitProperties(
+                        publication.commit_properties(), max_commit_retries=0, app_transactions=transactions
+                    )
+                    staging, key = publication.staging_uri, self.merge.key
+                    delta_merge.swap(table, self.location, self.storage, rewrite, changes, key, staging, properties)
                 else:
                     delta_merge.merge(table, changes, self.merge.key, publication.commit_properties(), transactions)
                 return
@@ -209,56 +211,6 @@ class DeltaSink:
             f"Delta table {self.location}: {COMMIT_TRIES} merges of batch {plan.batch_id} lost to concurrent "
             "writers; nothing of it was merged, the batch stays as it was: run the step again"
         )
-
-    def _swap(
-        self,
-        table: DeltaTable,
-        rewrite: SparkRewrite,
-        changes: pa.Table,
-        publication: Publication,
-        transactions: list[Transaction] | None,
-    ) -> None:
-        """One Delta commit: the files Spark rewrote out, their rewrites and the batch's put rows in (each checked
-        to hold the file's rows less those Spark counted as changed: :func:`check_rewrite`)."""
-        assert self.merge is not None and publication.staging_uri is not None
-        live = table.get_add_actions(flatten=True)
-        paths = live.column("path").to_pylist()
-        records = dict(zip(paths, live.column("num_records").to_pylist(), strict=True))
-        sizes = dict(zip(paths, live.column("size_bytes").to_pylist(), strict=True))
-        now_ms = int(time.time() * 1000)
-        actions: list[AddAction | RemoveAction] = []
-        for file in rewrite.rewritten:
-            old = _relative(self.location, file.path)
-            check_rewrite(file, records.get(old))
-            actions.append(RemoveAction(old, True, now_ms, sizes[old]))
-            actions += [self._added(f) for f in file.files]
-        puts = put_rows(delta_merge.conformed(changes, pa.schema(table.schema())))
-        if puts.num_rows:
-            directory = files.join(publication.staging_uri, PUTS_DIR)
-            fs, path = self.storage.filesystem(files.join(directory, "part-00000.parquet"))
-            fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-            pq.write_table(puts, path, filesystem=fs)
-            actions += [self._added(f) for f in self.storage.parquet_files(directory)]
-        if not actions:
-            return  # tombstones only: nothing changes
-        properties = publication.commit_properties()
-        # no retries: the commit must be the version right after Spark's base; delta-rs would rebase it over
-        # another writer's append (which may hold a changed key) without a conflict
-        table.create_write_transaction(
-            actions,
-            mode="append",
-            schema=table.schema(),
-            commit_properties=CommitProperties(properties, max_commit_retries=0, app_transactions=transactions),
-        )
-
-    def _added(self, file: DataFile) -> AddAction:
-        """A mirror's new data file, with the statistics of its key columns (the next batch prunes by them)."""
-        assert self.merge is not None
-        fs, path = self.storage.filesystem(file.uri)
-        with fs.open_input_file(path) as handle:
-            metadata = pq.ParquetFile(handle).metadata
-        stats = delta_merge.file_stats(metadata, self.merge.key)
-        return AddAction(_relative(self.location, file.uri), file.size, {}, file.modified_ms, True, stats)
 
     def rewrite_base(self) -> dict[str, Any] | None:
         """A mirror's job ``merge.rewrite``: the table's data files for Spark to rewrite those holding a changed
@@ -304,9 +256,9 @@ class DeltaSink:
         now_ms = int(time.time() * 1000)
         actions: list[AddAction | RemoveAction] = [
             AddAction(
-                _relative(self.location, f.uri),
+                relative_path(self.location, f.uri),
                 f.size,
-                _partition_values(_relative(self.location, f.uri)) if self.partition_columns else {},
+                _partition_values(relative_path(self.location, f.uri)) if self.partition_columns else {},
                 f.modified_ms,
                 True,
                 json.dumps({"numRecords": f.records}),
@@ -434,10 +386,6 @@ class DeltaSink:
 def _abort_metadata(pipeline_uid: str, plan: BatchPlan) -> dict[str, str]:
     """What an abort's commit says: the batch it took back (no attempt: it adds none)."""
     return {PIPELINE_UID: pipeline_uid, BATCH: str(plan.batch_id), OPERATION: ABORT, ATTEMPT: ""}
-
-
-def _relative(root: str, uri: str) -> str:
-    return uri[len(root.rstrip("/")) + 1 :]
 
 
 def _partition_values(relative: str) -> dict[str, str | None]:

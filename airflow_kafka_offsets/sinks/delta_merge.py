@@ -30,6 +30,7 @@ before the batch (delta-rs ``restore``: one commit).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,11 +38,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import DeltaError
+from deltalake.transaction import AddAction, RemoveAction
 
 from airflow_kafka_offsets.errors import MergeOperationRefusedError
 from airflow_kafka_offsets.object_storage import storage as files
+from airflow_kafka_offsets.object_storage.storage import DataFile, Storage
 from airflow_kafka_offsets.sinks.base import ABORT, ATTEMPT, BATCH, OPERATION
-from airflow_kafka_offsets.sinks.change_set import key_bound
+from airflow_kafka_offsets.sinks.change_set import SparkRewrite, check_rewrite, key_bound, put_rows
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
 
 SOURCE = "s"
@@ -108,6 +111,62 @@ def file_stats(metadata: pq.FileMetaData, columns: Sequence[str]) -> str:
             stats["minValues"][name], stats["maxValues"][name] = min(lows), max(highs)
             stats["nullCount"][name] = sum(g.null_count for g in groups)
     return json.dumps(stats)
+
+
+PUTS_DIR = "_puts"  # a mirror batch's put rows, written by the commit beside Spark's rewrites
+
+
+def swap(
+    table: DeltaTable,
+    location: str,
+    storage: Storage,
+    rewrite: SparkRewrite,
+    changes: pa.Table,
+    key: Sequence[str],
+    staging_uri: str,
+    properties: CommitProperties,
+) -> None:
+    """One Delta commit to the table at ``location`` (as the job's paths name it): the files Spark rewrote out,
+    their rewrites and the batch's put rows (written here, to ``<staging_uri>/_puts/``) in, each rewrite checked
+    to hold its file's rows less those Spark counted as changed
+    (:func:`~airflow_kafka_offsets.sinks.change_set.check_rewrite`). Nothing is committed for tombstones only.
+
+    ``properties`` should allow no retry (``max_commit_retries=0``): the commit must be the version right after
+    Spark's base, since delta-rs would rebase it over another writer's append (which may hold a changed key)
+    without a conflict."""
+    live = table.get_add_actions(flatten=True)
+    paths = live.column("path").to_pylist()
+    records = dict(zip(paths, live.column("num_records").to_pylist(), strict=True))
+    sizes = dict(zip(paths, live.column("size_bytes").to_pylist(), strict=True))
+    now_ms = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = []
+    for file in rewrite.rewritten:
+        old = relative_path(location, file.path)
+        check_rewrite(file, records.get(old))
+        actions.append(RemoveAction(old, True, now_ms, sizes[old]))
+        actions += [_added(storage, location, f, key) for f in file.files]
+    puts = put_rows(conformed(changes, pa.schema(table.schema())))
+    if puts.num_rows:
+        directory = files.join(staging_uri, PUTS_DIR)
+        fs, path = storage.filesystem(files.join(directory, "part-00000.parquet"))
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        pq.write_table(puts, path, filesystem=fs)
+        actions += [_added(storage, location, f, key) for f in storage.parquet_files(directory)]
+    if actions:
+        table.create_write_transaction(actions, mode="append", schema=table.schema(), commit_properties=properties)
+
+
+def _added(storage: Storage, location: str, file: DataFile, key: Sequence[str]) -> AddAction:
+    """A mirror's new data file, with the statistics of its key columns (the next batch prunes by them)."""
+    fs, path = storage.filesystem(file.uri)
+    with fs.open_input_file(path) as handle:
+        stats = file_stats(pq.ParquetFile(handle).metadata, key)
+    return AddAction(relative_path(location, file.uri), file.size, {}, file.modified_ms, True, stats)
+
+
+def relative_path(location: str, uri: str) -> str:
+    """A file's path in the Delta log: relative to the table's ``location``."""
+    return uri[len(location.rstrip("/")) + 1 :]
 
 
 def merge(

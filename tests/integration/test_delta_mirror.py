@@ -22,7 +22,8 @@ from airflow_kafka_offsets.ledger import Ledger
 from airflow_kafka_offsets.service.operations.abort import abort_planned_batch
 from airflow_kafka_offsets.service.operations.replay import replay_batch
 from airflow_kafka_offsets.service.operations.reset import reset_offsets
-from airflow_kafka_offsets.sinks.delta import PUTS_DIR, app_id
+from airflow_kafka_offsets.sinks.delta import app_id
+from airflow_kafka_offsets.sinks.delta_merge import PUTS_DIR
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import REWRITES_DIR
 from faults_harness import lake_readers
 
