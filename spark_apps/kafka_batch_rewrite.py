@@ -56,6 +56,8 @@ def rewrite_files(spark: SparkSession, job: dict, changes: DataFrame) -> dict:
     places = {file["path"]: place for place, file in enumerate(files)}
     hits = sorted((named[row[FILE]], int(row["count"])) for row in losing)
     report["files"] = [{"path": path, "place": places[path], "removed": removed} for path, removed in hits]
+    if not hits:  # the bounds held a changed key, the rows did not
+        return report
     index = spark.createDataFrame(
         [(spark_name, places[path]) for spark_name, path in named.items()],
         f"{FILE} STRING, {contract.REWRITE_OF} INT",

@@ -154,3 +154,18 @@ def test_a_rewrite_of_a_state_the_table_left_is_not_used_and_a_damaged_one_is_re
     commit(table, changes, rewrite)
     assert rows_of(table) == expected_rows(before, changes)
     assert not [t for t in table.refresh().scan().plan_files() if f"/{REWRITES_DIR}/" in t.file.file_path]
+
+
+def test_a_change_inside_a_files_bounds_but_not_in_its_rows_rewrites_nothing(session, tmp_path):
+    table = mirror(tmp_path)
+    staging = tmp_path / "staging"
+    (staging / CHANGES_DIR).mkdir(parents=True)
+    put = {"id": [251], "name": ["new-251"], "qty": [-1], "note": [None], DELETED: [False]}
+    changes = pa.table(put, schema=SCHEMA.append(pa.field("note", pa.string())).append(pa.field(DELETED, pa.bool_())))
+    pq.write_table(changes, staging / CHANGES_DIR / "part-0.parquet")
+    before, files_before = rows_of(table), {t.file.file_path for t in table.scan().plan_files()}
+    rewrite, report = rewritten_by_spark(session, table, staging)
+    assert report["files"] == [] and not (staging / REWRITES_DIR).exists()
+    commit(table, changes, rewrite)
+    assert rows_of(table) == {**before, 251: ("new-251", -1, None)}
+    assert files_before < {t.file.file_path for t in table.refresh().scan().plan_files()}  # only the put's file
