@@ -5,6 +5,8 @@ is compared with what those rules say, commit by commit (the real chain: tests/i
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -21,7 +23,15 @@ from airflow_kafka_offsets.object_storage import storage as files
 from airflow_kafka_offsets.sinks import open_sink
 from airflow_kafka_offsets.sinks.base import Publication
 from airflow_kafka_offsets.sinks.delta import DeltaSink, app_id
-from airflow_kafka_offsets.sinks.delta_merge import batch_merges, conformed, held_attempt, key_predicate, latest_merges
+from airflow_kafka_offsets.sinks.delta_merge import (
+    batch_merges,
+    conformed,
+    file_stats,
+    held_attempt,
+    key_predicate,
+    latest_merges,
+    rewrite_job,
+)
 from airflow_kafka_offsets.sinks.schema import mirror_schema
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import CHANGES_DIR, DELETED
 
@@ -318,3 +328,36 @@ def test_an_appending_delta_batch_replays_after_the_schema_change_a_later_plan_c
     sink.publish(None, Publication(UID, plan, "a2", stage("a2"), 0, appending.decode, replay=True))
     assert sink.table().version() == version + 1
     assert [p.split("/")[1] for p in sink._batch_files(sink.table(), 1)] == ["a2"]
+
+
+def test_a_new_files_delta_stats_hold_its_key_columns_bounds_from_its_footer(tmp_path):
+    """What the next batch's rewrite job prunes by: the min, max and null count of each key column whose every
+    row group has int or string statistics; other columns and types are left out, the record count is always in."""
+    path = tmp_path / "part.parquet"
+    table = pa.table(
+        {"id": [5, 2, None, 9], "t": ["b", "a", "c", None], "x": [1.5, 2.5, 0.5, 3.0], "d": pa.array([1, 2, 3, 4])}
+    )
+    pq.write_table(table, path, row_group_size=2)
+    stats = json.loads(file_stats(pq.read_metadata(path), ["id", "t", "x", "missing"]))
+    assert stats == {
+        "numRecords": 4,
+        "minValues": {"id": 2, "t": "a"},
+        "maxValues": {"id": 9, "t": "c"},
+        "nullCount": {"id": 1, "t": 1},
+    }
+    assert json.loads(file_stats(pq.read_metadata(path), []))["numRecords"] == 4
+
+
+def test_a_rewrite_job_lists_the_delta_tables_files_with_their_first_key_columns_min_and_max(tmp_path):
+    location = str(tmp_path / "t")
+    write_deltalake(location, pa.table({"id": [3, 1, 2], "name": ["c", "a", "b"]}))
+    write_deltalake(location, pa.table({"id": [10, 12], "name": ["y" * 20, "z"]}), mode="append")
+    table = DeltaTable(location)
+    job = rewrite_job(table, location, ["id"])
+    assert job["base"] == "1"
+    assert sorted((f["lower"], f["upper"]) for f in job["files"]) == [(1, 3), (10, 12)]
+    assert {f["path"] for f in job["files"]} == {
+        files.join(location, p) for p in table.get_add_actions().column("path").to_pylist()
+    }
+    by_name = sorted((f["lower"], f["upper"]) for f in rewrite_job(table, location, ["name"])["files"])
+    assert by_name == [("a", "c"), ("y" * 20, "z")]  # a long lower bound is a prefix: still a bound
