@@ -2,6 +2,7 @@
 
     PYTHONPATH=.:scripts .venv/bin/python -m benchmarks.merge_cost [--rows 10000000] [--changes 100000]
         [--file-rows 250000] [--formats iceberg,delta] [--spreads clustered,uniform] [--spark-line 4.0 | --no-spark]
+        [--spark-connect CONN_ID]
 
 A mirror table of ``--rows`` rows (``id``, ``name``, ``qty`` and the mirror's provenance columns), sorted by
 ``id`` in files of ``--file-rows`` rows, on local disk: an Iceberg table in a SQL catalog in the stack's
@@ -11,10 +12,10 @@ last change per key as Spark computes it for a batch (70% updates, 15% deletes, 
 spread ``uniform`` over every key. Each contender applies the same change set to the table's same state
 (the table is set back to it between them):
 
-- ``package_spark`` (with a Spark line): the package's merge as a batch runs it: Spark rewrites the
-  files holding a changed key (``spark_apps/kafka_batch_rewrite.py``, by the line's spark-submit in
-  ``local[2]``, a cold JVM; ``statement_s`` is the rewrite alone), then the commit step swaps them in from their
-  footers (``commit_s``, in this process as the Airflow worker runs it);
+- ``package_spark`` (with a Spark line or ``--spark-connect``): the package's merge as a batch runs it: Spark
+  rewrites the files holding a changed key (``spark_apps/kafka_batch_rewrite.py``, by the line's spark-submit
+  in ``local[2]``, a cold JVM, or on the warm Connect server; ``statement_s`` is the rewrite alone), then the
+  commit step swaps them in from their footers (``commit_s``, in this process as the Airflow worker runs it);
 - ``package``: the commit step's merge in this process, as when the table moved since Spark's rewrites
   (Iceberg: ``sinks.iceberg_merge.merge`` without them, a copy-on-write overwrite of the files whose key
   statistics may hold a changed key; Delta: ``sinks.delta_merge.merge``, delta-rs's MERGE);
@@ -24,7 +25,9 @@ spread ``uniform`` over every key. Each contender applies the same change set to
   ``seconds`` include the JVM's start; ``statement_s`` is the statement alone.
 
 Each prints wall seconds, the data files and bytes it removed and added (the table's files before and
-after) and the table's rows and sum of ``qty`` afterwards, which must be the same for all. Spark's
+after), the table's rows and sum of ``qty`` afterwards, which must be the same for all, and this process's
+resident memory before it ran and at its peak meanwhile (``worker_rss_mib``, ``worker_peak_rss_mib``: the
+Airflow worker's share; Spark's JVMs are other processes). Spark's
 computation of the change set from the batch's records is the same for every contender and not counted.
 """
 
@@ -33,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import subprocess
 import tempfile
 import time
@@ -49,13 +51,15 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import devstack
 from airflow_kafka_offsets.core.spec import build_spec
+from airflow_kafka_offsets.hooks.spark import spark_connection
 from airflow_kafka_offsets.object_storage.storage import Storage
 from airflow_kafka_offsets.sinks import delta_merge, iceberg_merge
 from airflow_kafka_offsets.sinks.change_set import SparkRewrite, put_rows, spark_rewrite
 from airflow_kafka_offsets.sinks.schema import mirror_schema
+from airflow_kafka_offsets.spark.connect import connect_mode, remote_session
 from airflow_kafka_offsets.spark.settings import DEFAULT_SPARK_CONF
 from airflow_kafka_offsets.spark.versions import spark_home_spark, table_reader_package
-from airflow_kafka_offsets.spark_apps import kafka_batch_contract
+from airflow_kafka_offsets.spark_apps import kafka_batch_contract, kafka_batch_rewrite
 from airflow_kafka_offsets.spark_apps.kafka_batch_contract import DELETED
 from benchmarks.common import say
 from devstack import spark_lines
@@ -322,21 +326,53 @@ def spark_merge_into(info: devstack.StackInfo, line: str, mirror: Mirror, workdi
 
 
 class SparkRewriteStep:
-    """How ``package_spark`` runs the app's rewrite step: by the line's spark-submit, with the app's modules."""
+    """How ``package_spark`` runs the app's rewrite step: by the line's spark-submit with the app's modules
+    (``line``), or on the stack's warm Spark Connect server (``connect``: the connection's id) in this process,
+    as a batch's read step does in Connect mode."""
 
-    def __init__(self, line: str, changes_file: Path, workdir: Path) -> None:
-        self.line, self.changes_file, self.workdir = line, changes_file, workdir
+    def __init__(self, line: str | None, connect: str | None, changes_file: Path, workdir: Path) -> None:
+        self.line, self.connect, self.changes_file, self.workdir = line, connect, changes_file, workdir
 
     def run(self, rewrite_job: dict[str, Any], staging: Path) -> tuple[SparkRewrite, float]:
         """Spark's rewrites of the files ``rewrite_job`` lists, and the seconds of the step alone."""
-        apps = Path(kafka_batch_contract.__file__).parent
-        modules = [str(apps / name) for name in ("kafka_batch_contract.py", "kafka_batch_rewrite.py")]
         merge = {"key": list(KEY), "changes": "upsert", "rewrite": rewrite_job}
         job = {"staging_uri": str(staging), "changes": str(self.changes_file), "merge": merge}
-        said = spark_submit(self.line, SPARK_REWRITE_SCRIPT, job, {}, modules)
+        said = self._on_connect(job) if self.connect else self._by_submit(job)
         rewrite = spark_rewrite(Storage(), str(staging), {"changes": {"rewrite": said["report"]}})
         assert rewrite is not None
         return rewrite, float(said["statement_s"])
+
+    def _by_submit(self, job: dict[str, Any]) -> Any:
+        assert self.line is not None
+        apps = Path(kafka_batch_contract.__file__).parent
+        modules = [str(apps / name) for name in ("kafka_batch_contract.py", "kafka_batch_rewrite.py")]
+        return spark_submit(self.line, SPARK_REWRITE_SCRIPT, job, {}, modules)
+
+    def _on_connect(self, job: dict[str, Any]) -> dict[str, Any]:
+        assert self.connect is not None
+        session = remote_session(spark_connection(self.connect).connect_url())
+        try:
+            with connect_mode():
+                started = time.perf_counter()
+                report = kafka_batch_rewrite.rewrite_files(session, job, session.read.parquet(job["changes"]))
+                return {"statement_s": time.perf_counter() - started, "report": report}
+        finally:
+            session.stop()
+
+
+def peak_rss_reset() -> int:
+    """Reset this process's peak resident set size to what it holds now (Linux: ``clear_refs`` 5), which it
+    returns in MiB: the next :func:`peak_rss_mib` is then the peak of what ran in between."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return peak_rss_mib()
+
+
+def peak_rss_mib() -> int:
+    """This process's peak resident set size since the last reset (``VmHWM``), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    raise SystemExit("no VmHWM in /proc/self/status: the worker's peak memory is measured on Linux only")
 
 
 def run_case(
@@ -355,8 +391,8 @@ def run_case(
     pq.write_table(changes, changes_file)
     expected = expected_after(args.rows, changes)
     runs: dict[str, Any] = {"package": mirror.package_merge, "full_rewrite": mirror.full_rewrite}
-    if args.spark_line:
-        step = SparkRewriteStep(args.spark_line, changes_file, workdir / label)
+    if args.spark_line or args.spark_connect:
+        step = SparkRewriteStep(args.spark_line, args.spark_connect, changes_file, workdir / label)
         runs = {"package_spark": lambda c: mirror.package_spark(c, step), **runs}
     if args.spark_line:
         runs["spark_merge_into"] = lambda _: {
@@ -365,9 +401,11 @@ def run_case(
     contenders: dict[str, dict[str, Any]] = {}
     for name, apply in runs.items():
         mirror.reset()
+        before_rss = peak_rss_reset()
         started = time.perf_counter()
         extra = apply(changes) or {}
         seconds = time.perf_counter() - started
+        peak_rss = peak_rss_mib()
         qty = mirror.qty()
         state = {"rows": len(qty), "qty_sum": pc.sum(qty).as_py() or 0}
         if state != expected:
@@ -382,8 +420,9 @@ def run_case(
             "bytes_added": sum(after[f] for f in added),
             **state,
             **extra,
-            # this process's high-water mark so far: the first contender's is its own
-            "process_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            # this process's (the Airflow worker's part) peak while the contender ran, over what it held before
+            "worker_rss_mib": before_rss,
+            "worker_peak_rss_mib": peak_rss,
         }
         say(f"{label} {name}: {json.dumps(contenders[name])}")
     return {"rows": args.rows, "changes": args.changes, "files": len(base_files), **contenders}
@@ -399,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--spark-line", default="4.0", help="the Spark line whose MERGE INTO runs (4.0 or 4.1)")
     parser.add_argument("--no-spark", dest="spark_line", action="store_const", const=None)
+    parser.add_argument(
+        "--spark-connect",
+        metavar="CONN_ID",
+        help="package_spark's rewrite on this Spark Connect connection's warm server instead of spark-submit "
+        "(its statement_s is then a warm server's, not the same mode as MERGE INTO's)",
+    )
     args = parser.parse_args(argv)
     formats, spreads = (
         chosen(parser, "--formats", args.formats, FORMATS),

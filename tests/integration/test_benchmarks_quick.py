@@ -1,12 +1,14 @@
 """The benchmarks still run, at tiny sizes (seconds each): the harness's scaling section on the real
 ledger; its Spark Connect section and the throughput contenders that start no Spark of their own
 (package_connect on the session's warm server, python_consumer, kafka_consumer_perf); and the
-stand-alone ones: pipelines_page, table_commits, multi_table_commits, merge_cost's package and full-rewrite
-contenders, profile_connect, and profile_read's write and read-back steps (one local Spark session: about 10 s).
+stand-alone ones: pipelines_page, table_commits, multi_table_commits, merge_cost's package (its Spark step
+on the warm Connect server), worker and full-rewrite contenders, profile_connect, and profile_read's write
+and read-back steps (one local Spark session: about 10 s).
 
 Not run here, as each needs spark-submit's JVMs (tens of seconds per batch on 2 cores): the
 harness's overhead section and its package, package_baseline and structured_streaming contenders,
-profile_setup, connect_latency's spark-submit half, merge_cost's Spark MERGE INTO. Their modules are covered by
+profile_setup, connect_latency's spark-submit half, merge_cost's spark-submit contenders (Spark MERGE INTO, and
+the package's step by spark-submit). Their modules are covered by
 tests/unit/test_dev_modules_import.py and mypy.
 
 Figures are not checked (they are not tests); only that each produced its output with the expected
@@ -217,21 +219,23 @@ def test_quick_profile_read(stack) -> None:
     assert all(step["seconds"] > 0 for step in steps.values())
 
 
-def test_quick_merge_cost_applies_one_change_set_the_same_way_in_every_contender(stack) -> None:
-    """A mirror's merge on 20,000 rows in 10 files, Iceberg and Delta: the package's merge and a full rewrite
-    each leave the same rows (the benchmark checks the count and the sum of a column); the clustered changes
-    rewrite one file of ten, the full rewrite every file."""
+def test_quick_merge_cost_applies_one_change_set_the_same_way_in_every_contender(stack, spark_connect) -> None:
+    """A mirror's merge on 20,000 rows in 10 files, Iceberg and Delta: the package's merge with Spark's rewrite
+    (on the warm Connect server), the worker's own and a full rewrite each leave the same rows (the benchmark
+    checks the count and the sum of a column); the clustered changes rewrite one file of ten, the full rewrite
+    every file."""
     args = ("--rows", "20000", "--changes", "300", "--file-rows", "2000", "--spreads", "clustered", "--no-spark")
-    out = run_benchmark("merge_cost", *args, timeout=300).stdout
+    out = run_benchmark("merge_cost", *args, "--spark-connect", spark_connect, timeout=300).stdout
     results = json.loads(out[out.index("{") :])["merge_cost"]
     assert sorted(results) == ["delta-clustered", "iceberg-clustered"]
     for result in results.values():
         assert (result["rows"], result["changes"], result["files"]) == (20_000, 300, 10)
-        package, full = result["package"], result["full_rewrite"]
-        assert package["rows"] == full["rows"] == 20_000 - 45 + 45  # 15% of the changes delete, 15% are new keys
-        assert package["qty_sum"] == full["qty_sum"]
-        assert (package["files_removed"], full["files_removed"]) == (1, 10)
+        spark, package, full = result["package_spark"], result["package"], result["full_rewrite"]
+        assert spark["rows"] == package["rows"] == full["rows"] == 20_000 - 45 + 45  # 15% delete, 15% are new
+        assert spark["qty_sum"] == package["qty_sum"] == full["qty_sum"]
+        assert (spark["files_removed"], package["files_removed"], full["files_removed"]) == (1, 1, 10)
         assert package["bytes_removed"] < full["bytes_removed"] / 5
+        assert spark["statement_s"] > 0 and spark["commit_s"] >= 0
         assert "spark_merge_into" not in result
 
 
