@@ -9,13 +9,16 @@ The rules are the package's ``core/merge.py`` (``changes_of``, ``last_changes``)
   ``after``; d deletes ``before``'s key; an update whose ``before`` holds another key deletes it first;
   tombstones and other ops (t, m) change nothing.
 - upsert (``decoded`` is the row, from JSON or Avro): the value puts the row; a tombstone deletes the key read
-  from the record key (:func:`tombstone_key`).
+  from the record key (:func:`tombstone_key`); a record key in Avro's wire format is decoded by its writer
+  schema, fetched from the job's schema registry (:func:`avro_key_writers`).
 
 Per key the change with the highest (offset, order, partition) wins: a key's events share one partition.
 Records that did not decode change nothing (the batch's ``max_decode_errors`` decides whether it commits).
 """
 
 from __future__ import annotations
+
+import json
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -24,9 +27,11 @@ from pyspark.sql.types import DataType, StructType
 if __package__:
     from . import kafka_batch_avro as avro
     from . import kafka_batch_contract as contract
+    from .kafka_batch_decode import header_of
 else:
     import kafka_batch_avro as avro
     import kafka_batch_contract as contract
+    from kafka_batch_decode import header_of
 
 ORDER = "_order"
 
@@ -105,18 +110,59 @@ def _debezium_changes(records: DataFrame, key: list[str]) -> DataFrame:
     return main.unionByName(moved)
 
 
-# A record key in the Confluent wire format (magic byte 0, then a 4-byte schema id): Avro, not read as a key.
+# A record key in the Confluent wire format (magic byte 0, then a 4-byte schema id): Avro, decoded by its writer
+# schema when the job has a schema registry (an Avro pipeline's), else not read as a key.
 AVRO_WIRE_KEY = f"substring(key, 1, 1) = X'{avro.MAGIC_BYTE:02X}' AND length(key) >= {avro.WIRE_HEADER_BYTES}"
+KEY_SCHEMA_ID = "CAST(conv(hex(substring(key, 2, 4)), 16, 10) AS BIGINT)"
+KEY_HEADER = f"substring(key, 1, {avro.WIRE_HEADER_BYTES})"
+KEY_PAYLOAD = f"substring(key, {avro.WIRE_HEADER_BYTES + 1})"
 UPSERT_KEYS = (
     "an upsert's tombstone names its row by the record key: a JSON object of the key columns (or Kafka "
-    'Connect\'s {"schema": ..., "payload": {...}}), or for a one-column merge_key the key itself as a string or '
-    "a JSON scalar; a key in Avro's wire format (magic byte 0 and a schema id) is not read"
+    'Connect\'s {"schema": ..., "payload": {...}}), for a one-column merge_key the key itself as a string or '
+    "a JSON scalar, or, in a pipeline of Avro values, a key in Avro's wire format (a record whose fields are "
+    "named like the key columns, or for a one-column merge_key a primitive), decoded by its writer schema from "
+    "the schema registry"
 )
 
 
-def tombstone_key(row_type: StructType, key: list[str]) -> list[Column]:
+def avro_key_writers(written: DataFrame, job: dict) -> tuple[dict[int, str], set[int]]:
+    """The writer schemas of the tombstones' record keys in Avro's wire format, fetched from the job's schema
+    registry (an Avro pipeline's; none without one), and the ids it has no Avro schema for. One pass over
+    the batch's tombstones' keys, and none when the job has no registry."""
+    access = job.get(contract.REGISTRY_ACCESS)
+    if not access:
+        return {}, set()
+    tombstones = written.where(F.col("value").isNull() & F.expr(AVRO_WIRE_KEY))
+    ids = [int(row[0]) for row in tombstones.select(F.expr(KEY_SCHEMA_ID)).distinct().collect()]
+    if not ids:
+        return {}, set()
+    writers, _other, _unknown = avro.fetch_writer_schemas(access, ids)
+    return writers, set(ids) - set(writers)
+
+
+def _avro_key_column(name: str, one_column: bool, writers: dict[int, str]) -> Column | None:
+    """Key column ``name`` of a record key in Avro's wire format, picked by its writer schema: a record's field
+    of that name, or for a one-column key a primitive key itself; null for any other key (None: no writer
+    gives it)."""
+    from pyspark.sql.avro.functions import from_avro
+
+    column: Column | None = None
+    for writer_id, writer in sorted(writers.items()):
+        shape = json.loads(writer)
+        record = isinstance(shape, dict) and shape.get("type") == "record"
+        if (record and name not in [f.get("name") for f in shape.get("fields", [])]) or (not record and not one_column):
+            continue
+        parsed = from_avro(F.expr(KEY_PAYLOAD), writer, {"mode": "PERMISSIVE"})
+        value = parsed[name] if record else parsed
+        mine = F.expr(KEY_HEADER) == header_of(writer_id)
+        column = F.when(mine, value) if column is None else column.when(mine, value)
+    return column
+
+
+def tombstone_key(row_type: StructType, key: list[str], key_writers: dict[int, str] | None = None) -> list[Column]:
     """The key columns a tombstone deletes, from its record key (see ``UPSERT_KEYS``); null where the key does
-    not give them, which fails the batch (:func:`write_changes`)."""
+    not give them, which fails the batch (:func:`write_changes`). ``key_writers``: the Avro writer schemas of
+    the keys in Avro's wire format, by id."""
     key_ddl = ", ".join(f"`{k}` {row_type[k].dataType.simpleString()}" for k in key)
     text = F.col("key").cast("string")
     is_object = F.ltrim(text).startswith("{")
@@ -126,12 +172,17 @@ def tombstone_key(row_type: StructType, key: list[str]) -> list[Column]:
         scalar = F.coalesce(F.get_json_object(text, "$"), text)  # "abc" and 42 as JSON, or abc as is
         readable = ~is_object & ~F.expr(AVRO_WIRE_KEY)
         columns = [F.coalesce(columns[0], F.when(readable, scalar.cast(row_type[key[0]].dataType)))]
+    avro_wire = F.expr(AVRO_WIRE_KEY)
+    for i, k in enumerate(key):
+        from_key = _avro_key_column(k, len(key) == 1, key_writers or {})
+        if from_key is not None:
+            columns[i] = F.when(avro_wire, from_key.cast(row_type[k].dataType)).otherwise(columns[i])
     return columns
 
 
-def _upsert_changes(records: DataFrame, key: list[str]) -> DataFrame:
+def _upsert_changes(records: DataFrame, key: list[str], key_writers: dict[int, str]) -> DataFrame:
     tombstone = F.col("value").isNull()
-    deleted_key = tombstone_key(records.schema["decoded"].dataType, key)
+    deleted_key = tombstone_key(records.schema["decoded"].dataType, key, key_writers)
     events = records.where(tombstone | F.col("decode_error").isNull())
     return events.select(
         *[
@@ -149,13 +200,14 @@ def _upsert_changes(records: DataFrame, key: list[str]) -> DataFrame:
     )
 
 
-def change_set(records: DataFrame, merge: dict) -> DataFrame:
+def change_set(records: DataFrame, merge: dict, key_writers: dict[int, str] | None = None) -> DataFrame:
     """The batch's last change per key: the row's columns (null but the key for a delete), where the change
     came from (``_kafka_partition``, ``_kafka_offset``, ``_source_position``, ``_source_ts_ms``), its ``_op``
-    and ``_deleted``. Changes whose key has a null column are kept with it, for the app to refuse."""
+    and ``_deleted``. Changes whose key has a null column are kept with it, for the app to refuse.
+    ``key_writers``: the writer schemas of upsert tombstones' keys in Avro's wire format (:func:`avro_key_writers`)."""
     key = list(merge["key"])
     debezium = merge["changes"] == "debezium"
-    changes = _debezium_changes(records, key) if debezium else _upsert_changes(records, key)
+    changes = _debezium_changes(records, key) if debezium else _upsert_changes(records, key, key_writers or {})
     keys = [F.col(f"_key_{i}") for i in range(len(key))]
     latest = Window.partitionBy(*keys).orderBy(F.desc("offset"), F.desc(ORDER), F.desc("partition"))
     last = changes.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
@@ -182,11 +234,13 @@ def write_changes(written: DataFrame, job: dict) -> dict:
     from pyspark.sql import Observation
 
     merge = job["merge"]
+    upsert = merge["changes"] == "upsert"
+    key_writers, unknown_key_ids = avro_key_writers(written, job) if upsert else ({}, set())
     null_key = F.lit(False)
     for k in merge["key"]:
         null_key = null_key | F.col(k).isNull()
     observation = Observation("kafka_offsets_changes")
-    changes = change_set(written, merge).observe(
+    changes = change_set(written, merge, key_writers).observe(
         observation,
         F.count(F.lit(1)).alias("changes"),
         F.coalesce(F.sum(F.col(contract.DELETED).cast("long")), F.lit(0)).alias("deletes"),
@@ -198,6 +252,11 @@ def write_changes(written: DataFrame, job: dict) -> dict:
         raise ValueError(
             f"{counts['null_keys']} change events have no value for a key column ({', '.join(merge['key'])}): "
             "the mirror cannot tell which row they change"
-            + (f" ({UPSERT_KEYS})" if merge["changes"] == "upsert" else "")
+            + (f" ({UPSERT_KEYS})" if upsert else "")
+            + (
+                f"; the schema registry has no Avro schema for the key schema id(s) {sorted(unknown_key_ids)}"
+                if unknown_key_ids
+                else ""
+            )
         )
     return {"changes": int(counts["changes"]), "deletes": int(counts["deletes"])}

@@ -246,12 +246,14 @@ def test_upsert_changes_and_the_mirror_schema_evolves_only_by_nullable_columns(
     assert (rows[("a", 1)]["v"], rows[("a", 1)]["added"]) == ("one again", None)
 
 
-def test_avro_upserts_keyed_by_strings_mirror_each_keys_last_value_and_an_avro_keyed_tombstone_fails_the_batch(
+def test_avro_upserts_keyed_by_strings_or_avro_mirror_each_keys_last_value_and_an_unknown_avro_key_fails_the_batch(
     stack, ledger, make_topic, tmp_path
 ):
     """Avro values through the stack's schema registry (the reader schema is the row), record keys as a plain
-    string and as a JSON scalar; a tombstone keyed in Avro's wire format fails the batch, changing nothing."""
-    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    string, as a JSON scalar and in Avro's wire format (a primitive key, and a record key under a subject of its
+    own): each tombstone deletes its row. A tombstone whose Avro key schema the registry lacks fails the batch,
+    changing nothing."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, record_subject_name_strategy
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -294,11 +296,28 @@ def test_avro_upserts_keyed_by_strings_mirror_each_keys_last_value_and_an_avro_k
     landed = sorted((r["id"], r["name"], r["_kafka_offset"], r["_op"]) for r in mirror(stack, ledger, spec).values())
     assert landed == [(1, "one again", 3, "u"), (4, "four", 6, "u")]
 
-    producer.produce(topic, key=keys(4, SerializationContext(topic, MessageField.KEY)), value=None)
+    key_of = SerializationContext(topic, MessageField.KEY)
+    record_key = {"type": "record", "name": "RowKey", "fields": [{"name": "id", "type": "int"}]}
+    record_keys = AvroSerializer(
+        client, json.dumps(record_key), conf={"subject.name.strategy": record_subject_name_strategy}
+    )
+    producer.produce(topic, key=b"5", value=None)  # a tombstone of a key the mirror never held
+    producer.produce(topic, key=keys(6, key_of), value=values({"id": 6, "name": "six"}, value_of))
+    producer.produce(topic, key=keys(4, key_of), value=None)  # a primitive Avro key
+    producer.produce(topic, key=record_keys({"id": 1}, key_of), value=None)  # a record Avro key
+    assert producer.flush(30) == 0
+    assert run_once(ledger, spec, stack).records == 4
+    landed = sorted((r["id"], r["name"], r["_kafka_offset"]) for r in mirror(stack, ledger, spec).values())
+    assert landed == [(6, "six", 8)]
+
+    unknown_schema = bytes([0]) + (999_999).to_bytes(4, "big") + b"\x02"  # the wire format, an id never registered
+    producer.produce(topic, key=unknown_schema, value=None)
     assert producer.flush(30) == 0
     outcome = plan(ledger, spec, stack)
-    with pytest.raises(SparkJobError, match=r"1 change events have no value for a key column \(id\).*Avro's wire"):
+    with pytest.raises(
+        SparkJobError, match=r"1 change events have no value for a key column \(id\).*id\(s\) \[999999\]"
+    ):
         read(ledger, spec, stack, outcome)
     assert ledger.batch(spec.name, outcome.plan.batch_id).state is BatchState.PLANNED
-    assert ledger.cursors(spec.name) == {TP(topic, 0): 7}
-    assert sorted(mirror(stack, ledger, spec)) == [1, 4]
+    assert ledger.cursors(spec.name) == {TP(topic, 0): 11}
+    assert sorted(mirror(stack, ledger, spec)) == [6]
