@@ -14,6 +14,7 @@ from . import (
     jars,
     kafka,
     postgres,
+    report,
     schema_registry,
     seaweedfs,
     spark_connect,
@@ -47,6 +48,10 @@ def up(
     line = ensure.line_version(spark_version)
     if line and not spark_connect_server:
         raise StackError("a Spark version applies to the Spark Connect server only: add --spark-connect")
+    if not (spark_cluster or spark_connect_server or cdc_source):
+        running = _running_as_recorded()
+        if running is not None:
+            return running
     with state.lock():
         sd = state.ensure_state_dir()
         stack = state.load() or {"version": STACK_VERSION, "state_dir": str(sd)}
@@ -77,6 +82,22 @@ def up(
             stack["cdc"] = cdc.ensure(sd, stack)
             state.save(stack)
         return info.from_stack(stack)
+
+
+BASE_SERVICES = frozenset({"postgres", "kafka", "s3", "schema_registry", "iceberg_rest"})
+
+
+def _running_as_recorded() -> StackInfo | None:
+    """The stack as recorded, when it records every base service and each service it records runs and
+    answers: nothing to start, so no lock to wait for (a process starting a service, such as a Connect
+    server of another Spark line, holds it for a minute or more)."""
+    stack = state.load()
+    if not stack or "connector_jars" not in stack:
+        return None
+    found = report.status()
+    if not found["up"] or not BASE_SERVICES <= found["services"].keys():
+        return None
+    return info.from_stack(stack)
 
 
 def _stop_services(stack: dict[str, Any], keep_data: bool) -> None:
