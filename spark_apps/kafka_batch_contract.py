@@ -23,7 +23,7 @@ the Kafka client settings, so secrets never reach the command line)::
      "merge": {"key": [column], "changes": "debezium" | "upsert",
                "rewrite": {"base": str | null,
                            "files": [{"path": str, "lower": scalar | null, "upper": scalar | null}]}
-                          (optional: an Iceberg mirror, see below)} | null,   # optional: a mirror table
+                          (optional: an Iceberg or Delta mirror, below)} | null,   # optional: a mirror table
      "ranges": [{"topic": str, "partition": int, "start": int, "end": int}],
      "kafka": {"bootstrap.servers": ..., ...},       # Java client properties
      "private_conf": {"spark.hadoop.fs.s3a.secret.key": ..., ...},   # set on the Hadoop configuration
@@ -49,8 +49,9 @@ for Debezium as Avro, the reader schema is the envelope Debezium's converter reg
 the batch's change set, the last change per key, is also written to ``<staging_uri>/_changes/``
 (``kafka_batch_changes.py``): the table sink applies it to the mirror table in its commit.
 
-With ``merge.rewrite`` (an Iceberg mirror) the app also rewrites, copy-on-write, the mirror's data files that
-hold a changed key (``kafka_batch_rewrite.py``): ``files`` are the table's live data files at snapshot ``base``,
+With ``merge.rewrite`` (an Iceberg or Delta mirror) the app also rewrites, copy-on-write, the mirror's data files
+that hold a changed key (``kafka_batch_rewrite.py``): ``files`` are the table's live data files at ``base`` (an
+Iceberg snapshot id, a Delta version),
 each with the bounds of the first key column its metadata records (null: unknown). A file whose bounds hold a
 changed key is read (its key columns first), and when rows of it have a changed key, its other rows are written
 to ``<staging_uri>/_rewrites/<REWRITE_OF>=<i>/`` (``i``: its place in ``files``; no directory when none is left).

@@ -1,4 +1,4 @@
-"""The Spark app's rewrite step: an Iceberg mirror's data files that hold a changed key, without those rows.
+"""The Spark app's rewrite step: a mirror's data files that hold a changed key, without those rows.
 
 Part of the app (``kafka_range_batch.py``), shipped beside it with ``--py-files``; imports nothing from Airflow.
 The job's ``merge.rewrite`` lists the mirror's live data files with the bounds of the first key column (the
@@ -9,9 +9,10 @@ each over less than the one before, none over the table:
 2. those files' key columns alone, semi-joined with the changed keys, count the rows each file loses;
 3. the files that lose rows are read whole and written again without them, one directory per file.
 
-The commit then swaps each such file for its rewrite in one copy-on-write snapshot, so the Airflow worker never
-reads the table's rows. The files are read as Parquet by column name (the mirror's columns are only ever added,
-never renamed); a column some of them lack is read as null, as Iceberg reads it.
+The commit then swaps each such file for its rewrite in one copy-on-write commit (an Iceberg snapshot, a Delta
+version), so the Airflow worker never reads the table's rows. The files are read as Parquet by column name (the
+mirror's columns are only ever added, never renamed); a column some of them lack is read as null, as Iceberg
+reads it.
 """
 
 from __future__ import annotations

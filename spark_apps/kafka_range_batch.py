@@ -10,7 +10,7 @@ the names and the range check in ``kafka_batch_contract.py`` beside it. Its othe
 it with ``--py-files`` too: ``kafka_batch_read.py`` (the read step: the version checks and the Kafka
 read), ``kafka_batch_decode.py`` (the JSON and Avro decode step), ``kafka_batch_avro.py`` (the Confluent
 wire format and the schema registry's answers), ``kafka_batch_routes.py`` (the many-tables step),
-``kafka_batch_changes.py`` (the merge step), ``kafka_batch_rewrite.py`` (an Iceberg mirror's rewritten
+``kafka_batch_changes.py`` (the merge step), ``kafka_batch_rewrite.py`` (a mirror's rewritten
 files), ``kafka_batch_check.py`` (the check of what was written) and ``kafka_batch_proof.py`` (its proof from
 the files' footers).
 """

@@ -159,7 +159,7 @@ class ChecksReplay(Protocol):
 
 @runtime_checkable
 class RewritesInSpark(Protocol):
-    """A mirror sink whose data files Spark rewrites with the batch (an Iceberg mirror): the job lists them."""
+    """A mirror sink whose data files Spark rewrites with the batch (Iceberg, Delta): the job lists them."""
 
     def rewrite_base(self) -> dict[str, Any] | None:
         """The job's ``merge.rewrite`` (``spark_apps/kafka_batch_contract.py``), or None when the sink has none to

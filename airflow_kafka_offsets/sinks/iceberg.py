@@ -525,8 +525,10 @@ class IcebergSink:
                 before = self._state_before(table, publication.pipeline_uid, publication.plan.batch_id, what)
                 iceberg_merge.restore(transaction, table, before, properties, what)
             changes = read_changes(self.storage, data)
-            report = self.read_report(publication.staging_uri) if publication.staging_uri else None
-            rewrite = None if publication.replay else spark_rewrite(self.storage, publication.staging_uri, report)
+            rewrite = None  # a replay merges on the state before the batch, not the one Spark's rewrites are of
+            if not publication.replay and publication.staging_uri is not None:
+                report = self.read_report(publication.staging_uri)
+                rewrite = spark_rewrite(self.storage, publication.staging_uri, report)
             iceberg_merge.merge(transaction, changes, self.merge.key, properties, rewrite)
         elif publication.replay:
             old = self._batch_files(table, publication.plan.batch_id)
